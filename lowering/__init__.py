@@ -1,0 +1,20 @@
+"""aten -> ONNX lowering: one small function per op family, registered in a table.
+
+Importing this package fills the table (``LOWERINGS``).
+"""
+
+from lowering import (  # noqa: F401  (imported for their registrations)
+    creation,
+    elementwise,
+    indexing,
+    linalg,
+    nn,
+    reduction,
+    shape,
+    symbolic,
+)
+from lowering.context import LoweringContext
+from lowering.dtypes import onnx_dtype
+from lowering.registry import LOWERINGS, find_lowering, lowers, op_name
+
+__all__ = ["LOWERINGS", "LoweringContext", "find_lowering", "lowers", "onnx_dtype", "op_name"]

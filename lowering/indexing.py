@@ -1,0 +1,115 @@
+"""Indexing by tensors: advanced indexing, gather, index_select, scatter, tril/triu."""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from lowering.context import LoweringContext
+from lowering.registry import lowers
+
+aten = torch.ops.aten
+
+
+@lowers(aten.index)
+def index(ctx: LoweringContext, node: torch.fx.Node):
+    """x[i0, i1, ...] with index tensors on consecutive dimensions (None elsewhere)."""
+    x, indices = node.args[0], list(node.args[1])
+    positions = [i for i, idx in enumerate(indices) if idx is not None]
+    if not positions:
+        return ctx.value(x)
+    if positions != list(range(positions[0], positions[-1] + 1)):
+        raise NotImplementedError("advanced indexing on non-adjacent dimensions")
+    if any(ctx.torch_dtype(indices[i]) == torch.bool for i in positions):
+        if len(positions) != 1:
+            raise NotImplementedError("boolean mask indexing combined with other indices")
+        mask = indices[positions[0]]
+        # a boolean mask over dimensions first..first+mask_rank selects the true positions
+        flat_idx = ctx.op.NonZero(ctx.value(mask))  # [mask_rank, n]
+        first = positions[0]
+        value = _move_front(ctx, ctx.value(x), first, ctx.rank(x))
+        gathered = ctx.op.GatherND(value, ctx.op.Transpose(flat_idx, perm=[1, 0]))
+        return _move_back(ctx, gathered, first, ctx.rank(x) - ctx.rank(mask) + 1)
+    first = positions[0]
+    rank = ctx.rank(x)
+    value = ctx.value(x)
+    if len(positions) == 1:
+        return ctx.op.Gather(value, ctx.value(indices[first], torch.int64), axis=first)
+    idx_vals = [ctx.value(indices[i], torch.int64) for i in positions]
+    # broadcast the index tensors together, then stack them on a new last axis for GatherND
+    broadcast = idx_vals[0]
+    for v in idx_vals[1:]:
+        broadcast = ctx.op.Add(broadcast, v)
+    shape = ctx.op.Shape(broadcast)
+    last = ctx.ints([-1])
+    stacked = ctx.op.Concat(*[ctx.op.Unsqueeze(ctx.op.Expand(v, shape), last) for v in idx_vals], axis=-1)
+    moved = _move_front(ctx, value, first, rank, count=len(positions))
+    gathered = ctx.op.GatherND(moved, stacked)
+    index_rank = max(ctx.rank(indices[i]) for i in positions)
+    return _move_back(ctx, gathered, first, rank - len(positions) + index_rank, count=index_rank)
+
+
+def _move_front(ctx: LoweringContext, value, first: int, rank: int, count: int = 1):
+    """Move dimensions first..first+count to the front."""
+    if first == 0:
+        return value
+    perm = list(range(first, first + count)) + list(range(first)) + list(range(first + count, rank))
+    return ctx.op.Transpose(value, perm=perm)
+
+
+def _move_back(ctx: LoweringContext, value, first: int, rank: int, count: int = 1):
+    """Inverse of _move_front for a result whose leading ``count`` dims belong at ``first``."""
+    if first == 0:
+        return value
+    perm = list(range(count, count + first)) + list(range(count)) + list(range(count + first, rank))
+    return ctx.op.Transpose(value, perm=perm)
+
+
+@lowers(aten.index_select)
+def index_select(ctx: LoweringContext, node: torch.fx.Node):
+    x, dim, idx = node.args
+    return ctx.op.Gather(ctx.value(x), ctx.value(idx, torch.int64), axis=dim % max(ctx.rank(x), 1))
+
+
+@lowers(aten.gather)
+def gather(ctx: LoweringContext, node: torch.fx.Node):
+    x, dim, idx = node.args[:3]
+    return ctx.op.GatherElements(ctx.value(x), ctx.value(idx, torch.int64), axis=dim % max(ctx.rank(x), 1))
+
+
+@lowers(aten.scatter)
+def scatter(ctx: LoweringContext, node: torch.fx.Node):
+    x, dim, idx, src = node.args[:4]
+    dtype = ctx.out_dtype(node)
+    updates = ctx.value(src, dtype)
+    if not isinstance(src, torch.fx.Node):
+        updates = ctx.op.Expand(updates, ctx.op.Shape(ctx.value(idx)))
+    reduce = node.kwargs.get("reduce")
+    attrs = {"reduction": {"add": "add", "multiply": "mul"}[reduce]} if reduce else {}
+    return ctx.op.ScatterElements(ctx.value(x), ctx.value(idx, torch.int64), updates, axis=dim % ctx.rank(x), **attrs)
+
+
+@lowers(aten.scatter_add)
+def scatter_add(ctx: LoweringContext, node: torch.fx.Node):
+    x, dim, idx, src = node.args[:4]
+    return ctx.op.ScatterElements(
+        ctx.value(x), ctx.value(idx, torch.int64), ctx.value(src), axis=dim % ctx.rank(x), reduction="add"
+    )
+
+
+def _tri(upper: int):
+    def lower(ctx: LoweringContext, node: torch.fx.Node):
+        x = node.args[0]
+        diagonal = node.args[1] if len(node.args) > 1 else node.kwargs.get("diagonal", 0)
+        value = ctx.value(x)
+        is_bool = ctx.torch_dtype(x) == torch.bool
+        if is_bool:  # ORT's Trilu has no bool kernel
+            value = ctx.cast(value, torch.int64)
+        out = ctx.op.Trilu(value, ctx.scalar_int(diagonal), upper=upper)
+        return ctx.cast(out, torch.bool) if is_bool else out
+
+    return lower
+
+
+lowers(aten.tril)(_tri(0))
+lowers(aten.triu)(_tri(1))

@@ -1,0 +1,88 @@
+"""Matrix products and convolutions: linear, matmul, addmm, baddbmm, einsum, conv."""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from lowering.context import LoweringContext
+from lowering.registry import lowers
+
+aten = torch.ops.aten
+
+
+@lowers(aten.linear)
+def linear(ctx: LoweringContext, node: torch.fx.Node):
+    x, weight = node.args[0], node.args[1]
+    bias = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
+    y = ctx.op.MatMul(ctx.value(x), ctx.op.Transpose(ctx.value(weight), perm=[1, 0]))
+    return ctx.op.Add(y, ctx.value(bias)) if bias is not None else y
+
+
+@lowers(aten.matmul, aten.mm, aten.bmm)
+def matmul(ctx: LoweringContext, node: torch.fx.Node):
+    return ctx.op.MatMul(ctx.value(node.args[0]), ctx.value(node.args[1]))
+
+
+def _scaled_sum(ctx: LoweringContext, node: torch.fx.Node, product):
+    bias = node.args[0]
+    beta = node.kwargs.get("beta", 1)
+    alpha = node.kwargs.get("alpha", 1)
+    dtype = ctx.out_dtype(node)
+    if alpha != 1:
+        product = ctx.op.Mul(product, ctx.constant(alpha, dtype))
+    if beta == 0:
+        return product
+    bias_v = ctx.value(bias)
+    if beta != 1:
+        bias_v = ctx.op.Mul(bias_v, ctx.constant(beta, dtype))
+    return ctx.op.Add(bias_v, product)
+
+
+@lowers(aten.addmm, aten.baddbmm, aten.addbmm)
+def addmm(ctx: LoweringContext, node: torch.fx.Node):
+    product = ctx.op.MatMul(ctx.value(node.args[1]), ctx.value(node.args[2]))
+    if node.target.overloadpacket is aten.addbmm:
+        product = ctx.op.ReduceSum(product, ctx.ints([0]), keepdims=0)
+    return _scaled_sum(ctx, node, product)
+
+
+@lowers(aten.einsum)
+def einsum(ctx: LoweringContext, node: torch.fx.Node):
+    equation, operands = node.args[0], node.args[1]
+    return ctx.op.Einsum(*[ctx.value(o) for o in operands], equation=equation.replace(" ", ""))
+
+
+@lowers(aten.outer)
+def outer(ctx: LoweringContext, node: torch.fx.Node):
+    a, b = node.args
+    return ctx.op.Mul(ctx.op.Unsqueeze(ctx.value(a), ctx.ints([1])), ctx.op.Unsqueeze(ctx.value(b), ctx.ints([0])))
+
+
+def _pairs(value, n: int) -> list[int]:
+    return list(value) * (n // len(value)) if isinstance(value, (list, tuple)) else [value] * n
+
+
+@lowers(aten.convolution, aten.conv1d, aten.conv2d, aten.conv3d)
+def convolution(ctx: LoweringContext, node: torch.fx.Node):
+    args = list(node.args)
+    x, weight = args[0], args[1]
+    bias = args[2] if len(args) > 2 else None
+    spatial = ctx.rank(weight) - 2
+    stride = _pairs(args[3] if len(args) > 3 else 1, spatial)
+    padding = args[4] if len(args) > 4 else 0
+    dilation = _pairs(args[5] if len(args) > 5 else 1, spatial)
+    if node.target.overloadpacket is aten.convolution:
+        if args[6]:
+            raise NotImplementedError("transposed convolution")
+        groups = args[8]
+    else:
+        groups = args[6] if len(args) > 6 else 1
+    attrs = {"strides": stride, "dilations": dilation, "group": int(groups)}
+    if isinstance(padding, str):
+        attrs["auto_pad"] = {"same": "SAME_UPPER", "valid": "VALID"}[padding]
+    else:
+        pads = _pairs(padding, spatial)
+        attrs["pads"] = pads + pads
+    inputs = [ctx.value(x), ctx.value(weight)] + ([ctx.value(bias)] if bias is not None else [])
+    return ctx.op.Conv(*inputs, **attrs)

@@ -1,0 +1,229 @@
+"""Reductions over axes: mean, sum, max/min, arg-reductions, softmax, cumsum, top-k, norms."""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from lowering.context import LoweringContext
+from lowering.registry import lowers
+
+aten = torch.ops.aten
+
+
+def _axes(ctx: LoweringContext, x, dims) -> list[int] | None:
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return None
+    rank = max(ctx.rank(x), 1)
+    dims = [dims] if isinstance(dims, int) else dims
+    return [d % rank for d in dims]
+
+
+def _reduce(onnx_op: str, ctx: LoweringContext, node: torch.fx.Node, dims, keepdim: bool, dtype: torch.dtype):
+    x = node.args[0]
+    axes = _axes(ctx, x, dims)
+    value = ctx.value(x, dtype)
+    if axes is None:
+        return getattr(ctx.op, onnx_op)(value, keepdims=int(keepdim))
+    return getattr(ctx.op, onnx_op)(value, ctx.ints(axes), keepdims=int(keepdim))
+
+
+def _dims_keepdim(node: torch.fx.Node):
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    return dims, keepdim
+
+
+@lowers(aten.mean)
+def mean(ctx: LoweringContext, node: torch.fx.Node):
+    dims, keepdim = _dims_keepdim(node)
+    return _reduce("ReduceMean", ctx, node, dims, keepdim, ctx.out_dtype(node))
+
+
+@lowers(aten.sum)
+def sum_(ctx: LoweringContext, node: torch.fx.Node):
+    dims, keepdim = _dims_keepdim(node)
+    if isinstance(dims, torch.dtype):  # sum(x, dtype)
+        dims, keepdim = None, False
+    return _reduce("ReduceSum", ctx, node, dims, keepdim, ctx.out_dtype(node))
+
+
+@lowers(aten.prod)
+def prod(ctx: LoweringContext, node: torch.fx.Node):
+    dims, keepdim = _dims_keepdim(node)
+    dims = None if isinstance(dims, torch.dtype) else dims
+    return _reduce("ReduceProd", ctx, node, dims, keepdim, ctx.out_dtype(node))
+
+
+@lowers(aten.amax)
+def amax(ctx: LoweringContext, node: torch.fx.Node):
+    dims, keepdim = _dims_keepdim(node)
+    return _reduce("ReduceMax", ctx, node, dims, keepdim, ctx.out_dtype(node))
+
+
+@lowers(aten.amin)
+def amin(ctx: LoweringContext, node: torch.fx.Node):
+    dims, keepdim = _dims_keepdim(node)
+    return _reduce("ReduceMin", ctx, node, dims, keepdim, ctx.out_dtype(node))
+
+
+def _any_all(onnx_op: str):
+    def lower(ctx: LoweringContext, node: torch.fx.Node):
+        dims, keepdim = _dims_keepdim(node)
+        value = _reduce(onnx_op, ctx, node, dims, keepdim, torch.int64)
+        return ctx.cast(value, torch.bool)
+
+    return lower
+
+
+lowers(aten.any)(_any_all("ReduceMax"))
+lowers(aten.all)(_any_all("ReduceMin"))
+
+
+def _max_min(reduce_op: str, arg_op: str, binary_op: str):
+    def lower(ctx: LoweringContext, node: torch.fx.Node):
+        x = node.args[0]
+        if len(node.args) > 1 and isinstance(node.args[1], torch.fx.Node):  # elementwise max(a, b)
+            dtype = ctx.out_dtype(node)
+            return getattr(ctx.op, binary_op)(ctx.value(x, dtype), ctx.value(node.args[1], dtype))
+        if len(node.args) == 1:
+            return getattr(ctx.op, reduce_op)(ctx.value(x), keepdims=0)
+        dim = node.args[1] % max(ctx.rank(x), 1)
+        keepdim = bool(node.args[2]) if len(node.args) > 2 else False
+        values = getattr(ctx.op, reduce_op)(ctx.value(x), ctx.ints([dim]), keepdims=int(keepdim))
+        indices = getattr(ctx.op, arg_op)(ctx.value(x), axis=dim, keepdims=int(keepdim), select_last_index=0)
+        return values, indices
+
+    return lower
+
+
+lowers(aten.max)(_max_min("ReduceMax", "ArgMax", "Max"))
+lowers(aten.min)(_max_min("ReduceMin", "ArgMin", "Min"))
+
+
+def _arg(onnx_op: str):
+    def lower(ctx: LoweringContext, node: torch.fx.Node):
+        x = node.args[0]
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        value = ctx.value(x)
+        if dim is None:
+            value, dim = ctx.op.Reshape(value, ctx.ints([-1])), 0
+        return getattr(ctx.op, onnx_op)(value, axis=dim % max(ctx.rank(x), 1), keepdims=int(keepdim))
+
+    return lower
+
+
+lowers(aten.argmax)(_arg("ArgMax"))
+lowers(aten.argmin)(_arg("ArgMin"))
+
+
+def _softmax(onnx_op: str):
+    def lower(ctx: LoweringContext, node: torch.fx.Node):
+        x, dim = node.args[0], node.args[1]
+        dtype = ctx.out_dtype(node)
+        return getattr(ctx.op, onnx_op)(ctx.value(x, dtype), axis=dim % max(ctx.rank(x), 1))
+
+    return lower
+
+
+lowers(aten.softmax, aten._softmax)(_softmax("Softmax"))
+lowers(aten.log_softmax, aten._log_softmax)(_softmax("LogSoftmax"))
+
+
+@lowers(aten.logsumexp)
+def logsumexp(ctx: LoweringContext, node: torch.fx.Node):
+    dims, keepdim = _dims_keepdim(node)
+    return _reduce("ReduceLogSumExp", ctx, node, dims, keepdim, ctx.out_dtype(node))
+
+
+@lowers(aten.cumsum)
+def cumsum(ctx: LoweringContext, node: torch.fx.Node):
+    x, dim = node.args[0], node.args[1]
+    dtype = ctx.out_dtype(node)
+    return ctx.op.CumSum(ctx.value(x, dtype), ctx.scalar_int(dim % max(ctx.rank(x), 1)))
+
+
+@lowers(aten.topk)
+def topk(ctx: LoweringContext, node: torch.fx.Node):
+    x, k = node.args[0], node.args[1]
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", -1)
+    largest = node.args[3] if len(node.args) > 3 else node.kwargs.get("largest", True)
+    values, indices = ctx.op.TopK(
+        ctx.value(x), ctx.ints([k]), axis=dim % ctx.rank(x), largest=int(largest), sorted=1, _outputs=2
+    )
+    return values, indices
+
+
+@lowers(aten.sort)
+def sort(ctx: LoweringContext, node: torch.fx.Node):
+    x = node.args[0]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", -1)
+    descending = node.args[2] if len(node.args) > 2 else node.kwargs.get("descending", False)
+    axis = dim % ctx.rank(x)
+    value = ctx.value(x)
+    k = ctx.op.Shape(value, start=axis, end=axis + 1)
+    values, indices = ctx.op.TopK(value, k, axis=axis, largest=int(descending), sorted=1, _outputs=2)
+    return values, indices
+
+
+def _var(ctx: LoweringContext, node: torch.fx.Node):
+    x = node.args[0]
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    correction = node.kwargs.get("correction", 1)
+    if correction is None:
+        correction = 1
+    keepdim = node.kwargs.get("keepdim", False)
+    dtype = ctx.torch_dtype(x)
+    value = ctx.value(x)
+    axes = _axes(ctx, x, dims)
+    axes_v = ctx.ints(axes) if axes is not None else None
+    mean_keep = ctx.op.ReduceMean(value, axes_v, keepdims=1) if axes_v is not None else ctx.op.ReduceMean(value, keepdims=1)
+    centered = ctx.op.Sub(value, mean_keep)
+    squares = ctx.op.Mul(centered, centered)
+    total = ctx.op.ReduceSum(squares, axes_v, keepdims=int(keepdim)) if axes_v is not None else ctx.op.ReduceSum(squares, keepdims=int(keepdim))
+    shape = ctx.op.Shape(value)
+    count_axes = axes if axes is not None else list(range(ctx.rank(x)))
+    count = ctx.op.ReduceProd(ctx.op.Gather(shape, ctx.ints(count_axes)), keepdims=0)
+    denom = ctx.op.Sub(ctx.cast(count, dtype), ctx.constant(float(correction), dtype))
+    var = ctx.op.Div(total, denom)
+    mean_out = mean_keep if keepdim else (ctx.op.Squeeze(mean_keep, axes_v) if axes_v is not None else ctx.op.Reshape(mean_keep, ctx.ints([])))
+    return var, mean_out
+
+
+@lowers(aten.var)
+def var(ctx: LoweringContext, node: torch.fx.Node):
+    return _var(ctx, node)[0]
+
+
+@lowers(aten.var_mean)
+def var_mean(ctx: LoweringContext, node: torch.fx.Node):
+    return _var(ctx, node)
+
+
+@lowers(aten.std)
+def std(ctx: LoweringContext, node: torch.fx.Node):
+    return ctx.op.Sqrt(_var(ctx, node)[0])
+
+
+@lowers(aten.linalg_vector_norm, aten.norm)
+def vector_norm(ctx: LoweringContext, node: torch.fx.Node):
+    x = node.args[0]
+    order = node.args[1] if len(node.args) > 1 else node.kwargs.get("ord", 2)
+    dims = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim")
+    keepdim = node.args[3] if len(node.args) > 3 else node.kwargs.get("keepdim", False)
+    if order not in (2, 2.0, 1, 1.0):
+        raise NotImplementedError(f"vector norm of order {order}")
+    onnx_op = "ReduceL2" if order in (2, 2.0) else "ReduceL1"
+    return _reduce(onnx_op, ctx, node, dims, keepdim, ctx.out_dtype(node))
+
+
+@lowers(aten._safe_softmax)
+def safe_softmax(ctx: LoweringContext, node: torch.fx.Node):
+    from lowering.nn import safe_softmax as guarded
+
+    x, dim = node.args[0], node.args[1]
+    dtype = ctx.out_dtype(node)
+    if dim % max(ctx.rank(x), 1) != ctx.rank(x) - 1:
+        raise NotImplementedError("_safe_softmax over a non-last axis")
+    return guarded(ctx, ctx.value(x, dtype), dtype)

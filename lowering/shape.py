@@ -1,0 +1,243 @@
+"""Ops that move data without computing on it: views, reshapes, slices, concatenation, splits."""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from lowering.context import LoweringContext
+from lowering.registry import lowers
+
+aten = torch.ops.aten
+INT64_MAX = 2**63 - 1
+
+
+def _norm_dim(ctx: LoweringContext, node_arg, dim: int) -> int:
+    rank = ctx.rank(node_arg)
+    return dim + rank if dim < 0 else dim
+
+
+@lowers(aten.view, aten.reshape, aten._unsafe_view)
+def reshape(ctx: LoweringContext, node: torch.fx.Node):
+    return ctx.op.Reshape(ctx.value(node.args[0]), ctx.ints(node.args[1]))
+
+
+@lowers(aten.view_as, aten.reshape_as)
+def reshape_as(ctx: LoweringContext, node: torch.fx.Node):
+    return ctx.op.Reshape(ctx.value(node.args[0]), ctx.op.Shape(ctx.value(node.args[1])))
+
+
+@lowers(aten.contiguous, aten.clone, aten.alias, aten.detach, aten.lift_fresh_copy, aten.dropout, aten.feature_dropout)
+def identity(ctx: LoweringContext, node: torch.fx.Node):
+    return ctx.value(node.args[0])
+
+
+@lowers(aten.transpose)
+def transpose(ctx: LoweringContext, node: torch.fx.Node):
+    x, a, b = node.args
+    rank = ctx.rank(x)
+    perm = list(range(rank))
+    a, b = a % rank if rank else 0, b % rank if rank else 0
+    perm[a], perm[b] = perm[b], perm[a]
+    return ctx.op.Transpose(ctx.value(x), perm=perm)
+
+
+@lowers(aten.t, aten.numpy_T)
+def t(ctx: LoweringContext, node: torch.fx.Node):
+    x = node.args[0]
+    if ctx.rank(x) < 2:
+        return ctx.value(x)
+    return ctx.op.Transpose(ctx.value(x), perm=list(reversed(range(ctx.rank(x)))))
+
+
+@lowers(aten.permute)
+def permute(ctx: LoweringContext, node: torch.fx.Node):
+    x, dims = node.args
+    rank = ctx.rank(x)
+    return ctx.op.Transpose(ctx.value(x), perm=[d % rank for d in dims])
+
+
+@lowers(aten.unsqueeze)
+def unsqueeze(ctx: LoweringContext, node: torch.fx.Node):
+    x, dim = node.args
+    rank = ctx.rank(x) + 1
+    return ctx.op.Unsqueeze(ctx.value(x), ctx.ints([dim % rank]))
+
+
+@lowers(aten.squeeze)
+def squeeze(ctx: LoweringContext, node: torch.fx.Node):
+    x = node.args[0]
+    dims = node.args[1] if len(node.args) > 1 else None
+    val = ctx.val(x)
+    if dims is None:
+        dims = [i for i, s in enumerate(val.shape) if isinstance(s, int) and s == 1]
+    elif isinstance(dims, int):
+        dims = [dims]
+    rank = val.dim()
+    dims = [d % rank for d in dims if val.shape[d % rank] == 1] if rank else []
+    if not dims:
+        return ctx.value(x)
+    return ctx.op.Squeeze(ctx.value(x), ctx.ints(dims))
+
+
+@lowers(aten.expand)
+def expand(ctx: LoweringContext, node: torch.fx.Node):
+    x, sizes = node.args[0], node.args[1]
+    # ONNX Expand broadcasts, so a kept dimension (-1 in torch) is expressed as 1.
+    sizes = [1 if isinstance(s, int) and s == -1 else s for s in sizes]
+    return ctx.op.Expand(ctx.value(x), ctx.ints(sizes))
+
+
+@lowers(aten.expand_as)
+def expand_as(ctx: LoweringContext, node: torch.fx.Node):
+    return ctx.op.Expand(ctx.value(node.args[0]), ctx.op.Shape(ctx.value(node.args[1])))
+
+
+@lowers(aten.slice)
+def slice_(ctx: LoweringContext, node: torch.fx.Node):
+    x = node.args[0]
+    dim = node.args[1] if len(node.args) > 1 else 0
+    start = node.args[2] if len(node.args) > 2 else None
+    end = node.args[3] if len(node.args) > 3 else None
+    step = node.args[4] if len(node.args) > 4 else 1
+    start = 0 if start is None else start
+    end = INT64_MAX if end is None else end
+    if start == 0 and end == INT64_MAX and step == 1:
+        return ctx.value(x)
+    dim = _norm_dim(ctx, x, dim)
+    return ctx.op.Slice(ctx.value(x), ctx.ints([start]), ctx.ints([end]), ctx.ints([dim]), ctx.ints([step]))
+
+
+@lowers(aten.narrow)
+def narrow(ctx: LoweringContext, node: torch.fx.Node):
+    x, dim, start, length = node.args
+    dim = _norm_dim(ctx, x, dim)
+    start_v = ctx.scalar_int(start)
+    end_v = ctx.op.Add(start_v, ctx.scalar_int(length))
+    one = ctx.ints([1])
+    return ctx.op.Slice(ctx.value(x), ctx.op.Reshape(start_v, one), ctx.op.Reshape(end_v, one), ctx.ints([dim]))
+
+
+@lowers(aten.select)
+def select(ctx: LoweringContext, node: torch.fx.Node):
+    x, dim, index = node.args
+    return ctx.op.Gather(ctx.value(x), ctx.scalar_int(index), axis=_norm_dim(ctx, x, dim))
+
+
+@lowers(aten.cat, aten.concat, aten.concatenate)
+def cat(ctx: LoweringContext, node: torch.fx.Node):
+    tensors = node.args[0]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    dtype = ctx.out_dtype(node)
+    # torch lets 1-D empty tensors take part in cat with any rank; ONNX does not.
+    kept = [t for t in tensors if not (ctx.rank(t) == 1 and ctx.val(t).shape[0] == 0)] or list(tensors[:1])
+    rank = ctx.rank(kept[0])
+    values = [ctx.value(t, dtype) for t in kept]
+    if len(values) == 1:
+        return values[0]
+    return ctx.op.Concat(*values, axis=dim % rank if rank else 0)
+
+
+@lowers(aten.stack)
+def stack(ctx: LoweringContext, node: torch.fx.Node):
+    tensors = node.args[0]
+    dim = node.args[1] if len(node.args) > 1 else 0
+    dtype = ctx.out_dtype(node)
+    rank = ctx.rank(tensors[0]) + 1
+    axis = ctx.ints([dim % rank])
+    return ctx.op.Concat(*[ctx.op.Unsqueeze(ctx.value(t, dtype), axis) for t in tensors], axis=dim % rank)
+
+
+def _split(ctx: LoweringContext, node: torch.fx.Node, sizes: list[int], dim: int):
+    x = node.args[0]
+    dim = _norm_dim(ctx, x, dim)
+    outputs = ctx.op.Split(ctx.value(x), ctx.ints(sizes), axis=dim, _outputs=len(sizes))
+    return tuple(outputs) if len(sizes) > 1 else (outputs,)
+
+
+def _output_sizes(ctx: LoweringContext, node: torch.fx.Node, dim: int) -> list:
+    return [v.shape[dim] for v in ctx.val(node)]
+
+
+@lowers(aten.split, aten.split_with_sizes, aten.chunk, aten.tensor_split)
+def split(ctx: LoweringContext, node: torch.fx.Node):
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+    dim = _norm_dim(ctx, node.args[0], dim)
+    return _split(ctx, node, _output_sizes(ctx, node, dim), dim)
+
+
+@lowers(aten.unbind)
+def unbind(ctx: LoweringContext, node: torch.fx.Node):
+    x = node.args[0]
+    dim = _norm_dim(ctx, x, node.args[1] if len(node.args) > 1 else 0)
+    count = len(ctx.val(node))
+    parts = _split(ctx, node, [1] * count, dim)
+    axis = ctx.ints([dim])
+    return tuple(ctx.op.Squeeze(p, axis) for p in parts)
+
+
+@lowers(aten.flatten)
+def flatten(ctx: LoweringContext, node: torch.fx.Node):
+    x = node.args[0]
+    rank = ctx.rank(x)
+    start = (node.args[1] if len(node.args) > 1 else 0) % max(rank, 1)
+    end = (node.args[2] if len(node.args) > 2 else -1) % max(rank, 1)
+    if rank == 0:
+        return ctx.op.Reshape(ctx.value(x), ctx.ints([1]))
+    shape = ctx.op.Shape(ctx.value(x))
+    parts = []
+    if start > 0:
+        parts.append(ctx.op.Slice(shape, ctx.ints([0]), ctx.ints([start])))
+    parts.append(ctx.ints([-1]))
+    if end < rank - 1:
+        parts.append(ctx.op.Slice(shape, ctx.ints([end + 1]), ctx.ints([rank])))
+    target = parts[0] if len(parts) == 1 else ctx.op.Concat(*parts, axis=0)
+    return ctx.op.Reshape(ctx.value(x), target)
+
+
+@lowers(aten.unflatten)
+def unflatten(ctx: LoweringContext, node: torch.fx.Node):
+    return ctx.op.Reshape(ctx.value(node.args[0]), ctx.ints(list(ctx.val(node).shape)))
+
+
+@lowers(aten.repeat)
+def repeat(ctx: LoweringContext, node: torch.fx.Node):
+    x, repeats = node.args
+    rank = ctx.rank(x)
+    value = ctx.value(x)
+    if len(repeats) > rank:  # torch prepends size-1 dimensions
+        value = ctx.op.Reshape(value, ctx.op.Concat(ctx.ints([1] * (len(repeats) - rank)), ctx.op.Shape(value), axis=0))
+    return ctx.op.Tile(value, ctx.ints(repeats))
+
+
+@lowers(aten.flip)
+def flip(ctx: LoweringContext, node: torch.fx.Node):
+    x, dims = node.args
+    rank = ctx.rank(x)
+    dims = [d % rank for d in dims]
+    n = len(dims)
+    return ctx.op.Slice(ctx.value(x), ctx.ints([-1] * n), ctx.ints([-(2**63)] * n), ctx.ints(dims), ctx.ints([-1] * n))
+
+
+@lowers(aten.roll)
+def roll(ctx: LoweringContext, node: torch.fx.Node):
+    x, shifts = node.args[0], node.args[1]
+    dims = node.args[2] if len(node.args) > 2 else []
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    value = ctx.value(x)
+    if not dims:
+        flat = ctx.op.Reshape(value, ctx.ints([-1]))
+        rolled = _roll_axis(ctx, flat, shifts[0], 0)
+        return ctx.op.Reshape(rolled, ctx.op.Shape(value))
+    for shift, dim in zip(shifts, dims, strict=True):
+        value = _roll_axis(ctx, value, shift, _norm_dim(ctx, x, dim))
+    return value
+
+
+def _roll_axis(ctx: LoweringContext, value, shift: int, axis: int):
+    size = ctx.op.Shape(value, start=axis, end=axis + 1)
+    cut = ctx.op.Mod(ctx.op.Sub(size, ctx.ints([shift])), size)  # (size - shift) mod size
+    tail = ctx.op.Slice(value, cut, ctx.ints([INT64_MAX]), ctx.ints([axis]))
+    head = ctx.op.Slice(value, ctx.ints([0]), cut, ctx.ints([axis]))
+    return ctx.op.Concat(tail, head, axis=axis)

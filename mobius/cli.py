@@ -1,0 +1,65 @@
+"""Command line: ``mobius build --model SRC --output DIR``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+from mobius.errors import MobiusError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mobius", description="Convert HuggingFace checkpoints to ONNX.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="convert a checkpoint to model.onnx + model.onnx.data")
+    b.add_argument("--model", required=True, help="local checkpoint directory or HuggingFace hub id")
+    b.add_argument("--output", required=True, help="directory to create (written atomically)")
+    b.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"], help="weight and compute dtype")
+    b.add_argument("--task", default=None, help="I/O contract: causal-lm or feature-extraction (default: detect)")
+    b.add_argument("--no-weights", action="store_true", help="graph only; weights become named graph inputs")
+    b.add_argument("--trust-remote-code", action="store_true", help="allow checkpoints that ship their own code")
+    b.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
+    b.add_argument("-q", "--quiet", action="store_true", help="only print errors")
+    return parser
+
+
+def _terminate_as_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _build(args: argparse.Namespace) -> int:
+    import mobius
+    from mobius.package import check_output_dir
+
+    output = Path(args.output)
+    check_output_dir(output.absolute(), overwrite=args.overwrite)
+    started = time.perf_counter()
+    package = mobius.build(
+        args.model,
+        dtype=args.dtype,
+        task=args.task,
+        weights=not args.no_weights,
+        trust_remote_code=args.trust_remote_code,
+    )
+    target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
+    if not args.quiet:
+        print(f"wrote {target / 'model.onnx'} in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.ERROR if args.quiet else logging.INFO, format="mobius: %(message)s")
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    try:
+        return _build(args)
+    except MobiusError as exc:
+        print(f"mobius: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("mobius: interrupted; nothing was written", file=sys.stderr)
+        return 130

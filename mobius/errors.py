@@ -1,0 +1,32 @@
+"""Errors that mobius reports to the user as one actionable line."""
+
+from __future__ import annotations
+
+
+class MobiusError(Exception):
+    """A failure caused by the input, reported as one line; the CLI exits with ``exit_code``."""
+
+    exit_code: int = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
+
+
+class SourceError(MobiusError):
+    """The checkpoint cannot be found, read or trusted."""
+
+
+class ConfigError(MobiusError):
+    """The model config is missing, malformed or describes an impossible model."""
+
+
+class WeightsError(MobiusError):
+    """The weights do not match the model the config describes."""
+
+
+class UnsupportedError(MobiusError):
+    """The model traces, but part of it has no lowering."""
+
+
+class OutputError(MobiusError):
+    """The output location cannot be written."""

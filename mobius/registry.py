@@ -1,0 +1,40 @@
+"""Maps a HF model_type to its default task (and, later, to hand-written declarative models)."""
+
+from __future__ import annotations
+
+from mobius.config import ArchitectureConfig
+from mobius.errors import ConfigError
+from mobius.tasks import TASKS, Task
+
+_DECODER_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
+
+
+def detect_task(config: ArchitectureConfig) -> Task:
+    """Causal LM for decoder models, feature extraction for encoders."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+        MODEL_MAPPING_NAMES,
+    )
+
+    model_type = config.model_type
+    if config.is_encoder_decoder:
+        raise ConfigError(
+            f"'{model_type}' is an encoder-decoder model; mobius does not convert those yet"
+        )
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        named_decoder = any(a.endswith(_DECODER_ARCH_SUFFIXES) for a in config.architectures)
+        is_decoder = bool(getattr(config.hf_config, "is_decoder", False))
+        if model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES or named_decoder or is_decoder:
+            return TASKS["causal-lm"]
+    if model_type in MODEL_MAPPING_NAMES:
+        return TASKS["feature-extraction"]
+    raise ConfigError(f"no task known for model_type '{model_type}'; pass --task ({', '.join(TASKS)})")
+
+
+def get_task(name: str | None, config: ArchitectureConfig) -> Task:
+    if name is None:
+        return detect_task(config)
+    if name not in TASKS:
+        raise ConfigError(f"unknown task '{name}'; choose one of: {', '.join(TASKS)}")
+    return TASKS[name]

@@ -1,0 +1,144 @@
+"""Resolve a model source (local directory or hub id) to local files, refusing unsafe inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mobius.errors import ConfigError, SourceError
+
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+SAFETENSORS_SINGLE = "model.safetensors"
+PICKLE_WEIGHT_NAMES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "generation_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "chat_template.jinja",
+)
+
+
+@dataclass
+class Source:
+    """A checkpoint resolved to a local directory."""
+
+    directory: Path
+    config: dict
+    weight_files: list[Path] = field(default_factory=list)
+    weight_map: dict[str, Path] = field(default_factory=dict)  # tensor key -> file, when indexed
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "config.json"
+
+    def extra_files(self) -> list[Path]:
+        """Tokenizer and generation files that travel with the converted model."""
+        return [self.directory / n for n in TOKENIZER_FILES if (self.directory / n).is_file()]
+
+
+def resolve(src: str | os.PathLike, *, trust_remote_code: bool = False, need_weights: bool = True) -> Source:
+    """Find the checkpoint's files, read its config and check that it is safe to convert."""
+    directory = _local_directory(src, need_weights=need_weights)
+    config = read_config(directory)
+    check_remote_code(config, trust_remote_code)
+    source = Source(directory=directory, config=config)
+    if need_weights:
+        source.weight_files, source.weight_map = _weight_files(directory)
+    return source
+
+
+def read_config(directory: Path) -> dict:
+    """Read ``config.json`` as a dict, with clear errors when it is absent or not JSON."""
+    path = directory / "config.json"
+    if not path.is_file():
+        raise ConfigError(
+            f"no config.json in {directory}: pass a HuggingFace checkpoint directory "
+            "(one made by save_pretrained) or a hub id"
+        )
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid JSON ({exc}); fix or regenerate it with save_pretrained") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path} must hold a JSON object, got {type(config).__name__}")
+    return config
+
+
+def check_remote_code(config: dict, trust_remote_code: bool) -> None:
+    """Refuse configs whose model code lives in the checkpoint unless the user allowed it."""
+    auto_map = config.get("auto_map")
+    if auto_map and not trust_remote_code:
+        modules = sorted({str(v).split(".")[0] + ".py" for v in _flatten(auto_map)})
+        raise SourceError(
+            f"this checkpoint needs its own Python code ({', '.join(modules)}), which would run "
+            "on this machine; review it and pass --trust-remote-code to allow it"
+        )
+
+
+def _flatten(value: object) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _flatten(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _flatten(v)]
+    return [str(value).split("--")[-1]] if value else []
+
+
+def _local_directory(src: str | os.PathLike, *, need_weights: bool) -> Path:
+    path = Path(src).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    if path.is_file() and path.name == "config.json":
+        return path.parent.resolve()
+    text = str(src)
+    if path.exists() or text.startswith((".", "/", "~")) or text.count("/") > 1:
+        raise SourceError(f"{src} is not a checkpoint directory: pass a folder that holds config.json")
+    return _download(text, need_weights=need_weights)
+
+
+def _download(repo_id: str, *, need_weights: bool) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+
+        patterns = ["*.json", "*.txt", "*.model", "*.jinja"]
+        if need_weights:
+            patterns.append("*.safetensors")
+        return Path(snapshot_download(repo_id, allow_patterns=patterns))
+    except Exception as exc:  # the hub raises many types; all mean the same to the user
+        reason = type(exc).__name__
+        raise SourceError(
+            f"could not fetch '{repo_id}' from the HuggingFace hub ({reason}); "
+            "pass a local checkpoint directory instead, e.g. --model ./my-checkpoint"
+        ) from None
+
+
+def _weight_files(directory: Path) -> tuple[list[Path], dict[str, Path]]:
+    index = directory / SAFETENSORS_INDEX
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise SourceError(f"{index} is not a valid safetensors index (no 'weight_map')") from None
+        files = {name: directory / name for name in set(weight_map.values())}
+        for name, file in sorted(files.items()):
+            if not file.is_file():
+                raise SourceError(f"{index.name} names the shard {name}, which is missing from {directory}")
+        return sorted(files.values()), {k: files[v] for k, v in weight_map.items()}
+    shards = sorted(directory.glob("*.safetensors"))
+    if shards:
+        return shards, {}
+    pickles = [n for n in PICKLE_WEIGHT_NAMES if (directory / n).exists()]
+    if pickles:
+        raise SourceError(
+            f"{directory} has only {pickles[0]}, and loading pickle can run arbitrary code; "
+            "convert it once in a trusted environment with "
+            "AutoModel.from_pretrained(dir).save_pretrained(dir, safe_serialization=True), "
+            "then run mobius again"
+        )
+    raise SourceError(f"no *.safetensors weights in {directory}; pass --no-weights to build the graph only")

@@ -1,0 +1,112 @@
+"""Build the HF model on the meta device and trace it with torch.export."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from dataclasses import dataclass, field
+
+import torch
+
+from mobius.config import ArchitectureConfig
+from mobius.errors import UnsupportedError
+from mobius.tasks import Task, TensorSpec
+
+
+@dataclass
+class TracedModel:
+    """The exported program plus what the meta model cannot give back: buffer values and names."""
+
+    program: torch.export.ExportedProgram
+    inputs: list[TensorSpec]
+    outputs: list[str]
+    buffer_values: dict[str, torch.Tensor]  # state-dict name -> real value computed at init
+    tied_names: dict[str, list[str]]  # parameter name -> every name sharing that tensor
+    base_model_prefix: str
+    dtype: torch.dtype
+    module_classes: dict[str, str] = field(default_factory=dict)
+
+
+class _TaskWrapper(torch.nn.Module):
+    """Calls the HF model the way the task says, with inputs in the contract's order."""
+
+    def __init__(self, model: torch.nn.Module, task: Task, names: list[str]) -> None:
+        super().__init__()
+        self.m = model
+        self._task = task
+        self._names = names
+
+    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self._task.call(self.m, dict(zip(self._names, args, strict=True)))
+
+
+WRAPPER_PREFIX = "m."
+
+
+def instantiate_on_meta(config: ArchitectureConfig, task: Task, dtype: torch.dtype) -> torch.nn.Module:
+    """Parameters on meta (no memory); buffers computed for real on CPU so we keep their values."""
+    from accelerate import init_empty_weights
+
+    hf = config.hf_config
+    auto = task.auto_class(config)
+    last_error: Exception | None = None
+    for attn in ("sdpa", "eager"):
+        try:
+            with init_empty_weights(include_buffers=False), _quiet():
+                return auto.from_config(hf, dtype=dtype, attn_implementation=attn).eval()
+        except ValueError as exc:  # this attention implementation is not supported by the model
+            last_error = exc
+    raise UnsupportedError(f"transformers could not build {config.model_type}: {last_error}")
+
+
+@contextlib.contextmanager
+def _quiet():
+    logger = logging.getLogger("transformers")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _tied_groups(model: torch.nn.Module) -> dict[str, list[str]]:
+    by_id: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        by_id.setdefault(id(param), []).append(name)
+    return {name: names for names in by_id.values() for name in names}
+
+
+def trace(config: ArchitectureConfig, task: Task, dtype: torch.dtype = torch.float32) -> TracedModel:
+    """Instantiate on meta and export with dynamic batch and sequence dimensions."""
+    model = instantiate_on_meta(config, task, dtype)
+    buffer_values = {name: b.detach().clone() for name, b in model.named_buffers() if b.device.type != "meta"}
+    tied = _tied_groups(model)
+    classes = {name: f"{type(mod).__module__}.{type(mod).__qualname__}" for name, mod in model.named_modules()}
+    model = model.to("meta")
+    specs = task.inputs(config, model)
+    wrapper = _TaskWrapper(model, task, [s.name for s in specs])
+    args = tuple(task.example_value(s, config, dtype) for s in specs)
+    dynamic = tuple(
+        {axis: torch.export.Dim.DYNAMIC for axis, d in enumerate(s.dims) if isinstance(d, str)} for s in specs
+    )
+    try:
+        with _quiet():
+            program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UnsupportedError(
+            f"torch.export could not trace {config.model_type} ({type(exc).__name__}: {first[:300]})"
+        ) from exc
+    return TracedModel(
+        program=program,
+        inputs=specs,
+        outputs=task.outputs(config),
+        buffer_values=buffer_values,
+        tied_names=tied,
+        base_model_prefix=getattr(model, "base_model_prefix", "") or "",
+        dtype=dtype,
+        module_classes=classes,
+    )

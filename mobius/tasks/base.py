@@ -1,0 +1,47 @@
+"""What a task is: the I/O contract of one graph and how to trace the HF model for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from mobius.config import ArchitectureConfig
+
+BATCH = "batch"
+SEQUENCE = "sequence_length"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One graph input or output: name, dtype and per-axis dimension names (or sizes)."""
+
+    name: str
+    dtype: torch.dtype | None  # None: the model's dtype
+    dims: tuple[str | int, ...]
+
+
+class Task:
+    """An I/O contract. Subclasses say which HF class to build and how to call it."""
+
+    name: str = ""
+
+    def auto_class(self, config: ArchitectureConfig) -> Any:
+        raise NotImplementedError
+
+    def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        raise NotImplementedError
+
+    def outputs(self, config: ArchitectureConfig) -> list[str]:
+        raise NotImplementedError
+
+    def call(self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """Run the HF model on the contract's inputs and return the contract's outputs in order."""
+        raise NotImplementedError
+
+    def example_value(self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype) -> torch.Tensor:
+        """A meta tensor to trace with; named dims get distinct sizes so no two are unified."""
+        sizes = {BATCH: 2, SEQUENCE: 7}
+        shape = [d if isinstance(d, int) else sizes.get(d, 5) for d in spec.dims]
+        return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")

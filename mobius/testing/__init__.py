@@ -1,0 +1,1 @@
+"""Helpers to make tiny random-weight checkpoints and compare ONNX with PyTorch."""

@@ -1,0 +1,68 @@
+"""Tiny HF checkpoints with every parameter randomised (biases and norm weights included)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+COMMON = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256}
+
+# Per model type: config fields on top of COMMON, and a comment on why where it is not obvious.
+TINY_CONFIGS: dict[str, dict[str, Any]] = {
+    "llama": {"intermediate_size": 128, "num_key_value_heads": 2},
+    "qwen2": {"intermediate_size": 128, "num_key_value_heads": 2},
+    "mistral": {"intermediate_size": 128, "num_key_value_heads": 2, "sliding_window": 4},
+    "phi3": {"intermediate_size": 128, "num_key_value_heads": 2, "pad_token_id": 0},
+    "gemma": {"intermediate_size": 128, "num_key_value_heads": 2, "head_dim": 16},
+    "gemma2": {"intermediate_size": 128, "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 4},
+    "gpt2": {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128},
+    "gpt_neox": {"intermediate_size": 128},
+    "opt": {"ffn_dim": 128, "word_embed_proj_dim": 64, "max_position_embeddings": 128, "pad_token_id": 1},
+    "falcon": {},
+    "bloom": {"n_layer": 2, "n_head": 4},
+    "phi": {"intermediate_size": 128},
+    "bert": {"intermediate_size": 128, "max_position_embeddings": 128},
+    "roberta": {"intermediate_size": 128, "max_position_embeddings": 130, "pad_token_id": 1},
+    "vit": {"intermediate_size": 128, "image_size": 32, "patch_size": 8, "vocab_size": None},
+}
+
+
+def tiny_config(model_type: str, **overrides: Any):
+    """A small valid config for ``model_type`` (2 layers, hidden 64, vocab 256)."""
+    from transformers import AutoConfig
+
+    values = {**COMMON, **TINY_CONFIGS.get(model_type, {}), **overrides}
+    values = {k: v for k, v in values.items() if v is not None}
+    for token in ("bos_token_id", "eos_token_id"):
+        values.setdefault(token, 0)
+    return AutoConfig.for_model(model_type, **values)
+
+
+def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """Give every floating parameter and persistent buffer random values, norm weights away from 1."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            noise = torch.randn(param.shape, generator=gen, dtype=torch.float32)
+            scale = 0.5 if param.dim() <= 1 else 0.3
+            param.copy_((noise * scale).to(param.dtype))
+    return model
+
+
+def make_checkpoint(model_type: str, directory: Path, *, auto: Any = None, seed: int = 0, **overrides: Any):
+    """Build a tiny random-weight model, save it with save_pretrained, and return (model, config)."""
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    config = tiny_config(model_type, **overrides)
+    if auto is None:
+        from mobius.config import from_hf
+        from mobius.registry import detect_task
+
+        auto = AutoModelForCausalLM if detect_task(from_hf(config)).name == "causal-lm" else AutoModel
+    torch.manual_seed(seed)
+    model = auto.from_config(config, attn_implementation="eager").eval()
+    randomize(model, seed)
+    model.save_pretrained(directory)
+    return model, config

@@ -1,0 +1,203 @@
+"""Stream safetensors into initializers named by their HF state-dict keys, with a lazy dtype cast."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx_ir as ir
+import torch
+from torch.export.graph_signature import InputKind
+
+from lowering.dtypes import onnx_dtype
+from mobius.errors import WeightsError
+
+SAFETENSORS_DTYPES: dict[str, torch.dtype] = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """Where one tensor lives in a safetensors file, read from the header alone."""
+
+    key: str
+    file: Path
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+
+
+def read_header(path: Path) -> dict[str, TensorEntry]:
+    """Parse and check a safetensors header without reading tensor data."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise WeightsError(f"{path.name} is truncated (only {size} bytes); re-download or re-save it")
+        (header_len,) = struct.unpack("<Q", head)
+        if header_len > min(MAX_HEADER_BYTES, size - 8):
+            raise WeightsError(f"{path.name} has a corrupt header (claims {header_len} bytes); re-download or re-save it")
+        try:
+            header = json.loads(f.read(header_len))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise WeightsError(f"{path.name} has a corrupt header (not JSON); re-download or re-save it") from None
+    data_size = size - 8 - header_len
+    entries: dict[str, TensorEntry] = {}
+    for key, info in header.items():
+        if key == "__metadata__":
+            continue
+        try:
+            dtype = SAFETENSORS_DTYPES[info["dtype"]]
+            shape = tuple(int(s) for s in info["shape"])
+            begin, end = (int(o) for o in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise WeightsError(f"{path.name}: tensor '{key}' has an unsupported or malformed header entry") from None
+        if end > data_size:
+            raise WeightsError(
+                f"{path.name} is truncated: tensor '{key}' needs {end} data bytes but the file holds {data_size}; "
+                "re-download or re-save it"
+            )
+        expected = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
+        if end - begin != expected:
+            raise WeightsError(f"{path.name}: tensor '{key}' has {end - begin} bytes for shape {list(shape)} {info['dtype']}; the file is corrupt")
+        entries[key] = TensorEntry(key, path, dtype, shape)
+    return entries
+
+
+class Checkpoint:
+    """All tensors of a (possibly sharded) safetensors checkpoint, indexed by key; data read on demand."""
+
+    def __init__(self, files: list[Path]) -> None:
+        self.entries: dict[str, TensorEntry] = {}
+        for file in files:
+            self.entries.update(read_header(file))
+        self._handles: dict[Path, object] = {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.entries
+
+    def load(self, key: str) -> torch.Tensor:
+        from safetensors import safe_open
+
+        entry = self.entries[key]
+        handle = self._handles.get(entry.file)
+        if handle is None:
+            handle = self._handles[entry.file] = safe_open(str(entry.file), framework="pt")
+        return handle.get_tensor(key)
+
+
+def lazy_initializer(name: str, dtype: torch.dtype, shape: tuple[int, ...], load: Callable[[], torch.Tensor]) -> ir.Value:
+    """An initializer whose bytes are produced only when the model is saved."""
+    from onnx_ir.tensor_adapters import TorchTensor
+
+    def materialize() -> ir.TensorProtocol:
+        return TorchTensor(load().to(dtype).contiguous(), name=name)
+
+    tensor = ir.LazyTensor(materialize, dtype=onnx_dtype(dtype), shape=ir.Shape(list(shape)), name=name)
+    return ir.Value(name=name, type=ir.TensorType(onnx_dtype(dtype)), shape=ir.Shape(list(shape)), const_value=tensor)
+
+
+class WeightBinder:
+    """Turns each parameter/buffer/constant placeholder of the traced graph into an initializer."""
+
+    def __init__(
+        self,
+        checkpoint: Checkpoint | None,
+        *,
+        buffer_values: dict[str, torch.Tensor],
+        tied_names: dict[str, list[str]],
+        base_model_prefix: str,
+        constants: dict[str, torch.Tensor],
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.buffer_values = buffer_values
+        self.tied_names = tied_names
+        self.prefix = base_model_prefix
+        self.constants = constants
+        self.used_keys: set[str] = set()
+        self._bound: dict[str, ir.Value] = {}
+
+    def checkpoint_key(self, name: str) -> str | None:
+        """The checkpoint key holding parameter ``name`` (through tying and base-model prefixes)."""
+        if self.checkpoint is None:
+            return None
+        for candidate in self.tied_names.get(name, [name]):
+            options = [candidate]
+            if self.prefix:
+                options += [f"{self.prefix}.{candidate}"]
+                if candidate.startswith(self.prefix + "."):
+                    options.append(candidate[len(self.prefix) + 1 :])
+            for key in options:
+                if key in self.checkpoint:
+                    return key
+        return None
+
+    def __call__(self, kind: InputKind, name: str, val: torch.Tensor, persistent: bool) -> ir.Value:
+        if kind in (InputKind.PARAMETER, InputKind.BUFFER) and persistent:
+            key = self.checkpoint_key(name)
+            if key is not None:
+                return self._from_checkpoint(key, name, val)
+            if kind == InputKind.PARAMETER:
+                return self._missing_parameter(name, val)
+        return self._from_init(name, val)
+
+    def _from_checkpoint(self, key: str, name: str, val: torch.Tensor) -> ir.Value:
+        if key in self._bound:
+            return self._bound[key]
+        entry = self.checkpoint.entries[key]
+        expected = tuple(int(s) for s in val.shape)
+        if entry.shape != expected:
+            raise WeightsError(
+                f"tensor '{key}' in {entry.file.name} has shape {list(entry.shape)} but config.json implies "
+                f"{list(expected)} for {name}; the weights and the config do not belong together"
+            )
+        checkpoint = self.checkpoint
+        value = lazy_initializer(key, val.dtype, expected, lambda: checkpoint.load(key))
+        value.metadata_props["mobius.source_key"] = key
+        self.used_keys.add(key)
+        self._bound[key] = value
+        return value
+
+    def _missing_parameter(self, name: str, val: torch.Tensor) -> ir.Value:
+        if self.checkpoint is not None:
+            raise WeightsError(
+                f"the checkpoint has no tensor for parameter '{name}'; it does not match config.json "
+                "(or was saved by an incompatible library version)"
+            )
+        # graph-only build: weights become named graph inputs so the model can still be inspected
+        shape = ir.Shape([int(s) for s in val.shape])
+        return ir.Value(name=name, type=ir.TensorType(onnx_dtype(val.dtype)), shape=shape)
+
+    def _from_init(self, name: str, val: torch.Tensor) -> ir.Value:
+        if name in self._bound:
+            return self._bound[name]
+        real = self.buffer_values.get(name)
+        if real is None:
+            real = self.constants.get(name)
+        if real is None or real.device.type == "meta":
+            raise WeightsError(
+                f"'{name}' is created inside forward() and has no value on the meta device; "
+                "mobius cannot recover it yet"
+            )
+        tensor = real.to(val.dtype).contiguous()
+        value = lazy_initializer(name, val.dtype, tuple(tensor.shape), lambda: tensor)
+        self._bound[name] = value
+        return value
+
+    def unused_keys(self) -> list[str]:
+        if self.checkpoint is None:
+            return []
+        return sorted(set(self.checkpoint.entries) - self.used_keys)
