@@ -119,30 +119,35 @@ class WeightBinder:
         *,
         buffer_values: dict[str, torch.Tensor],
         tied_names: dict[str, list[str]],
-        base_model_prefix: str,
+        key_to_param: Callable[[str], tuple[str, str | None]],
         constants: dict[str, torch.Tensor],
     ) -> None:
         self.checkpoint = checkpoint
         self.buffer_values = buffer_values
         self.tied_names = tied_names
-        self.prefix = base_model_prefix
         self.constants = constants
+        self.param_to_key: dict[str, str] = {}
+        self.converted: dict[str, list[str]] = {}  # params that transformers builds from several keys
+        for key in checkpoint.entries if checkpoint is not None else ():
+            param, converter = key_to_param(key)
+            if converter is None:
+                self.param_to_key.setdefault(param, key)
+            else:
+                self.converted.setdefault(param, []).append(key)
         self.used_keys: set[str] = set()
         self._bound: dict[str, ir.Value] = {}
 
     def checkpoint_key(self, name: str) -> str | None:
-        """The checkpoint key holding parameter ``name`` (through tying and base-model prefixes)."""
-        if self.checkpoint is None:
-            return None
+        """The checkpoint key holding parameter ``name`` (through tying and transformers' renamings)."""
         for candidate in self.tied_names.get(name, [name]):
-            options = [candidate]
-            if self.prefix:
-                options += [f"{self.prefix}.{candidate}"]
-                if candidate.startswith(self.prefix + "."):
-                    options.append(candidate[len(self.prefix) + 1 :])
-            for key in options:
-                if key in self.checkpoint:
-                    return key
+            if candidate in self.param_to_key:
+                return self.param_to_key[candidate]
+            if candidate in self.converted:
+                keys = ", ".join(self.converted[candidate][:3])
+                raise WeightsError(
+                    f"parameter '{candidate}' is assembled by transformers from several checkpoint tensors "
+                    f"({keys}, ...); mobius cannot convert that layout yet"
+                )
         return None
 
     def __call__(self, kind: InputKind, name: str, val: torch.Tensor, persistent: bool) -> ir.Value:

@@ -54,7 +54,7 @@ def build(
         checkpoint,
         buffer_values=traced.buffer_values,
         tied_names=traced.tied_names,
-        base_model_prefix=traced.base_model_prefix,
+        key_to_param=traced.key_to_param,
         constants={k.removeprefix("m."): v for k, v in traced.program.constants.items() if isinstance(v, torch.Tensor)},
     )
     model = emit(traced, binder, name=arch.model_type)

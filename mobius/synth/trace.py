@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -23,7 +24,7 @@ class TracedModel:
     outputs: list[str]
     buffer_values: dict[str, torch.Tensor]  # state-dict name -> real value computed at init
     tied_names: dict[str, list[str]]  # parameter name -> every name sharing that tensor
-    base_model_prefix: str
+    key_to_param: Callable[[str], tuple[str, str | None]]  # checkpoint key -> (param name, converter)
     dtype: torch.dtype
     module_classes: dict[str, str] = field(default_factory=dict)
 
@@ -72,6 +73,23 @@ def _quiet():
         logger.setLevel(level)
 
 
+def checkpoint_key_mapper(model: torch.nn.Module) -> Callable[[str], tuple[str, str | None]]:
+    """transformers' own load-time renaming: checkpoint key -> (parameter name, converter pattern)."""
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import WeightConverter, WeightRenaming, rename_source_key
+
+    transforms = get_model_conversion_mapping(model)
+    renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
+    converters = [t for t in transforms if isinstance(t, WeightConverter)]
+    prefix = getattr(model, "base_model_prefix", None)
+    meta_state = model.state_dict()
+
+    def key_to_param(key: str) -> tuple[str, str | None]:
+        return rename_source_key(key, renamings, converters, prefix, meta_state)
+
+    return key_to_param
+
+
 def _tied_groups(model: torch.nn.Module) -> dict[str, list[str]]:
     by_id: dict[int, list[str]] = {}
     for name, param in model.named_parameters(remove_duplicate=False):
@@ -82,6 +100,8 @@ def _tied_groups(model: torch.nn.Module) -> dict[str, list[str]]:
 def trace(config: ArchitectureConfig, task: Task, dtype: torch.dtype = torch.float32) -> TracedModel:
     """Instantiate on meta and export with dynamic batch and sequence dimensions."""
     model = instantiate_on_meta(config, task, dtype)
+    model.tie_weights()
+    key_to_param = checkpoint_key_mapper(model)
     buffer_values = {name: b.detach().clone() for name, b in model.named_buffers() if b.device.type != "meta"}
     tied = _tied_groups(model)
     classes = {name: f"{type(mod).__module__}.{type(mod).__qualname__}" for name, mod in model.named_modules()}
@@ -106,7 +126,7 @@ def trace(config: ArchitectureConfig, task: Task, dtype: torch.dtype = torch.flo
         outputs=task.outputs(config),
         buffer_values=buffer_values,
         tied_names=tied,
-        base_model_prefix=getattr(model, "base_model_prefix", "") or "",
+        key_to_param=key_to_param,
         dtype=dtype,
         module_classes=classes,
     )
