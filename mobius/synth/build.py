@@ -55,7 +55,7 @@ def build(
         buffer_values=traced.buffer_values,
         tied_names=traced.tied_names,
         key_to_param=traced.key_to_param,
-        constants={k.removeprefix("m."): v for k, v in traced.program.constants.items() if isinstance(v, torch.Tensor)},
+        constants=traced.constant_values,
     )
     model = emit(traced, binder, name=arch.model_type)
     unused = binder.unused_keys()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import logging
 from collections.abc import Callable
@@ -24,6 +25,7 @@ class TracedModel:
     outputs: list[str]
     buffer_values: dict[str, torch.Tensor]  # state-dict name -> real value computed at init
     tied_names: dict[str, list[str]]  # parameter name -> every name sharing that tensor
+    constant_values: dict[str, torch.Tensor]  # lifted constants (tensors built inside forward)
     key_to_param: Callable[[str], tuple[str, str | None]]  # checkpoint key -> (param name, converter)
     dtype: torch.dtype
     module_classes: dict[str, str] = field(default_factory=dict)
@@ -49,7 +51,7 @@ def instantiate_on_meta(config: ArchitectureConfig, task: Task, dtype: torch.dty
     """Parameters on meta (no memory); buffers computed for real on CPU so we keep their values."""
     from accelerate import init_empty_weights
 
-    hf = config.hf_config
+    hf = copy.deepcopy(config.hf_config)  # transformers writes into the config while building
     auto = task.auto_class(config)
     last_error: Exception | None = None
     for attn in ("sdpa", "eager"):
@@ -97,6 +99,46 @@ def _tied_groups(model: torch.nn.Module) -> dict[str, list[str]]:
     return {name: names for names in by_id.values() for name in names}
 
 
+def _export(
+    wrapper: torch.nn.Module, specs: list[TensorSpec], config: ArchitectureConfig, task: Task, dtype: torch.dtype, device: str
+) -> torch.export.ExportedProgram:
+    args = tuple(torch.zeros_like(task.example_value(s, config, dtype), device=device) for s in specs)
+    dynamic = tuple(
+        {axis: torch.export.Dim.DYNAMIC for axis, d in enumerate(s.dims) if isinstance(d, str)} for s in specs
+    )
+    try:
+        with _quiet():
+            return torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UnsupportedError(
+            f"torch.export could not trace {config.model_type} ({type(exc).__name__}: {first[:300]})"
+        ) from exc
+
+
+def _meta_constants(program: torch.export.ExportedProgram, buffer_values: dict[str, torch.Tensor]) -> list[str]:
+    """Tensors created inside forward() (lifted constants) that have no value because we traced on meta."""
+    return [
+        name
+        for name, value in program.constants.items()
+        if isinstance(value, torch.Tensor) and value.device.type == "meta"
+        and name.removeprefix(WRAPPER_PREFIX) not in buffer_values
+    ]
+
+
+def _recompute_constants(
+    specs: list[TensorSpec], config: ArchitectureConfig, task: Task, dtype: torch.dtype
+) -> dict[str, torch.Tensor]:
+    """Trace a fresh instance on CPU with uninitialised storage to get in-forward constants' values.
+
+    ``to_empty`` reserves address space without touching it, so resident memory stays small; the
+    parameters' contents are never read, only the constants that forward() builds from literals.
+    """
+    model = instantiate_on_meta(config, task, dtype).to_empty(device="cpu")
+    program = _export(_TaskWrapper(model, task, [s.name for s in specs]), specs, config, task, dtype, device="cpu")
+    return {k: v for k, v in program.constants.items() if isinstance(v, torch.Tensor) and v.device.type == "cpu"}
+
+
 def trace(config: ArchitectureConfig, task: Task, dtype: torch.dtype = torch.float32) -> TracedModel:
     """Instantiate on meta and export with dynamic batch and sequence dimensions."""
     model = instantiate_on_meta(config, task, dtype)
@@ -108,18 +150,10 @@ def trace(config: ArchitectureConfig, task: Task, dtype: torch.dtype = torch.flo
     model = model.to("meta")
     specs = task.inputs(config, model)
     wrapper = _TaskWrapper(model, task, [s.name for s in specs])
-    args = tuple(task.example_value(s, config, dtype) for s in specs)
-    dynamic = tuple(
-        {axis: torch.export.Dim.DYNAMIC for axis, d in enumerate(s.dims) if isinstance(d, str)} for s in specs
-    )
-    try:
-        with _quiet():
-            program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UnsupportedError(
-            f"torch.export could not trace {config.model_type} ({type(exc).__name__}: {first[:300]})"
-        ) from exc
+    program = _export(wrapper, specs, config, task, dtype, device="meta")
+    constants = {k: v for k, v in program.constants.items() if isinstance(v, torch.Tensor) and v.device.type != "meta"}
+    if _meta_constants(program, buffer_values):
+        constants.update(_recompute_constants(specs, config, task, dtype))
     return TracedModel(
         program=program,
         inputs=specs,
@@ -127,6 +161,7 @@ def trace(config: ArchitectureConfig, task: Task, dtype: torch.dtype = torch.flo
         buffer_values=buffer_values,
         tied_names=tied,
         key_to_param=key_to_param,
+        constant_values={k.removeprefix(WRAPPER_PREFIX): v for k, v in constants.items()},
         dtype=dtype,
         module_classes=classes,
     )
