@@ -1,0 +1,214 @@
+"""Memory benchmark: peak RSS and wall time of ``mobius build`` on a Qwen2.5-0.5B-shaped checkpoint.
+
+The checkpoint has random weights (float32, about 2 GB) and is created once in ``--workdir``.
+Each conversion runs the CLI in a subprocess whose resident set size (including any children)
+is sampled every ``--interval`` seconds with psutil; the kernel's ``ru_maxrss`` of the build
+process is recorded as a cross-check. Results go to ``benchmarks/results/convert_memory.json``.
+
+This script only measures; it never asserts on time or memory.
+
+    python benchmarks/convert_memory.py [--workdir /tmp/mobius-bench] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "convert_memory.json"
+MiB = 1024 * 1024
+
+# Qwen2.5-0.5B's shape; the weights are random.
+QWEN2_05B = {
+    "hidden_size": 896,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4864,
+    "vocab_size": 151936,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True,
+    "bos_token_id": 151643,
+    "eos_token_id": 151643,
+}
+PACKAGES = (
+    "mobius",
+    "torch",
+    "transformers",
+    "onnx-ir",
+    "onnx",
+    "onnxruntime",
+    "safetensors",
+    "numpy",
+    "psutil",
+)
+
+
+def make_checkpoint(directory: Path, seed: int = 0) -> Path:
+    """Create the random-weight checkpoint once; later calls reuse it."""
+    if (directory / "config.json").is_file() and list(directory.glob("*.safetensors")):
+        return directory
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    print(f"creating checkpoint in {directory} (once) ...", flush=True)
+    torch.manual_seed(seed)
+    config = Qwen2Config(**QWEN2_05B, dtype="float32")
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    directory.mkdir(parents=True, exist_ok=True)
+    # one shard, so the benchmark sees a single ~2 GB safetensors file like the real model
+    model.save_pretrained(directory, max_shard_size="10GB")
+    del model
+    return directory
+
+
+def dir_bytes(paths: list[Path]) -> int:
+    return sum(p.stat().st_size for p in paths if p.is_file())
+
+
+def tree_rss(proc: psutil.Process) -> int:
+    """RSS of ``proc`` and all its descendants, in bytes (0 once it has exited)."""
+    total = 0
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def convert_once(checkpoint: Path, output: Path, interval: float) -> dict:
+    """Run one CLI conversion; return wall time and peak RSS (sampled, and as the kernel reports it)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "mobius",
+        "build",
+        "--model",
+        str(checkpoint),
+        "--output",
+        str(output),
+    ]
+    cmd += ["--overwrite", "-q"]
+    with tempfile.TemporaryFile() as log:
+        started = time.perf_counter()
+        child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        proc = psutil.Process(child.pid)
+        peak = 0
+        timeline: list[tuple[float, int]] = []
+        while True:
+            # wait4 reaps the child itself, so its own rusage (ru_maxrss) is available afterwards
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            rss = tree_rss(proc)
+            peak = max(peak, rss)
+            timeline.append((round(time.perf_counter() - started, 3), rss))
+            time.sleep(interval)
+        wall = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            log.seek(0)
+            text = log.read().decode(errors="replace")
+            raise SystemExit(f"mobius build failed (exit {child.returncode}):\n{text}")
+    return {
+        "wall_s": round(wall, 2),
+        "peak_rss_bytes": peak,
+        "ru_maxrss_bytes": usage.ru_maxrss * 1024,  # KiB on Linux; the build process alone
+        "samples": len(timeline),
+        "timeline_s_mib": [
+            (t, round(r / MiB)) for t, r in timeline[:: max(1, len(timeline) // 200)]
+        ],
+    }
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/mobius-bench"))
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument(
+        "--interval", type=float, default=0.05, help="RSS sampling period in seconds"
+    )
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    checkpoint = make_checkpoint(args.workdir / "qwen2-0.5b-random")
+    output = args.workdir / "onnx"
+    ckpt_bytes = dir_bytes(list(checkpoint.glob("*.safetensors")))
+
+    runs = []
+    for i in range(args.repeat):
+        run = convert_once(checkpoint, output, args.interval)
+        run["output_bytes"] = dir_bytes([output / "model.onnx", output / "model.onnx.data"])
+        run["rss_over_checkpoint"] = round(run["peak_rss_bytes"] / ckpt_bytes, 3)
+        runs.append(run)
+        print(
+            f"run {i + 1}/{args.repeat}: {run['wall_s']:.1f} s, peak RSS {run['peak_rss_bytes'] / MiB:.0f} MiB",
+            flush=True,
+        )
+
+    print()
+    print(f"checkpoint: {ckpt_bytes / MiB:.0f} MiB (float32 safetensors)")
+    print(
+        f"{'run':>3}  {'wall s':>7}  {'peak RSS MiB':>12}  {'ru_maxrss MiB':>13}  {'output MiB':>10}  {'RSS/ckpt':>8}"
+    )
+    for i, r in enumerate(runs, 1):
+        ru = f"{r['ru_maxrss_bytes'] / MiB:.0f}"
+        print(
+            f"{i:>3}  {r['wall_s']:>7.1f}  {r['peak_rss_bytes'] / MiB:>12.0f}  {ru:>13}  "
+            f"{r['output_bytes'] / MiB:>10.0f}  {r['rss_over_checkpoint']:>8.3f}"
+        )
+
+    result = {
+        "benchmark": "convert_memory",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "cpu_count_affinity": len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else None,
+            "ram_bytes": psutil.virtual_memory().total,
+        },
+        "versions": versions(),
+        "model": {"shape": "Qwen2.5-0.5B", "model_type": "qwen2", **QWEN2_05B, "dtype": "float32"},
+        "checkpoint_bytes": ckpt_bytes,
+        "interval_s": args.interval,
+        "runs": runs,
+    }
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""Shared fixtures: tiny random-weight checkpoints, built once per test session."""
+
+from __future__ import annotations
+
+import pytest
+
+from mobius.testing.tiny import make_checkpoint
+
+
+class CheckpointCache:
+    def __init__(self, root) -> None:
+        self.root = root
+        self.built: dict[str, tuple] = {}
+
+    def get(self, model_type: str):
+        """(directory, HF model in eval mode, config) for a tiny random ``model_type`` checkpoint."""
+        if model_type not in self.built:
+            directory = self.root / model_type
+            model, config = make_checkpoint(model_type, directory)
+            self.built[model_type] = (directory, model, config)
+        return self.built[model_type]
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory) -> CheckpointCache:
+    return CheckpointCache(tmp_path_factory.mktemp("checkpoints"))

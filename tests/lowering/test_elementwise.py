@@ -1,0 +1,191 @@
+import pytest
+import torch
+import torch.nn.functional as F
+from cases import BS, case, randint, randn, run
+
+from mobius.testing.lowering import check_lowering
+
+
+class AddScaled(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.add(x, y, alpha=2.0) * 0.5 - x / (y.abs() + 1)
+
+
+def test_binary_arithmetic_dynamic_shapes():
+    x, y = torch.randn(2, 3, 4), torch.randn(2, 3, 4)
+    x2, y2 = torch.randn(5, 7, 4), torch.randn(5, 7, 4)
+    check_lowering(AddScaled(), [x, y], [{0: "b", 1: "s"}, {0: "b", 1: "s"}], [x2, y2])
+
+
+torch.manual_seed(0)
+X, X2 = randn(2, 3, 4), randn(5, 7, 4)
+Y, Y2 = randn(2, 3, 4), randn(5, 7, 4)
+I, I2 = randint(-9, 10, 2, 3, 4), randint(-9, 10, 5, 7, 4)
+J, J2 = randint(1, 5, 2, 3, 4), randint(1, 5, 5, 7, 4)  # positive divisors
+NJ, NJ2 = -J, -J2
+B, B2 = X > 0, X2 > 0
+W = randn(4)  # broadcasts against the trailing axis
+
+
+def one(name, fn, x=(X, X2), marks=()):
+    return case(name, fn, [x[0]], [BS], [x[1]], marks=marks)
+
+
+def two(name, fn, x=(X, X2), y=(Y, Y2), marks=()):
+    return case(name, fn, [x[0], y[0]], [BS, BS], [x[1], y[1]], marks=marks)
+
+
+BINARY = [
+    two("add_alpha", lambda x, y: torch.add(x, y, alpha=3)),
+    two("sub_alpha", lambda x, y: torch.sub(x, y, alpha=0.5)),
+    two("mul", torch.mul),
+    two("div", lambda x, y: x / (y.abs() + 0.5)),
+    two("maximum", torch.maximum),
+    two("minimum", torch.minimum),
+    two("add_int", torch.add, I, J),
+    two("sub_int_alpha", lambda a, b: torch.sub(a, b, alpha=2), I, J),
+    two("fmod_float", lambda x, y: torch.fmod(x * 4, y.abs() + 0.5)),
+    two("fmod_int", torch.fmod, I, J),
+    two("fmod_int_neg_divisor", torch.fmod, I, NJ),
+    two("remainder_float", lambda x, y: torch.remainder(x * 4, y)),
+    two("remainder_int", torch.remainder, I, J),
+    two("remainder_int_neg_divisor", torch.remainder, I, NJ),
+    two("div_floor_float", lambda x, y: torch.div(x * 4, y, rounding_mode="floor")),
+    two("div_trunc_float", lambda x, y: torch.div(x * 4, y, rounding_mode="trunc")),
+    two("div_floor_int", lambda a, b: torch.div(a, b, rounding_mode="floor"), I, NJ),
+    two("div_trunc_int", lambda a, b: torch.div(a, b, rounding_mode="trunc"), I, NJ),
+    two("floor_divide_int", torch.floor_divide, I, J),
+    two("floor_divide_float", lambda x, y: torch.floor_divide(x * 4, y)),
+    two("true_div_int", torch.div, I, J),
+    two("pow_tensor", lambda x, y: torch.pow(x.abs() + 0.1, y)),
+    two("int_tensor_plus_float_tensor", torch.add, I, Y),
+    two("broadcast_vector", lambda x, w: x * w + w, y=(W, W)),
+]
+
+
+COMPARE = [
+    two("eq", lambda a, b: a == b, I, J),
+    two("ne", lambda a, b: a != b, I, J),
+    two("lt", torch.lt),
+    two("le", torch.le, I, J),
+    two("gt", torch.gt),
+    two("ge", torch.ge, I, J),
+    two("lt_int64_vs_float", lambda a, x: a < x, I, Y),
+    two("eq_int64_vs_float", lambda a, x: a == x.round(), I, Y),
+    two("ne_float_vs_int64", lambda x, a: x != a, Y, I),
+    one("gt_int_float_scalar", lambda a: a > 0.5, (I, I2)),
+    one("le_scalar", lambda x: x <= 0.0),
+    one("ne_scalar", lambda a: a != 3, (I, I2)),
+]
+
+
+LOGIC = [
+    two("and_bool", torch.logical_and, B, (Y > 0, Y2 > 0)),
+    two("or_bool", lambda a, b: a | b, B, (Y > 0, Y2 > 0)),
+    two("xor_bool", lambda a, b: a ^ b, B, (Y > 0, Y2 > 0)),
+    two("bitwise_and_int", torch.bitwise_and, I, J),
+    two("bitwise_or_int", torch.bitwise_or, I, J),
+    two("bitwise_xor_int", torch.bitwise_xor, I, J),
+    two("logical_and_float", torch.logical_and, X, Y),
+    two("logical_or_int", torch.logical_or, I, J),
+    two("logical_xor_int", torch.logical_xor, I, J),
+    one("bitwise_not_int", torch.bitwise_not, (I, I2)),
+    one("invert_bool", lambda b: ~b, B),
+    one("logical_not_float", torch.logical_not),
+    one("logical_not_int", torch.logical_not, (I, I2)),
+]
+
+
+SCALAR = [
+    one("int_plus_float_scalar", lambda a: a + 0.5, (I, I2)),
+    one("int_times_int_scalar", lambda a: a * 3, (I, I2)),
+    one("int_div_int_scalar", lambda a: a / 2, (I, I2)),
+    one("rsub", lambda x: 1 - x),
+    one("rsub_int", lambda a: 2 - a, (I, I2)),
+    one("pow_square", lambda x: x**2),
+    one("pow_cube", lambda x: torch.pow(x, 3.0)),
+    one("pow_int_float_exponent", lambda a: a.abs() ** 0.5, (I, I2)),
+    one("scalar_base_pow", lambda x: torch.pow(2.0, x)),
+    one("remainder_scalar", lambda x: x % 0.7),
+    one("floordiv_int_scalar", lambda a: a // 4, (I, I2)),
+    one("div_scalar_floor", lambda a: torch.div(a, -3, rounding_mode="floor"), (I, I2)),
+    one("bool_plus_int_scalar", lambda b: b + 2, B),
+    one("bool_times_float", lambda b: b * 1.5, B),
+]
+
+
+UNARY = [
+    one("neg", torch.neg),
+    one("abs", torch.abs),
+    one("abs_int", torch.abs, (I, I2)),
+    one("sqrt", lambda x: torch.sqrt(x.abs())),
+    one("sqrt_int", lambda a: torch.sqrt(a.abs()), (I, I2)),
+    one("exp", torch.exp),
+    one("log", lambda x: torch.log(x.abs() + 0.1)),
+    one("sin", torch.sin),
+    one("cos", torch.cos),
+    one("cos_int", torch.cos, (I, I2)),
+    one("tanh", torch.tanh),
+    one("sigmoid", torch.sigmoid),
+    one("relu", torch.relu),
+    one("erf", torch.erf),
+    one("reciprocal", lambda x: torch.reciprocal(x.abs() + 0.5)),
+    one("floor", lambda x: torch.floor(x * 3)),
+    one("ceil", lambda x: torch.ceil(x * 3)),
+    one("round", lambda x: torch.round(x * 3)),
+    one("round_half_even", lambda x: torch.round(torch.floor(x * 6) / 2)),
+    one("sign", torch.sign),
+    one("sign_int", torch.sign, (I, I2)),
+    one("isnan", lambda x: torch.isnan(torch.log(x))),
+    one("isinf", lambda x: torch.isinf(1 / torch.floor(x))),
+    one("rsqrt", lambda x: torch.rsqrt(x.abs() + 0.1)),
+    one("trunc", lambda x: torch.trunc(x * 3)),
+    one("atan", torch.atan),
+    one("log1p", lambda x: torch.log1p(x.abs())),
+    one("expm1", torch.expm1),
+    one("log2", lambda x: torch.log2(x.abs() + 0.1)),
+]
+
+
+ACTIVATION = [
+    one("silu", F.silu),
+    one("gelu", F.gelu),
+    one("gelu_tanh", lambda x: F.gelu(x, approximate="tanh")),
+    one("softplus", F.softplus),
+    one("softplus_beta_threshold", lambda x: F.softplus(x * 4, beta=2.0, threshold=3.0)),
+    one("leaky_relu", lambda x: F.leaky_relu(x, 0.2)),
+    one("leaky_relu_default", F.leaky_relu),
+    one("elu", lambda x: F.elu(x, alpha=0.7)),
+    one("mish", F.mish),
+    one("hardtanh", lambda x: F.hardtanh(x * 2, -0.5, 1.5)),
+]
+
+
+CLAMP_WHERE = [
+    one("clamp", lambda x: torch.clamp(x, -0.5, 0.5)),
+    one("clamp_min_only", lambda x: torch.clamp(x, min=0.1)),
+    one("clamp_max_only", lambda x: torch.clamp(x, max=0.1)),
+    one("clip", lambda x: x.clip(-0.3, 0.2)),
+    one("clamp_min", lambda x: x.clamp_min(0.1)),
+    one("clamp_max", lambda x: x.clamp_max(0.1)),
+    one("clamp_int", lambda a: a.clamp(-2, 3), (I, I2)),
+    one("clamp_int_float_bound", lambda a: a.clamp(min=0.5), (I, I2)),
+    two("clamp_tensor_bounds", lambda x, y: torch.clamp(x, min=y, max=y + 1)),
+    two("where", lambda x, y: torch.where(x > y, x, y)),
+    one("where_scalar", lambda x: torch.where(x > 0, x, 0.0)),
+    one("where_scalars", lambda x: torch.where(x > 0, 1.0, -1.0)),
+    two("where_int_float", lambda a, y: torch.where(y > 0, a, y), I, Y),
+    two("masked_fill", lambda x, y: x.masked_fill(y > 0, float("-inf"))),
+    two("masked_fill_int", lambda a, y: a.masked_fill(y > 0, 7), I, Y),
+    one("masked_fill_tensor_value", lambda x: x.masked_fill(x < 0, x.sum())),
+    two("lerp_scalar", lambda x, y: torch.lerp(x, y, 0.3)),
+    two("lerp_tensor", lambda x, y: torch.lerp(x, y, torch.sigmoid(y))),
+]
+
+
+@pytest.mark.parametrize(
+    "fn,args,dynamic,other",
+    BINARY + COMPARE + LOGIC + SCALAR + UNARY + ACTIVATION + CLAMP_WHERE,
+)
+def test_elementwise(fn, args, dynamic, other):
+    run(fn, args, dynamic, other)
