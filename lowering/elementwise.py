@@ -18,7 +18,6 @@ _BINARY = {
     aten.mul: "Mul",
     aten.maximum: "Max",
     aten.minimum: "Min",
-    aten.fmod: "Mod",
 }
 _COMPARE = {aten.eq: "Equal", aten.lt: "Less", aten.gt: "Greater", aten.le: "LessOrEqual", aten.ge: "GreaterOrEqual"}
 _UNARY = {
@@ -110,6 +109,12 @@ def remainder(ctx: LoweringContext, node: torch.fx.Node):
     if dtype.is_floating_point:  # python-style modulo: result takes the divisor's sign
         return ctx.op.Sub(a, ctx.op.Mul(ctx.op.Floor(ctx.op.Div(a, b)), b))
     return ctx.op.Mod(a, b)
+
+
+@lowers(aten.fmod)
+def fmod(ctx: LoweringContext, node: torch.fx.Node):
+    # C-style remainder (the dividend's sign); ONNX Mod needs fmod=1 for floats and gives it for ints.
+    return ctx.op.Mod(*_operands(ctx, node, ctx.out_dtype(node)), fmod=1)
 
 
 @lowers(aten.pow)

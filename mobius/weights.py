@@ -84,19 +84,22 @@ class Checkpoint:
         self.entries: dict[str, TensorEntry] = {}
         for file in files:
             self.entries.update(read_header(file))
-        self._handles: dict[Path, object] = {}
 
     def __contains__(self, key: str) -> bool:
         return key in self.entries
 
     def load(self, key: str) -> torch.Tensor:
+        """One tensor, as a zero-copy view of the file's memory map.
+
+        A fresh handle per call, not one cached per file: pages read through a handle stay in this
+        process's RSS until the handle closes, so a cached handle ends the save with the whole
+        checkpoint resident. Here the mapping lives only as long as the returned tensor.
+        """
         from safetensors import safe_open
 
         entry = self.entries[key]
-        handle = self._handles.get(entry.file)
-        if handle is None:
-            handle = self._handles[entry.file] = safe_open(str(entry.file), framework="pt")
-        return handle.get_tensor(key)
+        with safe_open(str(entry.file), framework="pt") as handle:
+            return handle.get_tensor(key)
 
 
 def lazy_initializer(name: str, dtype: torch.dtype, shape: tuple[int, ...], load: Callable[[], torch.Tensor]) -> ir.Value:

@@ -56,6 +56,7 @@ def emit(traced: TracedModel, make_initializer: InitializerFactory, *, name: str
     ctx = LoweringContext(builder.op)
     placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
     user_inputs = iter(traced.inputs)
+    weight_inputs: list[ir.Value] = []  # graph-only builds: parameters as inputs, after the contract's
     for node, spec in zip(placeholders, program.graph_signature.input_specs, strict=True):
         val = node.meta.get("val")
         if spec.kind == InputKind.USER_INPUT:
@@ -65,12 +66,13 @@ def emit(traced: TracedModel, make_initializer: InitializerFactory, *, name: str
         else:
             persistent = bool(spec.persistent) if spec.kind == InputKind.BUFFER else spec.kind == InputKind.PARAMETER
             value = make_initializer(spec.kind, strip_prefix(spec.target), val, persistent)
-            if value.const_value is None and not value.is_graph_input():
-                graph.inputs.append(value)
+            if value.const_value is None and value not in weight_inputs:
+                weight_inputs.append(value)
             elif value.const_value is not None and not value.is_initializer():
                 graph.register_initializer(value)
             ctx.env[node] = value
 
+    graph.inputs.extend(weight_inputs)
     for node in program.graph.nodes:
         if node.op == "call_function":
             path, cls = module_of(node)

@@ -23,7 +23,8 @@ Y, Y2 = randn(2, 3, 4), randn(5, 7, 4)
 I, I2 = randint(-9, 10, 2, 3, 4), randint(-9, 10, 5, 7, 4)
 J, J2 = randint(1, 5, 2, 3, 4), randint(1, 5, 5, 7, 4)  # positive divisors
 NJ, NJ2 = -J, -J2
-B, B2 = X > 0, X2 > 0
+B = (X > 0, X2 > 0)
+C = (Y > 0, Y2 > 0)
 W = randn(4)  # broadcasts against the trailing axis
 
 
@@ -59,7 +60,7 @@ BINARY = [
     two("true_div_int", torch.div, I, J),
     two("pow_tensor", lambda x, y: torch.pow(x.abs() + 0.1, y)),
     two("int_tensor_plus_float_tensor", torch.add, I, Y),
-    two("broadcast_vector", lambda x, w: x * w + w, y=(W, W)),
+    case("broadcast_vector", lambda x, w: x * w + w, [X, W], [BS, {}], [X2, W]),
 ]
 
 
@@ -80,9 +81,9 @@ COMPARE = [
 
 
 LOGIC = [
-    two("and_bool", torch.logical_and, B, (Y > 0, Y2 > 0)),
-    two("or_bool", lambda a, b: a | b, B, (Y > 0, Y2 > 0)),
-    two("xor_bool", lambda a, b: a ^ b, B, (Y > 0, Y2 > 0)),
+    two("and_bool", torch.logical_and, B, C),
+    two("or_bool", lambda a, b: a | b, B, C),
+    two("xor_bool", lambda a, b: a ^ b, B, C),
     two("bitwise_and_int", torch.bitwise_and, I, J),
     two("bitwise_or_int", torch.bitwise_or, I, J),
     two("bitwise_xor_int", torch.bitwise_xor, I, J),

@@ -1,0 +1,96 @@
+"""What a build writes: names, tying, external data, dtypes, graph-only builds, entry points."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from safetensors import safe_open
+
+import mobius
+from mobius.testing.parity import decoder_inputs, session
+
+
+def _initializer_names(directory) -> set[str]:
+    model = onnx.load(str(directory / "model.onnx"), load_external_data=False)
+    return {i.name for i in model.graph.initializer}
+
+
+def test_initializers_are_named_by_state_dict_key_and_tied_weights_stored_once(checkpoints, tmp_path):
+    directory, model, _ = checkpoints.get("gemma")  # gemma ties lm_head to the embedding
+    out = mobius.build(directory).save(tmp_path / "onnx")
+    with safe_open(directory / "model.safetensors", "pt") as f:
+        keys = set(f.keys())
+    names = _initializer_names(out)
+    assert keys <= names
+    assert "lm_head.weight" not in names and "model.embed_tokens.weight" in names
+    weight_bytes = sum(p.numel() * 4 for p in model.parameters())  # parameters() yields tied ones once
+    data_size = (out / "model.onnx.data").stat().st_size  # tensors under 256 bytes stay inline
+    assert abs(data_size - weight_bytes) < 16 * 1024
+    assert data_size < weight_bytes + model.model.embed_tokens.weight.numel() * 4 // 2
+
+
+def test_checkpoint_renamed_by_transformers_loads_under_its_file_keys(checkpoints, tmp_path):
+    directory, _, _ = checkpoints.get("vit")  # ViT files keep legacy names (encoder.layer.N...)
+    out = mobius.build(directory).save(tmp_path / "onnx")
+    assert "encoder.layer.0.attention.attention.query.weight" in _initializer_names(out)
+
+
+def test_sharded_checkpoint_with_index(checkpoints, tmp_path):
+    _, model, config = checkpoints.get("llama")
+    sharded = tmp_path / "sharded"
+    model.save_pretrained(sharded, max_shard_size="100KB")
+    assert (sharded / "model.safetensors.index.json").is_file()
+    assert len(list(sharded.glob("*.safetensors"))) > 1
+    out = mobius.build(sharded).save(tmp_path / "onnx")
+    from mobius.testing.parity import max_abs_diff
+
+    assert max_abs_diff(model, out, config) <= 1e-4
+
+
+def test_f16_build_runs_close_to_f32(checkpoints, tmp_path):
+    directory, model, config = checkpoints.get("llama")
+    out = mobius.build(directory, dtype="f16").save(tmp_path / "onnx")
+    feeds = decoder_inputs(config.vocab_size)
+    logits = session(out).run(None, {k: v.numpy() for k, v in feeds.items()})[0]
+    assert logits.dtype == np.float16
+    import torch
+
+    with torch.no_grad():
+        expected = model(**feeds).logits.numpy()
+    keep = feeds["attention_mask"].bool().numpy()
+    assert np.abs(logits.astype(np.float32) - expected)[keep].max() < 5e-2
+
+
+def test_no_weights_build_exposes_parameters_as_inputs(checkpoints, tmp_path):
+    directory, _, _ = checkpoints.get("llama")
+    out = mobius.build(directory, weights=False).save(tmp_path / "onnx")
+    model = onnx.load(str(out / "model.onnx"), load_external_data=False)
+    inputs = [i.name for i in model.graph.input]
+    assert inputs[:3] == ["input_ids", "attention_mask", "position_ids"]
+    assert "model.layers.0.self_attn.q_proj.weight" in inputs
+
+
+def test_saved_package_carries_config_and_is_atomic(checkpoints, tmp_path):
+    directory, _, _ = checkpoints.get("llama")
+    out = mobius.build(directory).save(tmp_path / "onnx")
+    assert (out / "config.json").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("entry", [["-m", "mobius"], ["-c", "from mobius.cli import main; raise SystemExit(main())"]])
+def test_entry_points(entry, checkpoints, tmp_path):
+    directory, _, _ = checkpoints.get("llama")
+    out = tmp_path / "onnx"
+    done = subprocess.run(
+        [sys.executable, *entry, "build", "--model", str(directory), "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "wrote" in done.stdout
+    assert (out / "model.onnx").is_file()
