@@ -17,6 +17,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -59,40 +60,53 @@ PACKAGES = (
 
 
 def make_checkpoint(directory: Path, seed: int = 0) -> Path:
-    """Create the random-weight checkpoint once; later calls reuse it."""
-    if (directory / "config.json").is_file() and list(directory.glob("*.safetensors")):
+    """Create the random-weight checkpoint once (in a subprocess); later calls reuse it.
+
+    A subprocess keeps this process small: a child forked from a big parent inherits its memory
+    high-water mark, which Linux folds into the child's ``ru_maxrss`` at exec.
+    """
+    if (directory / "config.json").is_file() and (directory / "model.safetensors").is_file():
         return directory
+    print(f"creating checkpoint in {directory} (once) ...", flush=True)
+    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import convert_memory as m; m._create({str(directory)!r}, {seed})"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return directory
+
+
+def _create(directory: str, seed: int) -> None:
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    print(f"creating checkpoint in {directory} (once) ...", flush=True)
     torch.manual_seed(seed)
     config = Qwen2Config(**QWEN2_05B, dtype="float32")
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    directory.mkdir(parents=True, exist_ok=True)
-    # one shard, so the benchmark sees a single ~2 GB safetensors file like the real model
-    model.save_pretrained(directory, max_shard_size="10GB")
-    del model
-    return directory
+    tmp = Path(directory + ".partial")
+    for path in (tmp, Path(directory)):
+        shutil.rmtree(path, ignore_errors=True)
+    # one shard, like the real model; written aside and renamed so an interrupted run is not reused
+    model.save_pretrained(tmp, max_shard_size="10GB")
+    tmp.rename(directory)
 
 
 def dir_bytes(paths: list[Path]) -> int:
     return sum(p.stat().st_size for p in paths if p.is_file())
 
 
-def tree_rss(proc: psutil.Process) -> int:
-    """RSS of ``proc`` and all its descendants, in bytes (0 once it has exited)."""
-    total = 0
+def tree_rss(proc: psutil.Process) -> tuple[int, int]:
+    """(RSS, file-backed RSS) of ``proc`` and all its descendants, in bytes; (0, 0) once it has exited."""
+    rss = shared = 0
     try:
         procs = [proc, *proc.children(recursive=True)]
     except psutil.Error:
-        return 0
+        return 0, 0
     for p in procs:
         try:
-            total += p.memory_info().rss
+            info = p.memory_info()
         except psutil.Error:
-            pass
-    return total
+            continue
+        rss += info.rss
+        shared += info.shared  # resident file-backed pages (mmapped files, shared libraries)
+    return rss, shared
 
 
 def convert_once(checkpoint: Path, output: Path, interval: float) -> dict:
@@ -112,15 +126,16 @@ def convert_once(checkpoint: Path, output: Path, interval: float) -> dict:
         started = time.perf_counter()
         child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         proc = psutil.Process(child.pid)
-        peak = 0
+        peak = peak_anon = 0
         timeline: list[tuple[float, int]] = []
         while True:
             # wait4 reaps the child itself, so its own rusage (ru_maxrss) is available afterwards
             pid, status, usage = os.wait4(child.pid, os.WNOHANG)
             if pid:
                 break
-            rss = tree_rss(proc)
+            rss, shared = tree_rss(proc)
             peak = max(peak, rss)
+            peak_anon = max(peak_anon, rss - shared)
             timeline.append((round(time.perf_counter() - started, 3), rss))
             time.sleep(interval)
         wall = time.perf_counter() - started
@@ -132,6 +147,7 @@ def convert_once(checkpoint: Path, output: Path, interval: float) -> dict:
     return {
         "wall_s": round(wall, 2),
         "peak_rss_bytes": peak,
+        "peak_anon_rss_bytes": peak_anon,  # RSS minus file-backed pages, i.e. memory the process allocated
         "ru_maxrss_bytes": usage.ru_maxrss * 1024,  # KiB on Linux; the build process alone
         "samples": len(timeline),
         "timeline_s_mib": [
@@ -177,15 +193,27 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(f"checkpoint: {ckpt_bytes / MiB:.0f} MiB (float32 safetensors)")
-    print(
-        f"{'run':>3}  {'wall s':>7}  {'peak RSS MiB':>12}  {'ru_maxrss MiB':>13}  {'output MiB':>10}  {'RSS/ckpt':>8}"
+    header = (
+        "run",
+        "wall s",
+        "peak RSS MiB",
+        "anon MiB",
+        "ru_maxrss MiB",
+        "output MiB",
+        "RSS/ckpt",
     )
+    print("  ".join(f"{h:>13}" for h in header))
     for i, r in enumerate(runs, 1):
-        ru = f"{r['ru_maxrss_bytes'] / MiB:.0f}"
-        print(
-            f"{i:>3}  {r['wall_s']:>7.1f}  {r['peak_rss_bytes'] / MiB:>12.0f}  {ru:>13}  "
-            f"{r['output_bytes'] / MiB:>10.0f}  {r['rss_over_checkpoint']:>8.3f}"
+        cells = (
+            i,
+            f"{r['wall_s']:.1f}",
+            f"{r['peak_rss_bytes'] / MiB:.0f}",
+            f"{r['peak_anon_rss_bytes'] / MiB:.0f}",
+            f"{r['ru_maxrss_bytes'] / MiB:.0f}",
+            f"{r['output_bytes'] / MiB:.0f}",
+            f"{r['rss_over_checkpoint']:.3f}",
         )
+        print("  ".join(f"{c:>13}" for c in cells))
 
     result = {
         "benchmark": "convert_memory",

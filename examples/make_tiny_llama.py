@@ -126,12 +126,16 @@ def make(output: Path, seed: int = SEED) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="checkpoint directory to write")
+    parser.add_argument(
+        "--output", type=Path, default=DEFAULT_OUTPUT, help="checkpoint directory to write"
+    )
     parser.add_argument("--seed", type=int, default=SEED)
     args = parser.parse_args(argv)
     out = make(args.output, args.seed)
     total = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
-    print(f"wrote {out} ({total / 1024:.0f} KiB): {', '.join(sorted(p.name for p in out.iterdir()))}")
+    print(
+        f"wrote {out} ({total / 1024:.0f} KiB): {', '.join(sorted(p.name for p in out.iterdir()))}"
+    )
     return 0
 
 

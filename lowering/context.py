@@ -35,6 +35,7 @@ class LoweringContext:
     def __init__(self, op: Any) -> None:
         self.op = op
         self.env: dict[torch.fx.Node, Any] = {}
+        self.state: dict[str, Any] = {}  # graph-wide facts that patterns share (masks, cache I/O)
 
     # -- reading FX arguments -------------------------------------------------------------------
     def val(self, arg: Any) -> Any:
@@ -49,6 +50,8 @@ class LoweringContext:
             return torch.bool
         if isinstance(val, (int, torch.SymInt)):
             return torch.int64
+        if isinstance(val, torch.SymFloat):  # the symbolic lowerings compute floats in double
+            return torch.float64
         return torch.float32
 
     def rank(self, arg: Any) -> int:
@@ -84,6 +87,9 @@ class LoweringContext:
 
     def constant(self, value: Any, dtype: torch.dtype | None = None) -> ir.Value:
         """A Constant node holding a Python scalar or list, in ``dtype``."""
+        sample = value[0] if isinstance(value, (list, tuple)) and value else value
+        if isinstance(sample, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise NotImplementedError(f"symbolic value {sample} has no node in the graph")
         if dtype is None:
             sample = value[0] if isinstance(value, (list, tuple)) and value else value
             dtype = torch.bool if isinstance(sample, bool) else torch.int64 if isinstance(sample, int) else torch.float32

@@ -17,9 +17,8 @@ def arange(ctx: LoweringContext, node: torch.fx.Node):
     dtype = ctx.out_dtype(node)
     args = list(node.args)
     start, end, step = (0, args[0], 1) if len(args) == 1 else (args + [1])[:3]
+    # an integral arange casts (truncates) start, end and step to int first, as torch does
     compute = dtype if dtype.is_floating_point else torch.int64
-    if any(isinstance(a, float) for a in (start, end, step)) and not dtype.is_floating_point:
-        compute = torch.float64  # torch computes the length in double, then casts the values
     values = ctx.op.Range(*(_scalar(ctx, a, compute) for a in (start, end, step)))
     return values if compute == dtype else ctx.cast(values, dtype)
 

@@ -135,11 +135,16 @@ def _repeat_heads(ctx: LoweringContext, x, groups: int):
     return ctx.op.Reshape(tiled, ctx.op.Concat(ctx.ints([0, -1]), ctx.op.Slice(shape, ctx.ints([2]), ctx.ints([4])), axis=0))
 
 
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
 @lowers(aten.pad, aten.constant_pad_nd)
 def pad(ctx: LoweringContext, node: torch.fx.Node):
-    x, pads = node.args[0], list(node.args[1])
-    mode = node.kwargs.get("mode", node.args[2] if len(node.args) > 2 and node.target.overloadpacket is aten.pad else "constant")
-    fill = node.args[2] if node.target.overloadpacket is aten.constant_pad_nd and len(node.args) > 2 else node.kwargs.get("value", 0)
+    names = [a.name for a in node.target._schema.arguments]
+    arguments = {**dict(zip(names, node.args, strict=False)), **node.kwargs}
+    x, pads = node.args[0], list(arguments["pad"])
+    mode = _PAD_MODES[arguments.get("mode", "constant")]
+    fill = arguments.get("value")
     rank = ctx.rank(x)
     begins = [0] * rank
     ends = [0] * rank

@@ -70,8 +70,12 @@ def amin(ctx: LoweringContext, node: torch.fx.Node):
 def _any_all(onnx_op: str):
     def lower(ctx: LoweringContext, node: torch.fx.Node):
         dims, keepdim = _dims_keepdim(node)
-        value = _reduce(onnx_op, ctx, node, dims, keepdim, torch.int64)
-        return ctx.cast(value, torch.bool)
+        x = node.args[0]
+        axes = _axes(ctx, x, dims)
+        # truth first: casting 0.5 straight to int would read as false
+        value = ctx.cast(ctx.value(x, torch.bool), torch.int64)
+        axes_in = [ctx.ints(axes)] if axes is not None else []
+        return ctx.cast(getattr(ctx.op, onnx_op)(value, *axes_in, keepdims=int(keepdim)), torch.bool)
 
     return lower
 
@@ -167,13 +171,20 @@ def sort(ctx: LoweringContext, node: torch.fx.Node):
     return values, indices
 
 
+def _arguments(node: torch.fx.Node) -> dict:
+    """The node's arguments by schema name (positional and keyword alike)."""
+    names = [a.name for a in node.target._schema.arguments]
+    return {**dict(zip(names, node.args, strict=False)), **node.kwargs}
+
+
 def _var(ctx: LoweringContext, node: torch.fx.Node):
+    arguments = _arguments(node)
     x = node.args[0]
-    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
-    correction = node.kwargs.get("correction", 1)
-    if correction is None:
-        correction = 1
-    keepdim = node.kwargs.get("keepdim", False)
+    dims = arguments.get("dim")
+    correction = arguments.get("correction")
+    if correction is None:  # the older overloads say unbiased (default True) instead
+        correction = 1 if arguments.get("unbiased", True) else 0
+    keepdim = arguments.get("keepdim", False)
     dtype = ctx.torch_dtype(x)
     value = ctx.value(x)
     axes = _axes(ctx, x, dims)

@@ -148,22 +148,27 @@ def stack(ctx: LoweringContext, node: torch.fx.Node):
     return ctx.op.Concat(*[ctx.op.Unsqueeze(ctx.value(t, dtype), axis) for t in tensors], axis=dim % rank)
 
 
-def _split(ctx: LoweringContext, node: torch.fx.Node, sizes: list[int], dim: int):
-    x = node.args[0]
-    dim = _norm_dim(ctx, x, dim)
-    outputs = ctx.op.Split(ctx.value(x), ctx.ints(sizes), axis=dim, _outputs=len(sizes))
-    return tuple(outputs) if len(sizes) > 1 else (outputs,)
+def _split(ctx: LoweringContext, node: torch.fx.Node, sizes, count: int, dim: int):
+    outputs = ctx.op.Split(ctx.value(node.args[0]), sizes, axis=dim, _outputs=count)
+    return tuple(outputs) if count > 1 else (outputs,)
 
 
-def _output_sizes(ctx: LoweringContext, node: torch.fx.Node, dim: int) -> list:
-    return [v.shape[dim] for v in ctx.val(node)]
+def _output_sizes(ctx: LoweringContext, node: torch.fx.Node, dim: int):
+    """The split sizes: given ones (ints or SymInt nodes), else the traced output sizes."""
+    sizes = node.args[1]
+    if isinstance(sizes, (list, tuple)) and node.target.overloadpacket is not aten.tensor_split:
+        return ctx.ints(sizes)
+    sizes = [v.shape[dim] for v in ctx.val(node)]
+    if not all(isinstance(s, int) for s in sizes):  # export specialises these; guard all the same
+        raise NotImplementedError("split of a dynamic axis into traced part sizes")
+    return ctx.ints(sizes)
 
 
 @lowers(aten.split, aten.split_with_sizes, aten.chunk, aten.tensor_split)
 def split(ctx: LoweringContext, node: torch.fx.Node):
     dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
     dim = _norm_dim(ctx, node.args[0], dim)
-    return _split(ctx, node, _output_sizes(ctx, node, dim), dim)
+    return _split(ctx, node, _output_sizes(ctx, node, dim), len(ctx.val(node)), dim)
 
 
 @lowers(aten.unbind)
@@ -171,7 +176,7 @@ def unbind(ctx: LoweringContext, node: torch.fx.Node):
     x = node.args[0]
     dim = _norm_dim(ctx, x, node.args[1] if len(node.args) > 1 else 0)
     count = len(ctx.val(node))
-    parts = _split(ctx, node, [1] * count, dim)
+    parts = _split(ctx, node, ctx.ints([1] * count), count, dim)
     axis = ctx.ints([dim])
     return tuple(ctx.op.Squeeze(p, axis) for p in parts)
 
@@ -197,7 +202,14 @@ def flatten(ctx: LoweringContext, node: torch.fx.Node):
 
 @lowers(aten.unflatten)
 def unflatten(ctx: LoweringContext, node: torch.fx.Node):
-    return ctx.op.Reshape(ctx.value(node.args[0]), ctx.ints(list(ctx.val(node).shape)))
+    x, dim, sizes = node.args
+    dim, rank = _norm_dim(ctx, x, dim), ctx.rank(x)
+    value = ctx.value(x)
+    parts = [ctx.op.Shape(value, end=dim)] if dim > 0 else []
+    parts.append(ctx.ints(sizes))
+    if dim + 1 < rank:
+        parts.append(ctx.op.Shape(value, start=dim + 1))
+    return ctx.op.Reshape(value, parts[0] if len(parts) == 1 else ctx.op.Concat(*parts, axis=0))
 
 
 @lowers(aten.repeat)

@@ -15,7 +15,7 @@ from mobius.errors import ConfigError
 from mobius.package import ModelPackage
 from mobius.registry import get_task
 from mobius.synth.decompose import decompose_unlowered
-from mobius.synth.emit import emit
+from mobius.synth.emit import emit, unclaimed_attention
 from mobius.synth.trace import trace
 from mobius.weights import Checkpoint, WeightBinder
 
@@ -57,7 +57,14 @@ def build(
         key_to_param=traced.key_to_param,
         constants=traced.constant_values,
     )
-    model = emit(traced, binder, name=arch.model_type)
+    use_cache = the_task.supports_cache
+    if use_cache:
+        unclaimed = unclaimed_attention(traced)
+        if unclaimed:
+            use_cache = False
+            shown = ", ".join(unclaimed[:4]) + (f" and {len(unclaimed) - 4} more" if len(unclaimed) > 4 else "")
+            log.warning("building without a KV cache: attention not captured in %s", shown)
+    model = emit(traced, binder, name=arch.model_type, use_cache=use_cache)
     unused = binder.unused_keys()
     if unused:
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
@@ -67,6 +74,8 @@ def build(
     )
     log.info("built %d nodes in %.1f s", len(model.graph), time.perf_counter() - started)
     texts = {"mobius.json": json.dumps({"model_type": arch.model_type, "task": the_task.name, "dtype": dtype,
-                                        "inputs": [s.name for s in traced.inputs], "outputs": traced.outputs}, indent=2)}
+                                        "kv_cache": use_cache,
+                                        "inputs": [v.name for v in model.graph.inputs],
+                                        "outputs": [v.name for v in model.graph.outputs]}, indent=2)}
     extra = [source.config_path, *source.extra_files()]
     return ModelPackage(model=model, extra_files=extra, texts=texts)

@@ -1,7 +1,8 @@
-"""Walk the traced FX graph once, in order, and emit ONNX through the lowering table."""
+"""Walk the traced FX graph once, in order, and emit ONNX through patterns and the lowering table."""
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -14,8 +15,11 @@ from torch.export.graph_signature import InputKind
 from lowering import LoweringContext, find_lowering, onnx_dtype, op_name
 from mobius.errors import UnsupportedError
 from mobius.synth.trace import WRAPPER_PREFIX, TracedModel
+from patterns import attention as attention_pattern
+from patterns.registry import find_emitter
 
 OPSET = 23
+log = logging.getLogger("mobius")
 
 # (kind, state-dict name, traced value, persistent) -> initializer or graph input
 InitializerFactory = Callable[[InputKind, str, torch.Tensor, bool], ir.Value]
@@ -34,17 +38,44 @@ def module_of(node: torch.fx.Node) -> tuple[str, str]:
     return "", ""
 
 
+def handler(target: object) -> Callable | None:
+    """What emits a node: a pattern's emitter for captured ops, else the lowering table."""
+    return find_emitter(target) or find_lowering(target)
+
+
 def unsupported_ops(program: torch.export.ExportedProgram) -> dict[str, set[str]]:
     """aten ops with no lowering, each with the modules that use them."""
     missing: dict[str, set[str]] = defaultdict(set)
     for node in program.graph.nodes:
-        if node.op == "call_function" and find_lowering(node.target) is None:
+        if node.op == "call_function" and handler(node.target) is None:
             missing[op_name(node.target)].add(module_of(node)[0] or "<model>")
     return dict(missing)
 
 
-def emit(traced: TracedModel, make_initializer: InitializerFactory, *, name: str = "model") -> ir.Model:
-    """Build the ONNX model. Raises UnsupportedError naming each op without a lowering."""
+def unclaimed_attention(traced: TracedModel) -> list[str]:
+    """Attention modules (by class name, innermost) that no mobius::attention node came from."""
+    claimed = {
+        module_of(n)[0]
+        for n in traced.program.graph.nodes
+        if n.op == "call_function" and n.target is torch.ops.mobius.attention.default
+    }
+    names = [p for p, cls in traced.module_classes.items() if p and "Attention" in cls.rsplit(".", 1)[-1]]
+    leaves = [p for p in names if not any(o.startswith(p + ".") for o in names)]
+
+    def is_claimed(path: str) -> bool:
+        return any(c == path or c.startswith(path + ".") or path.startswith(c + ".") for c in claimed)
+
+    return [p for p in leaves if not is_claimed(p)]
+
+
+def emit(
+    traced: TracedModel, make_initializer: InitializerFactory, *, name: str = "model", use_cache: bool = False
+) -> ir.Model:
+    """Build the ONNX model. Raises UnsupportedError naming each op without a lowering.
+
+    With ``use_cache`` every captured attention reads ``past_key_values.{i}.key/value`` and returns
+    ``present.{i}.key/value``; the traced ``attention_mask`` input then spans past and new tokens.
+    """
     program = traced.program
     missing = unsupported_ops(program)
     if missing:
@@ -54,31 +85,15 @@ def emit(traced: TracedModel, make_initializer: InitializerFactory, *, name: str
     graph = ir.Graph([], [], nodes=[], opset_imports={"": OPSET}, name=name)
     builder = onnxscript.GraphBuilder(graph)
     ctx = LoweringContext(builder.op)
-    placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
-    user_inputs = iter(traced.inputs)
-    weight_inputs: list[ir.Value] = []  # graph-only builds: parameters as inputs, after the contract's
-    for node, spec in zip(placeholders, program.graph_signature.input_specs, strict=True):
-        val = node.meta.get("val")
-        if spec.kind == InputKind.USER_INPUT:
-            tspec = next(user_inputs)
-            dtype = tspec.dtype or traced.dtype
-            ctx.env[node] = builder.input(tspec.name, onnx_dtype(dtype), ir.Shape(list(tspec.dims)))
-        else:
-            persistent = bool(spec.persistent) if spec.kind == InputKind.BUFFER else spec.kind == InputKind.PARAMETER
-            value = make_initializer(spec.kind, strip_prefix(spec.target), val, persistent)
-            if value.const_value is None and value not in weight_inputs:
-                weight_inputs.append(value)
-            elif value.const_value is not None and not value.is_initializer():
-                graph.register_initializer(value)
-            ctx.env[node] = value
+    ctx.state.update(use_cache=use_cache, masks={}, cache=[])
+    contract_inputs, weight_inputs = _bind_placeholders(ctx, builder, traced, make_initializer)
 
-    graph.inputs.extend(weight_inputs)
     for node in program.graph.nodes:
         if node.op == "call_function":
             path, cls = module_of(node)
             builder.push_module(path, cls)
             try:
-                result = find_lowering(node.target)(ctx, node)
+                result = handler(node.target)(ctx, node)
             except Exception as exc:
                 where = f" in {path}" if path else ""
                 raise UnsupportedError(f"lowering {op_name(node.target)}{where} failed: {exc}") from exc
@@ -88,9 +103,55 @@ def emit(traced: TracedModel, make_initializer: InitializerFactory, *, name: str
             _annotate(result, node)
         elif node.op == "output":
             _emit_outputs(ctx, builder, node, traced.outputs)
+    graph.inputs.clear()
+    graph.inputs.extend(contract_inputs + attention_pattern.cache_inputs(ctx.state) + weight_inputs)
+    for out_name, value in attention_pattern.cache_outputs(ctx.state):
+        if value.is_graph_input() or value.is_graph_output():
+            value = builder.op.Identity(value)
+        builder.add_output(value, out_name)
     model = ir.Model(graph, ir_version=10, producer_name="mobius")
     ir.passes.common.RemoveUnusedNodesPass()(model)
     return model
+
+
+def _bind_placeholders(
+    ctx: LoweringContext, builder: onnxscript.GraphBuilder, traced: TracedModel, make_initializer: InitializerFactory
+) -> tuple[list[ir.Value], list[ir.Value]]:
+    program = traced.program
+    placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
+    user_specs = iter(traced.inputs)
+    contract: list[ir.Value] = []
+    weight_inputs: list[ir.Value] = []  # graph-only builds: parameters as inputs, after the contract's
+    graph = builder.graph
+    for node, spec in zip(placeholders, program.graph_signature.input_specs, strict=True):
+        val = node.meta.get("val")
+        if spec.kind == InputKind.USER_INPUT:
+            tspec = next(user_specs)
+            dims = list(tspec.dims)
+            if tspec.name == "attention_mask" and ctx.state["use_cache"]:
+                dims[1] = "total_sequence_length"
+            value = builder.input(tspec.name, onnx_dtype(tspec.dtype or traced.dtype), ir.Shape(dims))
+            contract.append(value)
+            ctx.env[node] = value
+            if tspec.name == "attention_mask":
+                ctx.state["attention_mask"] = value
+        else:
+            persistent = bool(spec.persistent) if spec.kind == InputKind.BUFFER else spec.kind == InputKind.PARAMETER
+            value = make_initializer(spec.kind, strip_prefix(spec.target), val, persistent)
+            if value.const_value is None and value not in weight_inputs:
+                weight_inputs.append(value)
+            elif value.const_value is not None and not value.is_initializer():
+                graph.register_initializer(value)
+            ctx.env[node] = value
+    if ctx.state["use_cache"] and "attention_mask" in ctx.state:
+        # the traced graph sees the mask of the new tokens only: its last sequence_length columns
+        ids = next(n for n, s in zip(placeholders, traced.inputs, strict=False) if s.name == "input_ids")
+        mask_node = next(n for n in placeholders if ctx.env.get(n) is ctx.state["attention_mask"])
+        seq = ctx.op.Shape(ctx.env[ids], start=1, end=2)
+        ctx.env[mask_node] = ctx.op.Slice(
+            ctx.state["attention_mask"], ctx.op.Neg(seq), ctx.ints([2**63 - 1]), ctx.ints([1])
+        )
+    return contract, weight_inputs
 
 
 def _annotate(result: object, node: torch.fx.Node) -> None:

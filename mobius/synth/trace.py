@@ -54,7 +54,11 @@ def instantiate_on_meta(config: ArchitectureConfig, task: Task, dtype: torch.dty
     hf = copy.deepcopy(config.hf_config)  # transformers writes into the config while building
     auto = task.auto_class(config)
     last_error: Exception | None = None
-    for attn in ("sdpa", "eager"):
+    if "mobius" in task.attention_implementations:
+        from patterns.attention import install
+
+        install()
+    for attn in task.attention_implementations:
         try:
             with init_empty_weights(include_buffers=False), _quiet():
                 return auto.from_config(hf, dtype=dtype, attn_implementation=attn).eval()

@@ -26,6 +26,9 @@ class Task:
     """An I/O contract. Subclasses say which HF class to build and how to call it."""
 
     name: str = ""
+    # transformers attention implementations to try, in order ("mobius" captures attention)
+    attention_implementations: tuple[str, ...] = ("sdpa", "eager")
+    supports_cache: bool = False
 
     def auto_class(self, config: ArchitectureConfig) -> Any:
         raise NotImplementedError

@@ -11,9 +11,11 @@ from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
 
 
 class CausalLMTask(Task):
-    """Decoder-only language models. This graph has no KV cache yet: the full sequence each call."""
+    """Decoder-only language models, with a KV cache when every attention layer is captured."""
 
     name = "causal-lm"
+    attention_implementations = ("mobius", "sdpa", "eager")
+    supports_cache = True
 
     def auto_class(self, config: ArchitectureConfig) -> Any:
         from transformers import AutoModelForCausalLM
@@ -33,3 +35,13 @@ class CausalLMTask(Task):
     def call(self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         out = model(**inputs, use_cache=False, return_dict=True)
         return (out.logits,)
+
+
+def cache_input_name(layer: int, kind: str) -> str:
+    """The contract's name for the cache fed in: ``past_key_values.{layer}.{kind}``."""
+    return f"past_key_values.{layer}.{kind}"
+
+
+def cache_output_name(layer: int, kind: str) -> str:
+    """The contract's name for the cache returned: ``present.{layer}.{kind}``."""
+    return f"present.{layer}.{kind}"

@@ -55,7 +55,54 @@ def max_abs_diff(model: torch.nn.Module, directory: Path, config) -> float:
     with torch.no_grad():
         out = model(**feeds)
     expected = (out.logits if hasattr(out, "logits") and "position_ids" in names else out.last_hidden_state).numpy()
-    actual = sess.run(None, {k: v.numpy() for k, v in feeds.items()})[0]
+    feeds_np = {k: v.numpy() for k, v in feeds.items()}
+    if "position_ids" in names:
+        feeds_np.update(OnnxCausalLM(directory).empty_cache(len(feeds["input_ids"])))
+    actual = sess.run(None, feeds_np)[0]
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
     diff = np.abs(actual - expected)
     return float(diff[keep].max() if keep is not None else diff.max())
+
+
+class OnnxCausalLM:
+    """Drives a converted causal LM with its KV cache: prefill, decode steps and greedy generation."""
+
+    def __init__(self, directory: Path) -> None:
+        self.session = session(directory)
+        self.inputs = {i.name: i for i in self.session.get_inputs()}
+        self.cache_names = [n for n in self.inputs if n.startswith("past_key_values.")]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+
+    @property
+    def has_cache(self) -> bool:
+        return bool(self.cache_names)
+
+    def empty_cache(self, batch: int) -> dict[str, np.ndarray]:
+        cache = {}
+        for name in self.cache_names:
+            dims = self.inputs[name].shape
+            dtype = np.float16 if "float16" in self.inputs[name].type else np.float32
+            cache[name] = np.zeros((batch, dims[1], 0, dims[3]), dtype=dtype)
+        return cache
+
+    def run(self, ids, mask, positions, cache: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """One call: logits for ``ids`` and the cache after them."""
+        feeds = {"input_ids": np.asarray(ids), "attention_mask": np.asarray(mask), "position_ids": np.asarray(positions)}
+        feeds.update(cache)
+        outputs = dict(zip(self.output_names, self.session.run(None, feeds), strict=True))
+        present = {n.replace("present.", "past_key_values.", 1): v for n, v in outputs.items() if n.startswith("present.")}
+        return outputs["logits"], present
+
+    def generate(self, ids: np.ndarray, mask: np.ndarray, new_tokens: int) -> np.ndarray:
+        """Greedy decoding with the cache; returns the generated tokens [batch, new_tokens]."""
+        ids, mask = np.asarray(ids), np.asarray(mask)
+        positions = np.clip(mask.cumsum(-1) - 1, 0, None)
+        logits, cache = self.run(ids, mask, positions, self.empty_cache(ids.shape[0]))
+        tokens = []
+        for _ in range(new_tokens):
+            token = logits[:, -1].argmax(-1)[:, None].astype(np.int64)
+            tokens.append(token)
+            mask = np.concatenate([mask, np.ones_like(token)], axis=1)
+            positions = positions[:, -1:] + 1
+            logits, cache = self.run(token, mask, positions, cache)
+        return np.concatenate(tokens, axis=1)

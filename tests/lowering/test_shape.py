@@ -8,6 +8,7 @@ Y, Y2 = randn(2, 3, 4), randn(5, 7, 4)
 Z, Z2 = randn(2, 3, 4, 6), randn(5, 7, 4, 6)
 V, V2 = randn(6), randn(9)
 BSD = {0: "b", 1: "s", 2: "d"}
+X2b = randn(2, 7, 4)
 X3, X32 = randn(2, 3, 4), randn(5, 7, 6)
 
 
@@ -60,7 +61,7 @@ SQUEEZE_EXPAND = [
     one("unsqueeze", lambda x: x.unsqueeze(1)),
     one("unsqueeze_negative", lambda x: x.unsqueeze(-1)),
     one("squeeze_dim", lambda x: x[:, :1].squeeze(1)),
-    one("squeeze_dims", lambda x: x[:1, :, :1].squeeze((0, 2)), dyn={1: "s"}),
+    one("squeeze_dims", lambda x: x[:1, :, :1].squeeze((0, 2))),
     one("squeeze_all_static", lambda x: x[:, :1, :1].squeeze()),
     one("squeeze_not_one", lambda x: x.squeeze(-1)),
     one("expand", lambda x: x[:, :, :1].expand(-1, -1, 5)),
@@ -118,10 +119,11 @@ SPLIT = [
     one("split_with_sizes", lambda x: _sum_parts(x.split([1, 3], 2))),
     one("split_one_part", lambda x: _sum_parts(x.split(4, -1))),
     one("chunk", lambda x: _sum_parts(x.chunk(2, -1))),
-    one("chunk_static_dim", lambda x: _sum_parts(x.chunk(3, 0)), dyn={1: "s"}),
+    one("chunk_static_dim", lambda x: _sum_parts(x.chunk(3, 0)), (X, X2b), {1: "s"}),
+    one("split_symbolic_sizes", lambda x: _sum_parts(x.split([1, x.shape[1] - 1], 1))),
     one("tensor_split", lambda x: _sum_parts(x.tensor_split(3, -1))),
     one("unbind", lambda x: _sum_parts(x.unbind(-1))),
-    one("unbind_first", lambda x: _sum_parts(x.unbind(0)), dyn={1: "s"}),
+    one("unbind_first", lambda x: _sum_parts(x.unbind(0)), (X, X2b), {1: "s"}),
 ]
 
 

@@ -1,0 +1,1 @@
+"""Hand-authored onnxscript components (``onnxscript.nn.Module``) emitted for matched patterns."""

@@ -1,0 +1,1 @@
+"""Canonical-subgraph patterns (one file each) that claim FX regions and emit components."""

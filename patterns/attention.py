@@ -1,0 +1,165 @@
+"""Attention, captured through transformers' AttentionInterface rather than matched structurally.
+
+While tracing, every module that calls ``ALL_ATTENTION_FUNCTIONS[...]`` reaches our function, which
+records the call as one ``mobius::attention`` node carrying the layer index, scaling, causality,
+sliding window and softcap. Because "mobius" has no entry in transformers' mask interface, the
+model-level mask construction is skipped entirely; the mask is rebuilt from the task's
+``attention_mask`` input. The node is then emitted as the ``Attention`` component with the
+``past_key_values.{i}`` / ``present.{i}`` cache of the causal-LM contract.
+
+A call the op cannot express exactly (an extra positional bias, attention sinks, a non-standard
+mask) declines: it runs transformers' sdpa path instead, so the layer is lowered op by op, and the
+reason is kept on the module as ``_mobius_declined``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx_ir as ir
+import torch
+import torch.fx
+
+from lowering import LoweringContext, onnx_dtype
+from mobius.components.attention import Attention, CausalMask
+from mobius.tasks.causal_lm import cache_input_name, cache_output_name
+from patterns.registry import emits
+
+IMPLEMENTATION = "mobius"
+_UNSUPPORTED_KWARGS = ("position_bias", "s_aux", "sinks", "attention_chunk_size")
+
+
+@torch.library.custom_op("mobius::attention", mutates_args=())
+def attention_op(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    layer_idx: int,
+    scaling: float,
+    is_causal: bool,
+    sliding_window: int,
+    softcap: float,
+) -> torch.Tensor:
+    """Reference semantics (no padding): [b, h, s, d] inputs -> [b, s, h, dv] output."""
+    groups = query.shape[1] // key.shape[1]
+    key = key.repeat_interleave(groups, dim=1)
+    value = value.repeat_interleave(groups, dim=1)
+    scores = (query @ key.transpose(-1, -2)).float() * scaling
+    if softcap:
+        scores = torch.tanh(scores / softcap) * softcap
+    q_len, k_len = query.shape[2], key.shape[2]
+    q_pos = torch.arange(k_len - q_len, k_len)[:, None]
+    k_pos = torch.arange(k_len)[None, :]
+    allowed = torch.ones(q_len, k_len, dtype=torch.bool)
+    if is_causal:
+        allowed &= k_pos <= q_pos
+    if sliding_window:
+        allowed &= q_pos - k_pos < sliding_window
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(value.dtype)
+    return (probs @ value).transpose(1, 2).contiguous()
+
+
+@attention_op.register_fake
+def _attention_shape(query, key, value, layer_idx, scaling, is_causal, sliding_window, softcap):
+    batch, heads, seq, _ = query.shape
+    return query.new_empty((batch, seq, heads, value.shape[-1]))
+
+
+def decline_reason(module: torch.nn.Module, kwargs: dict[str, Any]) -> str | None:
+    """Why this call cannot be one mobius::attention op (None when it can)."""
+    for name in _UNSUPPORTED_KWARGS:
+        if kwargs.get(name) is not None:
+            return f"the call passes {name}, which the Attention component does not model"
+    if not isinstance(getattr(module, "layer_idx", None), int):
+        return "the attention module has no integer layer_idx to name its cache"
+    if getattr(getattr(module, "config", None), "attention_chunk_size", None):
+        return "chunked attention (attention_chunk_size) is not modelled"
+    return None
+
+
+def mobius_attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """The function registered in transformers' AttentionInterface under the name ``mobius``."""
+    reason = decline_reason(module, kwargs)
+    if reason is not None:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        module._mobius_declined = reason
+        kwargs.pop("softcap", None)
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    out = torch.ops.mobius.attention(
+        query,
+        key,
+        value,
+        module.layer_idx,
+        float(scale),
+        bool(causal),
+        int(kwargs.get("sliding_window") or 0),
+        float(kwargs.get("softcap") or 0.0),
+    )
+    return out, None
+
+
+def install() -> None:
+    """Register the ``mobius`` attention implementation with transformers (idempotent)."""
+    from transformers import AttentionInterface
+
+    AttentionInterface.register(IMPLEMENTATION, mobius_attention_forward)
+
+
+@emits(torch.ops.mobius.attention.default)
+def emit_attention(ctx: LoweringContext, node: torch.fx.Node):
+    q, k, v, layer_idx, scaling, is_causal, window, softcap = node.args
+    state = ctx.state
+    dtype = ctx.torch_dtype(q)
+    query, key, value = ctx.value(q), ctx.value(k), ctx.value(v)
+    if not is_causal:
+        raise NotImplementedError("non-causal attention in a causal-LM graph")
+    mask = state["masks"].get(window)
+    if mask is None:
+        query_length = ctx.op.Shape(query, start=2, end=3)
+        mask = CausalMask(window, name=f"causal_mask_w{window}" if window else "causal_mask")(
+            ctx.op, state["attention_mask"], query_length, onnx_dtype(dtype), float(torch.finfo(dtype).min)
+        )
+        state["masks"][window] = mask
+    component = Attention(scaling, softcap, name="attention")
+    if state["use_cache"]:
+        k_val = ctx.val(k)
+        past = {
+            kind: ir.Value(
+                name=cache_input_name(layer_idx, kind),
+                type=ir.TensorType(onnx_dtype(dtype)),
+                shape=ir.Shape(["batch", int(k_val.shape[1]), "past_sequence_length", int(ctx.val(t).shape[-1])]),
+            )
+            for kind, t in (("key", k), ("value", v))
+        }
+        y, present_key, present_value = component(ctx.op, query, key, value, mask, past["key"], past["value"])
+        state["cache"].append((layer_idx, past, {"key": present_key, "value": present_value}))
+    else:
+        y, _, _ = component(ctx.op, query, key, value, mask)
+    return ctx.op.Transpose(y, perm=[0, 2, 1, 3])
+
+
+def cache_outputs(state: dict) -> list[tuple[str, ir.Value]]:
+    """(name, value) of every present.{i}.key/value, in layer order."""
+    out = []
+    for layer, _, present in sorted(state["cache"], key=lambda item: item[0]):
+        for kind in ("key", "value"):
+            out.append((cache_output_name(layer, kind), present[kind]))
+    return out
+
+
+def cache_inputs(state: dict) -> list[ir.Value]:
+    return [past[kind] for _, past, _ in sorted(state["cache"], key=lambda item: item[0]) for kind in ("key", "value")]
