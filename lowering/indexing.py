@@ -27,7 +27,7 @@ def index(ctx: LoweringContext, node: torch.fx.Node):
         # a boolean mask over dimensions first..first+mask_rank selects the true positions
         flat_idx = ctx.op.NonZero(ctx.value(mask))  # [mask_rank, n]
         first = positions[0]
-        value = _move_front(ctx, ctx.value(x), first, ctx.rank(x))
+        value = _move_front(ctx, ctx.value(x), first, ctx.rank(x), count=ctx.rank(mask))
         gathered = ctx.op.GatherND(value, ctx.op.Transpose(flat_idx, perm=[1, 0]))
         return _move_back(ctx, gathered, first, ctx.rank(x) - ctx.rank(mask) + 1)
     first = positions[0]

@@ -1,0 +1,56 @@
+import pytest
+import torch
+from cases import BS, case, randint, randn, run
+
+torch.manual_seed(0)
+X, X2 = randn(2, 3, 4), randn(5, 7, 4)
+Z, Z2 = randn(2, 3, 4, 5), randn(5, 7, 4, 5)
+N = {0: "n"}
+IDX, IDX2 = torch.tensor([0, 2, -1]), torch.tensor([1, 0, 3, 3, -2])  # into the static axis of size 4
+
+
+def one(name, fn, x=(X, X2), marks=()):
+    return case(name, fn, [x[0]], [BS], [x[1]], marks=marks)
+
+
+def with_index(name, fn, x=(X, X2), idx=(IDX, IDX2), marks=()):
+    return case(name, fn, [x[0], idx[0]], [BS, N], [x[1], idx[1]], marks=marks)
+
+
+INDEX = [
+    with_index("index_last_axis", lambda x, i: x[:, :, i]),
+    with_index("index_first_axis", lambda x, i: x.transpose(0, 2)[i]),
+    with_index("index_middle_of_4d", lambda x, i: x[:, :, i], (Z, Z2)),
+    with_index("index_int32", lambda x, i: x[..., i.int()]),
+    with_index("index_two_tensors", lambda x, i: x[:, i.abs() % 2, i]),
+    with_index("index_two_tensors_leading", lambda x, i: x.permute(2, 1, 0)[i, i.abs() % 3]),
+    with_index("index_two_broadcast", lambda x, i: x[:, i[:, None].abs() % 2, i[None, :2]]),
+    with_index("index_2d_index", lambda x, i: x[:, :, i.view(-1, 1)]),
+    with_index("index_select", lambda x, i: x.index_select(-1, i.abs())),
+    one("index_bool_mask_all_dims", lambda x: x[x > 0]),
+    one("index_bool_mask_leading", lambda x: x[x[:, :, 0] > 0]),
+    one("index_bool_mask_trailing", lambda x: x[:, x[0, :, 0] > 0]),
+    one("index_bool_mask_2d_trailing", lambda x: x.permute(2, 0, 1)[:, x[..., 0] > 0]),
+]
+
+
+GATHER_SCATTER = [
+    case("gather", lambda x, i: x.gather(-1, i), [X, randint(0, 4, 2, 3, 2)], [BS, BS], [X2, randint(0, 4, 5, 7, 2)]),
+    case("gather_dim1", lambda x, i: torch.gather(x, 1, i), [X, randint(0, 3, 2, 2, 4)], [BS, {0: "b"}], [X2, randint(0, 7, 5, 2, 4)]),
+    one("scatter_src", lambda x: x.scatter(-1, torch.tensor([[[3, 0]]]).expand(x.shape[0], x.shape[1], 2), x[..., :2] * 10)),
+    one("scatter_value", lambda x: x.scatter(-1, x.argmax(-1, keepdim=True), 0.0)),
+    one("scatter_reduce_add", lambda x: x.scatter(2, torch.zeros_like(x, dtype=torch.int64), x, reduce="add")),
+    one("scatter_reduce_multiply", lambda x: x.scatter(2, x.argmin(-1, keepdim=True), 3.0, reduce="multiply")),
+    one("scatter_add", lambda x: x.scatter_add(-1, (x > 0).long() * 3, x)),
+    one("tril", torch.tril),
+    one("triu_diagonal", lambda x: x.triu(1)),
+    one("tril_negative_diagonal", lambda x: torch.tril(x, diagonal=-1)),
+    one("tril_bool", lambda x: (x > 0).tril()),
+    one("triu_symbolic_diagonal", lambda x: x.triu(x.shape[1] - 3)),
+    one("causal_mask", lambda x: torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).tril()),
+]
+
+
+@pytest.mark.parametrize("fn,args,dynamic,other", INDEX + GATHER_SCATTER)
+def test_indexing(fn, args, dynamic, other):
+    run(fn, args, dynamic, other)
