@@ -64,13 +64,21 @@ class LoweringContext:
         tensors = [d for d in dummies if isinstance(d, torch.Tensor)]
         if not tensors:
             kinds = [type(d) for d in dummies]
-            return torch.float32 if float in kinds else torch.bool if all(k is bool for k in kinds) else torch.int64
+            return (
+                torch.float32
+                if float in kinds
+                else torch.bool
+                if all(k is bool for k in kinds)
+                else torch.int64
+            )
         result = tensors[0]
         dtype = result.dtype
         for d in dummies:
             if d is result:
                 continue
-            dtype = torch.result_type(torch.empty([1] * result.dim(), dtype=dtype, device="meta"), d)
+            dtype = torch.result_type(
+                torch.empty([1] * result.dim(), dtype=dtype, device="meta"), d
+            )
         return dtype
 
     # -- producing ONNX values -----------------------------------------------------------------
@@ -91,8 +99,13 @@ class LoweringContext:
         if isinstance(sample, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             raise NotImplementedError(f"symbolic value {sample} has no node in the graph")
         if dtype is None:
-            sample = value[0] if isinstance(value, (list, tuple)) and value else value
-            dtype = torch.bool if isinstance(sample, bool) else torch.int64 if isinstance(sample, int) else torch.float32
+            dtype = (
+                torch.bool
+                if isinstance(sample, bool)
+                else torch.int64
+                if isinstance(sample, int)
+                else torch.float32
+            )
         array = np.asarray(value).astype(onnx_dtype(dtype).numpy())
         return self.op.Constant(value=ir.tensor(array))
 
@@ -116,7 +129,9 @@ class LoweringContext:
                 parts.append(self.op.Constant(value=ir.tensor(run, dtype=INT64)))
                 run = []
             scalar = self.value(item, torch.int64)
-            parts.append(self.op.Reshape(scalar, self.op.Constant(value=ir.tensor([1], dtype=INT64))))
+            parts.append(
+                self.op.Reshape(scalar, self.op.Constant(value=ir.tensor([1], dtype=INT64)))
+            )
         if run:
             parts.append(self.op.Constant(value=ir.tensor(run, dtype=INT64)))
         return parts[0] if len(parts) == 1 else self.op.Concat(*parts, axis=0)

@@ -50,7 +50,9 @@ def full(ctx: LoweringContext, node: torch.fx.Node):
 @lowers(aten.zeros, aten.ones, aten.empty, aten.new_zeros, aten.new_ones, aten.new_empty)
 def sized_fill(ctx: LoweringContext, node: torch.fx.Node):
     packet = node.target.overloadpacket
-    sizes = node.args[1] if packet in (aten.new_zeros, aten.new_ones, aten.new_empty) else node.args[0]
+    sizes = (
+        node.args[1] if packet in (aten.new_zeros, aten.new_ones, aten.new_empty) else node.args[0]
+    )
     fill = 1 if packet in (aten.ones, aten.new_ones) else 0
     return _filled(ctx, ctx.ints(sizes), fill, ctx.out_dtype(node))
 
@@ -77,7 +79,12 @@ def fill(ctx: LoweringContext, node: torch.fx.Node):
     return _filled(ctx, ctx.op.Shape(ctx.value(node.args[0])), node.args[1], ctx.out_dtype(node))
 
 
-@lowers(aten.to, aten._to_copy, aten.type_as, aten._to_dtype_layout if hasattr(aten, "_to_dtype_layout") else aten.to)
+@lowers(
+    aten.to,
+    aten._to_copy,
+    aten.type_as,
+    aten._to_dtype_layout if hasattr(aten, "_to_dtype_layout") else aten.to,
+)
 def to(ctx: LoweringContext, node: torch.fx.Node):
     x = node.args[0]
     dtype = ctx.out_dtype(node)

@@ -19,7 +19,13 @@ _BINARY = {
     aten.maximum: "Max",
     aten.minimum: "Min",
 }
-_COMPARE = {aten.eq: "Equal", aten.lt: "Less", aten.gt: "Greater", aten.le: "LessOrEqual", aten.ge: "GreaterOrEqual"}
+_COMPARE = {
+    aten.eq: "Equal",
+    aten.lt: "Less",
+    aten.gt: "Greater",
+    aten.le: "LessOrEqual",
+    aten.ge: "GreaterOrEqual",
+}
 _UNARY = {
     aten.neg: "Neg",
     aten.abs: "Abs",
@@ -170,7 +176,9 @@ def not_(ctx: LoweringContext, node: torch.fx.Node):
 
 def _unary(onnx_op: str):
     def lower(ctx: LoweringContext, node: torch.fx.Node):
-        return getattr(ctx.op, onnx_op)(ctx.value(node.args[0], ctx.out_dtype(node) if onnx_op != "IsNaN" else None))
+        return getattr(ctx.op, onnx_op)(
+            ctx.value(node.args[0], ctx.out_dtype(node) if onnx_op != "IsNaN" else None)
+        )
 
     return lower
 
@@ -308,4 +316,6 @@ def expm1(ctx: LoweringContext, node: torch.fx.Node):
 @lowers(aten.log2)
 def log2(ctx: LoweringContext, node: torch.fx.Node):
     dtype = ctx.out_dtype(node)
-    return ctx.op.Div(ctx.op.Log(ctx.value(node.args[0], dtype)), ctx.constant(math.log(2.0), dtype))
+    return ctx.op.Div(
+        ctx.op.Log(ctx.value(node.args[0], dtype)), ctx.constant(math.log(2.0), dtype)
+    )

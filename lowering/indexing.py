@@ -42,7 +42,9 @@ def index(ctx: LoweringContext, node: torch.fx.Node):
         broadcast = ctx.op.Add(broadcast, v)
     shape = ctx.op.Shape(broadcast)
     last = ctx.ints([-1])
-    stacked = ctx.op.Concat(*[ctx.op.Unsqueeze(ctx.op.Expand(v, shape), last) for v in idx_vals], axis=-1)
+    stacked = ctx.op.Concat(
+        *[ctx.op.Unsqueeze(ctx.op.Expand(v, shape), last) for v in idx_vals], axis=-1
+    )
     moved = _move_front(ctx, value, first, rank, count=len(positions))
     gathered = ctx.op.GatherND(moved, stacked)
     index_rank = max(ctx.rank(indices[i]) for i in positions)
@@ -74,7 +76,9 @@ def index_select(ctx: LoweringContext, node: torch.fx.Node):
 @lowers(aten.gather)
 def gather(ctx: LoweringContext, node: torch.fx.Node):
     x, dim, idx = node.args[:3]
-    return ctx.op.GatherElements(ctx.value(x), ctx.value(idx, torch.int64), axis=dim % max(ctx.rank(x), 1))
+    return ctx.op.GatherElements(
+        ctx.value(x), ctx.value(idx, torch.int64), axis=dim % max(ctx.rank(x), 1)
+    )
 
 
 @lowers(aten.scatter)
@@ -86,14 +90,20 @@ def scatter(ctx: LoweringContext, node: torch.fx.Node):
         updates = ctx.op.Expand(updates, ctx.op.Shape(ctx.value(idx)))
     reduce = node.kwargs.get("reduce")
     attrs = {"reduction": {"add": "add", "multiply": "mul"}[reduce]} if reduce else {}
-    return ctx.op.ScatterElements(ctx.value(x), ctx.value(idx, torch.int64), updates, axis=dim % ctx.rank(x), **attrs)
+    return ctx.op.ScatterElements(
+        ctx.value(x), ctx.value(idx, torch.int64), updates, axis=dim % ctx.rank(x), **attrs
+    )
 
 
 @lowers(aten.scatter_add)
 def scatter_add(ctx: LoweringContext, node: torch.fx.Node):
     x, dim, idx, src = node.args[:4]
     return ctx.op.ScatterElements(
-        ctx.value(x), ctx.value(idx, torch.int64), ctx.value(src), axis=dim % ctx.rank(x), reduction="add"
+        ctx.value(x),
+        ctx.value(idx, torch.int64),
+        ctx.value(src),
+        axis=dim % ctx.rank(x),
+        reduction="add",
     )
 
 

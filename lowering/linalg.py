@@ -56,7 +56,9 @@ def einsum(ctx: LoweringContext, node: torch.fx.Node):
 @lowers(aten.outer)
 def outer(ctx: LoweringContext, node: torch.fx.Node):
     a, b = node.args
-    return ctx.op.Mul(ctx.op.Unsqueeze(ctx.value(a), ctx.ints([1])), ctx.op.Unsqueeze(ctx.value(b), ctx.ints([0])))
+    return ctx.op.Mul(
+        ctx.op.Unsqueeze(ctx.value(a), ctx.ints([1])), ctx.op.Unsqueeze(ctx.value(b), ctx.ints([0]))
+    )
 
 
 def _pairs(value, n: int) -> list[int]:

@@ -37,7 +37,9 @@ def native_layer_norm(ctx: LoweringContext, node: torch.fx.Node):
     dtype = ctx.torch_dtype(x)
     scale = ctx.value(weight) if weight is not None else _ones(ctx, list(normalized_shape), dtype)
     inputs = [ctx.value(x), scale] + ([ctx.value(bias)] if bias is not None else [])
-    return ctx.op.LayerNormalization(*inputs, axis=-len(normalized_shape), epsilon=float(eps), _outputs=3)
+    return ctx.op.LayerNormalization(
+        *inputs, axis=-len(normalized_shape), epsilon=float(eps), _outputs=3
+    )
 
 
 @lowers(aten.rms_norm)
@@ -47,7 +49,9 @@ def rms_norm(ctx: LoweringContext, node: torch.fx.Node):
     dtype = ctx.torch_dtype(x)
     eps = torch.finfo(dtype).eps if eps is None else eps
     scale = ctx.value(weight) if weight is not None else _ones(ctx, list(normalized_shape), dtype)
-    return ctx.op.RMSNormalization(ctx.value(x), scale, axis=-len(normalized_shape), epsilon=float(eps))
+    return ctx.op.RMSNormalization(
+        ctx.value(x), scale, axis=-len(normalized_shape), epsilon=float(eps)
+    )
 
 
 @lowers(aten.group_norm)
@@ -61,7 +65,9 @@ def group_norm(ctx: LoweringContext, node: torch.fx.Node):
     mean = ctx.op.ReduceMean(grouped, ctx.ints([2]), keepdims=1)
     centered = ctx.op.Sub(grouped, mean)
     variance = ctx.op.ReduceMean(ctx.op.Mul(centered, centered), ctx.ints([2]), keepdims=1)
-    normed = ctx.op.Div(centered, ctx.op.Sqrt(ctx.op.Add(variance, ctx.constant(float(eps), dtype))))
+    normed = ctx.op.Div(
+        centered, ctx.op.Sqrt(ctx.op.Add(variance, ctx.constant(float(eps), dtype)))
+    )
     out = ctx.op.Reshape(normed, shape)
     trailing = [1] * (ctx.rank(x) - 2)
     if weight is not None:
@@ -99,7 +105,9 @@ def scaled_dot_product_attention(ctx: LoweringContext, node: torch.fx.Node):
         q_len = ctx.op.Shape(ctx.value(q), start=-2, end=-1)
         k_len = ctx.op.Shape(key, start=-2, end=-1)
         ones = ctx.op.Expand(ctx.constant(True, torch.bool), ctx.op.Concat(q_len, k_len, axis=0))
-        allowed = ctx.op.Cast(ctx.op.Trilu(ctx.op.Cast(ones, to=ir.DataType.INT64), upper=0), to=ir.DataType.BOOL)
+        allowed = ctx.op.Cast(
+            ctx.op.Trilu(ctx.op.Cast(ones, to=ir.DataType.INT64), upper=0), to=ir.DataType.BOOL
+        )
         scores = ctx.op.Where(allowed, scores, ctx.constant(float("-inf"), dtype))
     if mask is not None:
         if ctx.torch_dtype(mask) == torch.bool:
@@ -132,7 +140,10 @@ def _repeat_heads(ctx: LoweringContext, x, groups: int):
         axis=0,
     )
     tiled = ctx.op.Expand(expanded, target)
-    return ctx.op.Reshape(tiled, ctx.op.Concat(ctx.ints([0, -1]), ctx.op.Slice(shape, ctx.ints([2]), ctx.ints([4])), axis=0))
+    return ctx.op.Reshape(
+        tiled,
+        ctx.op.Concat(ctx.ints([0, -1]), ctx.op.Slice(shape, ctx.ints([2]), ctx.ints([4])), axis=0),
+    )
 
 
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
@@ -152,4 +163,6 @@ def pad(ctx: LoweringContext, node: torch.fx.Node):
         begins[rank - 1 - i] = pads[2 * i]
         ends[rank - 1 - i] = pads[2 * i + 1]
     dtype = ctx.torch_dtype(x)
-    return ctx.op.Pad(ctx.value(x), ctx.ints(begins + ends), ctx.constant(fill or 0, dtype), mode=mode)
+    return ctx.op.Pad(
+        ctx.value(x), ctx.ints(begins + ends), ctx.constant(fill or 0, dtype), mode=mode
+    )

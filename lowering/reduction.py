@@ -19,7 +19,9 @@ def _axes(ctx: LoweringContext, x, dims) -> list[int] | None:
     return [d % rank for d in dims]
 
 
-def _reduce(onnx_op: str, ctx: LoweringContext, node: torch.fx.Node, dims, keepdim: bool, dtype: torch.dtype):
+def _reduce(
+    onnx_op: str, ctx: LoweringContext, node: torch.fx.Node, dims, keepdim: bool, dtype: torch.dtype
+):
     x = node.args[0]
     axes = _axes(ctx, x, dims)
     value = ctx.value(x, dtype)
@@ -75,7 +77,9 @@ def _any_all(onnx_op: str):
         # truth first: casting 0.5 straight to int would read as false
         value = ctx.cast(ctx.value(x, torch.bool), torch.int64)
         axes_in = [ctx.ints(axes)] if axes is not None else []
-        return ctx.cast(getattr(ctx.op, onnx_op)(value, *axes_in, keepdims=int(keepdim)), torch.bool)
+        return ctx.cast(
+            getattr(ctx.op, onnx_op)(value, *axes_in, keepdims=int(keepdim)), torch.bool
+        )
 
     return lower
 
@@ -95,7 +99,9 @@ def _max_min(reduce_op: str, arg_op: str, binary_op: str):
         dim = node.args[1] % max(ctx.rank(x), 1)
         keepdim = bool(node.args[2]) if len(node.args) > 2 else False
         values = getattr(ctx.op, reduce_op)(ctx.value(x), ctx.ints([dim]), keepdims=int(keepdim))
-        indices = getattr(ctx.op, arg_op)(ctx.value(x), axis=dim, keepdims=int(keepdim), select_last_index=0)
+        indices = getattr(ctx.op, arg_op)(
+            ctx.value(x), axis=dim, keepdims=int(keepdim), select_last_index=0
+        )
         return values, indices
 
     return lower
@@ -113,7 +119,9 @@ def _arg(onnx_op: str):
         value = ctx.value(x)
         if dim is None:
             value, dim = ctx.op.Reshape(value, ctx.ints([-1])), 0
-        return getattr(ctx.op, onnx_op)(value, axis=dim % max(ctx.rank(x), 1), keepdims=int(keepdim))
+        return getattr(ctx.op, onnx_op)(
+            value, axis=dim % max(ctx.rank(x), 1), keepdims=int(keepdim)
+        )
 
     return lower
 
@@ -154,7 +162,12 @@ def topk(ctx: LoweringContext, node: torch.fx.Node):
     dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", -1)
     largest = node.args[3] if len(node.args) > 3 else node.kwargs.get("largest", True)
     values, indices = ctx.op.TopK(
-        ctx.value(x), ctx.ints([k]), axis=dim % ctx.rank(x), largest=int(largest), sorted=1, _outputs=2
+        ctx.value(x),
+        ctx.ints([k]),
+        axis=dim % ctx.rank(x),
+        largest=int(largest),
+        sorted=1,
+        _outputs=2,
     )
     return values, indices
 
@@ -167,7 +180,9 @@ def sort(ctx: LoweringContext, node: torch.fx.Node):
     axis = dim % ctx.rank(x)
     value = ctx.value(x)
     k = ctx.op.Shape(value, start=axis, end=axis + 1)
-    values, indices = ctx.op.TopK(value, k, axis=axis, largest=int(descending), sorted=1, _outputs=2)
+    values, indices = ctx.op.TopK(
+        value, k, axis=axis, largest=int(descending), sorted=1, _outputs=2
+    )
     return values, indices
 
 
@@ -189,16 +204,32 @@ def _var(ctx: LoweringContext, node: torch.fx.Node):
     value = ctx.value(x)
     axes = _axes(ctx, x, dims)
     axes_v = ctx.ints(axes) if axes is not None else None
-    mean_keep = ctx.op.ReduceMean(value, axes_v, keepdims=1) if axes_v is not None else ctx.op.ReduceMean(value, keepdims=1)
+    mean_keep = (
+        ctx.op.ReduceMean(value, axes_v, keepdims=1)
+        if axes_v is not None
+        else ctx.op.ReduceMean(value, keepdims=1)
+    )
     centered = ctx.op.Sub(value, mean_keep)
     squares = ctx.op.Mul(centered, centered)
-    total = ctx.op.ReduceSum(squares, axes_v, keepdims=int(keepdim)) if axes_v is not None else ctx.op.ReduceSum(squares, keepdims=int(keepdim))
+    total = (
+        ctx.op.ReduceSum(squares, axes_v, keepdims=int(keepdim))
+        if axes_v is not None
+        else ctx.op.ReduceSum(squares, keepdims=int(keepdim))
+    )
     shape = ctx.op.Shape(value)
     count_axes = axes if axes is not None else list(range(ctx.rank(x)))
     count = ctx.op.ReduceProd(ctx.op.Gather(shape, ctx.ints(count_axes)), keepdims=0)
     denom = ctx.op.Sub(ctx.cast(count, dtype), ctx.constant(float(correction), dtype))
     var = ctx.op.Div(total, denom)
-    mean_out = mean_keep if keepdim else (ctx.op.Squeeze(mean_keep, axes_v) if axes_v is not None else ctx.op.Reshape(mean_keep, ctx.ints([])))
+    mean_out = (
+        mean_keep
+        if keepdim
+        else (
+            ctx.op.Squeeze(mean_keep, axes_v)
+            if axes_v is not None
+            else ctx.op.Reshape(mean_keep, ctx.ints([]))
+        )
+    )
     return var, mean_out
 
 
@@ -219,7 +250,6 @@ def std(ctx: LoweringContext, node: torch.fx.Node):
 
 @lowers(aten.linalg_vector_norm, aten.norm)
 def vector_norm(ctx: LoweringContext, node: torch.fx.Node):
-    x = node.args[0]
     order = node.args[1] if len(node.args) > 1 else node.kwargs.get("ord", 2)
     dims = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim")
     keepdim = node.args[3] if len(node.args) > 3 else node.kwargs.get("keepdim", False)

@@ -27,7 +27,15 @@ def reshape_as(ctx: LoweringContext, node: torch.fx.Node):
     return ctx.op.Reshape(ctx.value(node.args[0]), ctx.op.Shape(ctx.value(node.args[1])))
 
 
-@lowers(aten.contiguous, aten.clone, aten.alias, aten.detach, aten.lift_fresh_copy, aten.dropout, aten.feature_dropout)
+@lowers(
+    aten.contiguous,
+    aten.clone,
+    aten.alias,
+    aten.detach,
+    aten.lift_fresh_copy,
+    aten.dropout,
+    aten.feature_dropout,
+)
 def identity(ctx: LoweringContext, node: torch.fx.Node):
     return ctx.value(node.args[0])
 
@@ -105,7 +113,9 @@ def slice_(ctx: LoweringContext, node: torch.fx.Node):
     if start == 0 and end == INT64_MAX and step == 1:
         return ctx.value(x)
     dim = _norm_dim(ctx, x, dim)
-    return ctx.op.Slice(ctx.value(x), ctx.ints([start]), ctx.ints([end]), ctx.ints([dim]), ctx.ints([step]))
+    return ctx.op.Slice(
+        ctx.value(x), ctx.ints([start]), ctx.ints([end]), ctx.ints([dim]), ctx.ints([step])
+    )
 
 
 @lowers(aten.narrow)
@@ -115,7 +125,9 @@ def narrow(ctx: LoweringContext, node: torch.fx.Node):
     start_v = ctx.scalar_int(start)
     end_v = ctx.op.Add(start_v, ctx.scalar_int(length))
     one = ctx.ints([1])
-    return ctx.op.Slice(ctx.value(x), ctx.op.Reshape(start_v, one), ctx.op.Reshape(end_v, one), ctx.ints([dim]))
+    return ctx.op.Slice(
+        ctx.value(x), ctx.op.Reshape(start_v, one), ctx.op.Reshape(end_v, one), ctx.ints([dim])
+    )
 
 
 @lowers(aten.select)
@@ -130,7 +142,9 @@ def cat(ctx: LoweringContext, node: torch.fx.Node):
     dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
     dtype = ctx.out_dtype(node)
     # torch lets 1-D empty tensors take part in cat with any rank; ONNX does not.
-    kept = [t for t in tensors if not (ctx.rank(t) == 1 and ctx.val(t).shape[0] == 0)] or list(tensors[:1])
+    kept = [t for t in tensors if not (ctx.rank(t) == 1 and ctx.val(t).shape[0] == 0)] or list(
+        tensors[:1]
+    )
     rank = ctx.rank(kept[0])
     values = [ctx.value(t, dtype) for t in kept]
     if len(values) == 1:
@@ -145,7 +159,9 @@ def stack(ctx: LoweringContext, node: torch.fx.Node):
     dtype = ctx.out_dtype(node)
     rank = ctx.rank(tensors[0]) + 1
     axis = ctx.ints([dim % rank])
-    return ctx.op.Concat(*[ctx.op.Unsqueeze(ctx.value(t, dtype), axis) for t in tensors], axis=dim % rank)
+    return ctx.op.Concat(
+        *[ctx.op.Unsqueeze(ctx.value(t, dtype), axis) for t in tensors], axis=dim % rank
+    )
 
 
 def _split(ctx: LoweringContext, node: torch.fx.Node, sizes, count: int, dim: int):
@@ -218,7 +234,9 @@ def repeat(ctx: LoweringContext, node: torch.fx.Node):
     rank = ctx.rank(x)
     value = ctx.value(x)
     if len(repeats) > rank:  # torch prepends size-1 dimensions
-        value = ctx.op.Reshape(value, ctx.op.Concat(ctx.ints([1] * (len(repeats) - rank)), ctx.op.Shape(value), axis=0))
+        value = ctx.op.Reshape(
+            value, ctx.op.Concat(ctx.ints([1] * (len(repeats) - rank)), ctx.op.Shape(value), axis=0)
+        )
     return ctx.op.Tile(value, ctx.ints(repeats))
 
 
@@ -228,7 +246,13 @@ def flip(ctx: LoweringContext, node: torch.fx.Node):
     rank = ctx.rank(x)
     dims = [d % rank for d in dims]
     n = len(dims)
-    return ctx.op.Slice(ctx.value(x), ctx.ints([-1] * n), ctx.ints([-(2**63)] * n), ctx.ints(dims), ctx.ints([-1] * n))
+    return ctx.op.Slice(
+        ctx.value(x),
+        ctx.ints([-1] * n),
+        ctx.ints([-(2**63)] * n),
+        ctx.ints(dims),
+        ctx.ints([-1] * n),
+    )
 
 
 @lowers(aten.roll)

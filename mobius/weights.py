@@ -6,6 +6,7 @@ import json
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import onnx_ir as ir
@@ -113,6 +114,42 @@ def lazy_initializer(name: str, dtype: torch.dtype, shape: tuple[int, ...], load
     return ir.Value(name=name, type=ir.TensorType(onnx_dtype(dtype)), shape=ir.Shape(list(shape)), const_value=tensor)
 
 
+@dataclass
+class KeyMapping:
+    """transformers' mapping from checkpoint keys to parameters, renames and fused tensors alike."""
+
+    model: Any  # the meta model: some fusing operations read target shapes from it
+    renamings: list
+    converters: list
+    meta_state: dict
+
+    def rename(self, key: str) -> tuple[str, str | None]:
+        """(parameter name, the converter source pattern that matched, or None for a plain rename)."""
+        from transformers.core_model_loading import rename_source_key
+
+        prefix = getattr(self.model, "base_model_prefix", None)
+        return rename_source_key(key, self.renamings, self.converters, prefix, self.meta_state)
+
+    def assemble(self, param: str, by_pattern: dict[str, list[torch.Tensor]]) -> torch.Tensor:
+        """Run the converter whose source patterns produced ``by_pattern`` (e.g. stack experts)."""
+        converter = next(c for c in self.converters if set(by_pattern) <= set(c.source_patterns))
+        tensors: dict[str, Any] = dict(by_pattern)
+        for op in converter.operations:
+            tensors = op.convert(
+                tensors,
+                source_patterns=list(converter.source_patterns),
+                target_patterns=list(converter.target_patterns),
+                full_layer_name=param,
+                model=self.model,
+                config=self.model.config,
+                missing_keys=set(),
+            )
+        for target, tensor in tensors.items():
+            if param.endswith(target) or target in param:
+                return tensor[0] if isinstance(tensor, list) else tensor
+        raise WeightsError(f"could not assemble '{param}' from the checkpoint (converter gave {list(tensors)})")
+
+
 class WeightBinder:
     """Turns each parameter/buffer/constant placeholder of the traced graph into an initializer."""
 
@@ -122,21 +159,23 @@ class WeightBinder:
         *,
         buffer_values: dict[str, torch.Tensor],
         tied_names: dict[str, list[str]],
-        key_to_param: Callable[[str], tuple[str, str | None]],
+        key_to_param: KeyMapping | None,
         constants: dict[str, torch.Tensor],
     ) -> None:
         self.checkpoint = checkpoint
         self.buffer_values = buffer_values
         self.tied_names = tied_names
         self.constants = constants
+        self.mapping = key_to_param
         self.param_to_key: dict[str, str] = {}
-        self.converted: dict[str, list[str]] = {}  # params that transformers builds from several keys
+        # params that transformers builds from several keys: name -> source pattern -> keys
+        self.converted: dict[str, dict[str, list[str]]] = {}
         for key in checkpoint.entries if checkpoint is not None else ():
-            param, converter = key_to_param(key)
-            if converter is None:
+            param, pattern = key_to_param.rename(key) if key_to_param is not None else (key, None)
+            if pattern is None:
                 self.param_to_key.setdefault(param, key)
             else:
-                self.converted.setdefault(param, []).append(key)
+                self.converted.setdefault(param, {}).setdefault(pattern, []).append(key)
         self.used_keys: set[str] = set()
         self._bound: dict[str, ir.Value] = {}
 
@@ -145,12 +184,6 @@ class WeightBinder:
         for candidate in self.tied_names.get(name, [name]):
             if candidate in self.param_to_key:
                 return self.param_to_key[candidate]
-            if candidate in self.converted:
-                keys = ", ".join(self.converted[candidate][:3])
-                raise WeightsError(
-                    f"parameter '{candidate}' is assembled by transformers from several checkpoint tensors "
-                    f"({keys}, ...); mobius cannot convert that layout yet"
-                )
         return None
 
     def __call__(self, kind: InputKind, name: str, val: torch.Tensor, persistent: bool) -> ir.Value:
@@ -158,6 +191,9 @@ class WeightBinder:
             key = self.checkpoint_key(name)
             if key is not None:
                 return self._from_checkpoint(key, name, val)
+            fused = next((c for c in self.tied_names.get(name, [name]) if c in self.converted), None)
+            if fused is not None:
+                return self._assembled(fused, val)
             if kind == InputKind.PARAMETER:
                 return self._missing_parameter(name, val)
         return self._from_init(name, val)
@@ -177,6 +213,28 @@ class WeightBinder:
         value.metadata_props["mobius.source_key"] = key
         self.used_keys.add(key)
         self._bound[key] = value
+        return value
+
+    def _assembled(self, name: str, val: torch.Tensor) -> ir.Value:
+        """A parameter fused from several checkpoint tensors (stacked experts, fused projections)."""
+        if name in self._bound:
+            return self._bound[name]
+        by_pattern = {p: sorted(keys, key=_natural_key) for p, keys in self.converted[name].items()}
+        checkpoint, mapping = self.checkpoint, self.mapping
+        expected = tuple(int(s) for s in val.shape)
+
+        def load() -> torch.Tensor:
+            tensors = {p: [checkpoint.load(k) for k in keys] for p, keys in by_pattern.items()}
+            tensor = mapping.assemble(name, tensors)
+            if tuple(tensor.shape) != expected:
+                raise WeightsError(f"'{name}' assembled to shape {list(tensor.shape)}, config.json implies {list(expected)}")
+            return tensor
+
+        value = lazy_initializer(name, val.dtype, expected, load)
+        keys = [k for ks in by_pattern.values() for k in ks]
+        value.metadata_props["mobius.source_keys"] = ",".join(keys)
+        self.used_keys.update(keys)
+        self._bound[name] = value
         return value
 
     def _missing_parameter(self, name: str, val: torch.Tensor) -> ir.Value:
@@ -209,3 +267,8 @@ class WeightBinder:
         if self.checkpoint is None:
             return []
         return sorted(set(self.checkpoint.entries) - self.used_keys)
+
+
+def _natural_key(key: str) -> list:
+    """Sort 'experts.10' after 'experts.9'."""
+    return [int(part) if part.isdigit() else part for part in key.split(".")]

@@ -49,6 +49,16 @@ def build(
     checkpoint = Checkpoint(source.weight_files) if weights else None
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
     traced = trace(arch, the_task, torch_dtype)
+    use_cache = the_task.supports_cache
+    unclaimed = unclaimed_attention(traced) if use_cache else []
+    if unclaimed:
+        # Layers that bypass the attention interface build their own masks, which the capture
+        # switched off: trace again with transformers' own attention, and give up the cache.
+        use_cache = False
+        shown = ", ".join(unclaimed[:4]) + (f" and {len(unclaimed) - 4} more" if len(unclaimed) > 4 else "")
+        log.warning("building without a KV cache: attention not captured in %s", shown)
+        fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
+        traced = trace(arch, the_task, torch_dtype, fallback)
     traced.program = decompose_unlowered(traced.program)
     binder = WeightBinder(
         checkpoint,
@@ -57,13 +67,6 @@ def build(
         key_to_param=traced.key_to_param,
         constants=traced.constant_values,
     )
-    use_cache = the_task.supports_cache
-    if use_cache:
-        unclaimed = unclaimed_attention(traced)
-        if unclaimed:
-            use_cache = False
-            shown = ", ".join(unclaimed[:4]) + (f" and {len(unclaimed) - 4} more" if len(unclaimed) > 4 else "")
-            log.warning("building without a KV cache: attention not captured in %s", shown)
     model = emit(traced, binder, name=arch.model_type, use_cache=use_cache)
     unused = binder.unused_keys()
     if unused:

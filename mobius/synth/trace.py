@@ -6,7 +6,6 @@ import contextlib
 import copy
 import io
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -14,6 +13,7 @@ import torch
 from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
 from mobius.tasks import Task, TensorSpec
+from mobius.weights import KeyMapping
 
 
 @dataclass
@@ -26,7 +26,7 @@ class TracedModel:
     buffer_values: dict[str, torch.Tensor]  # state-dict name -> real value computed at init
     tied_names: dict[str, list[str]]  # parameter name -> every name sharing that tensor
     constant_values: dict[str, torch.Tensor]  # lifted constants (tensors built inside forward)
-    key_to_param: Callable[[str], tuple[str, str | None]]  # checkpoint key -> (param name, converter)
+    key_to_param: KeyMapping
     dtype: torch.dtype
     module_classes: dict[str, str] = field(default_factory=dict)
 
@@ -45,24 +45,32 @@ class _TaskWrapper(torch.nn.Module):
 
 
 WRAPPER_PREFIX = "m."
+# transformers' default MoE path traces to ops nothing lowers (grouped_mm_fallback, histc);
+# batched_mm traces to plain gathers and batched matmuls.
+EXPERTS_IMPLEMENTATION = "batched_mm"
 
 
-def instantiate_on_meta(config: ArchitectureConfig, task: Task, dtype: torch.dtype) -> torch.nn.Module:
+def instantiate_on_meta(
+    config: ArchitectureConfig, task: Task, dtype: torch.dtype, implementations: tuple[str, ...] | None = None
+) -> torch.nn.Module:
     """Parameters on meta (no memory); buffers computed for real on CPU so we keep their values."""
     from accelerate import init_empty_weights
 
     hf = copy.deepcopy(config.hf_config)  # transformers writes into the config while building
     auto = task.auto_class(config)
     last_error: Exception | None = None
-    if "mobius" in task.attention_implementations:
+    implementations = implementations or task.attention_implementations
+    if "mobius" in implementations:
         from patterns.attention import install
 
         install()
-    for attn in task.attention_implementations:
+    for attn in implementations:
         try:
             with init_empty_weights(include_buffers=False), _quiet():
-                return auto.from_config(hf, dtype=dtype, attn_implementation=attn).eval()
-        except ValueError as exc:  # this attention implementation is not supported by the model
+                return auto.from_config(
+                    hf, dtype=dtype, attn_implementation=attn, experts_implementation=EXPERTS_IMPLEMENTATION
+                ).eval()
+        except (ValueError, KeyError) as exc:  # the model does not support this implementation
             last_error = exc
     raise UnsupportedError(f"transformers could not build {config.model_type}: {last_error}")
 
@@ -79,21 +87,19 @@ def _quiet():
         logger.setLevel(level)
 
 
-def checkpoint_key_mapper(model: torch.nn.Module) -> Callable[[str], tuple[str, str | None]]:
-    """transformers' own load-time renaming: checkpoint key -> (parameter name, converter pattern)."""
+def checkpoint_key_mapper(model: torch.nn.Module) -> KeyMapping:
+    """transformers' own load-time renaming and fusing of checkpoint tensors into parameters."""
+    from transformers.core_model_loading import WeightConverter, WeightRenaming
+
     from transformers.conversion_mapping import get_model_conversion_mapping
-    from transformers.core_model_loading import WeightConverter, WeightRenaming, rename_source_key
 
     transforms = get_model_conversion_mapping(model)
-    renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
-    converters = [t for t in transforms if isinstance(t, WeightConverter)]
-    prefix = getattr(model, "base_model_prefix", None)
-    meta_state = model.state_dict()
-
-    def key_to_param(key: str) -> tuple[str, str | None]:
-        return rename_source_key(key, renamings, converters, prefix, meta_state)
-
-    return key_to_param
+    return KeyMapping(
+        model=model,
+        renamings=[t for t in transforms if isinstance(t, WeightRenaming)],
+        converters=[t for t in transforms if isinstance(t, WeightConverter)],
+        meta_state=model.state_dict(),
+    )
 
 
 def _tied_groups(model: torch.nn.Module) -> dict[str, list[str]]:
@@ -131,21 +137,30 @@ def _meta_constants(program: torch.export.ExportedProgram, buffer_values: dict[s
 
 
 def _recompute_constants(
-    specs: list[TensorSpec], config: ArchitectureConfig, task: Task, dtype: torch.dtype
+    specs: list[TensorSpec],
+    config: ArchitectureConfig,
+    task: Task,
+    dtype: torch.dtype,
+    implementations: tuple[str, ...] | None,
 ) -> dict[str, torch.Tensor]:
     """Trace a fresh instance on CPU with uninitialised storage to get in-forward constants' values.
 
     ``to_empty`` reserves address space without touching it, so resident memory stays small; the
     parameters' contents are never read, only the constants that forward() builds from literals.
     """
-    model = instantiate_on_meta(config, task, dtype).to_empty(device="cpu")
+    model = instantiate_on_meta(config, task, dtype, implementations).to_empty(device="cpu")
     program = _export(_TaskWrapper(model, task, [s.name for s in specs]), specs, config, task, dtype, device="cpu")
     return {k: v for k, v in program.constants.items() if isinstance(v, torch.Tensor) and v.device.type == "cpu"}
 
 
-def trace(config: ArchitectureConfig, task: Task, dtype: torch.dtype = torch.float32) -> TracedModel:
+def trace(
+    config: ArchitectureConfig,
+    task: Task,
+    dtype: torch.dtype = torch.float32,
+    implementations: tuple[str, ...] | None = None,
+) -> TracedModel:
     """Instantiate on meta and export with dynamic batch and sequence dimensions."""
-    model = instantiate_on_meta(config, task, dtype)
+    model = instantiate_on_meta(config, task, dtype, implementations)
     model.tie_weights()
     key_to_param = checkpoint_key_mapper(model)
     buffer_values = {name: b.detach().clone() for name, b in model.named_buffers() if b.device.type != "meta"}
@@ -157,7 +172,7 @@ def trace(config: ArchitectureConfig, task: Task, dtype: torch.dtype = torch.flo
     program = _export(wrapper, specs, config, task, dtype, device="meta")
     constants = {k: v for k, v in program.constants.items() if isinstance(v, torch.Tensor) and v.device.type != "meta"}
     if _meta_constants(program, buffer_values):
-        constants.update(_recompute_constants(specs, config, task, dtype))
+        constants.update(_recompute_constants(specs, config, task, dtype, implementations))
     return TracedModel(
         program=program,
         inputs=specs,

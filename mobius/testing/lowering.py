@@ -48,7 +48,7 @@ def lower_module(
         buffer_values={},
         tied_names={},
         constant_values=constants,
-        key_to_param=lambda key: (key, None),
+        key_to_param=None,
         dtype=torch.float32,
     )
 

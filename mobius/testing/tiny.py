@@ -10,7 +10,7 @@ import torch
 COMMON = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256}
 
 # Per model type: config fields on top of COMMON, and a comment on why where it is not obvious.
-TINY_CONFIGS: dict[str, dict[str, Any]] = {
+TINY_CONFIGS: dict[str, dict[str, Any]] = {  # fmt: skip
     "llama": {"intermediate_size": 128, "num_key_value_heads": 2},
     "qwen2": {"intermediate_size": 128, "num_key_value_heads": 2},
     "mistral": {"intermediate_size": 128, "num_key_value_heads": 2, "sliding_window": 4},
@@ -25,6 +25,36 @@ TINY_CONFIGS: dict[str, dict[str, Any]] = {
     "phi": {"intermediate_size": 128},
     "bert": {"intermediate_size": 128, "max_position_embeddings": 128},
     "roberta": {"intermediate_size": 128, "max_position_embeddings": 130, "pad_token_id": 1},
+    "qwen3": {"intermediate_size": 128, "num_key_value_heads": 2, "head_dim": 16},
+    "gemma3_text": {
+        "intermediate_size": 128, "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 4,
+        "layer_types": ["sliding_attention", "full_attention"],
+    },
+    # non-default multipliers, so that a dropped one shows
+    "granite": {
+        "intermediate_size": 128, "num_key_value_heads": 2, "embedding_multiplier": 12.0,
+        "logits_scaling": 8.0, "residual_multiplier": 0.22, "attention_multiplier": 0.05,
+    },
+    "olmo2": {"intermediate_size": 128, "num_key_value_heads": 2},
+    "stablelm": {"intermediate_size": 128, "num_key_value_heads": 2},
+    "gptj": {"n_embd": 64, "n_layer": 2, "n_head": 4, "rotary_dim": 8, "n_positions": 128},
+    "mixtral": {"intermediate_size": 128, "num_key_value_heads": 2, "num_local_experts": 4, "num_experts_per_tok": 2},
+    "qwen2_moe": {
+        "intermediate_size": 128, "num_key_value_heads": 2, "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 64, "num_experts": 4, "num_experts_per_tok": 2,
+    },
+    "qwen3_moe": {
+        "intermediate_size": 128, "num_key_value_heads": 2, "head_dim": 16, "moe_intermediate_size": 32,
+        "num_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": True,
+    },
+    "olmoe": {"intermediate_size": 32, "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2},
+    # MLA with small LoRA ranks; 8 experts in 2 groups so group-limited routing has a choice to make
+    "deepseek_v3": {
+        "intermediate_size": 128, "moe_intermediate_size": 32, "num_key_value_heads": 4,
+        "n_shared_experts": 1, "n_routed_experts": 8, "n_group": 2, "topk_group": 1,
+        "num_experts_per_tok": 2, "first_k_dense_replace": 1, "kv_lora_rank": 16, "q_lora_rank": 32,
+        "qk_rope_head_dim": 8, "v_head_dim": 16, "qk_nope_head_dim": 16, "head_dim": 8,
+    },
     "vit": {"intermediate_size": 128, "image_size": 32, "patch_size": 8, "vocab_size": None},
 }
 

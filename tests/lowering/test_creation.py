@@ -4,7 +4,7 @@ from cases import BS, case, randint, randn, run
 
 torch.manual_seed(0)
 X, X2 = randn(2, 3, 4), randn(5, 7, 4)
-I, I2 = randint(-9, 10, 2, 3, 4), randint(-9, 10, 5, 7, 4)
+A, A2 = randint(-9, 10, 2, 3, 4), randint(-9, 10, 5, 7, 4)
 
 
 def one(name, fn, x=(X, X2), marks=()):
@@ -17,8 +17,14 @@ ARANGE = [
     one("arange_step", lambda x: torch.arange(x.shape[0], 20, 3)),
     one("arange_float_dtype", lambda x: torch.arange(x.shape[1], dtype=torch.float32)),
     one("arange_float_step", lambda x: torch.arange(0, x.shape[1], 0.5)),
-    one("arange_int_dtype_float_step", lambda x: torch.arange(0, 5, 1.5, dtype=torch.int64) + x.shape[1]),
-    one("arange_int_float_bounds", lambda x: torch.arange(1, 5.5, 1.5, dtype=torch.int64) * x.shape[0]),
+    one(
+        "arange_int_dtype_float_step",
+        lambda x: torch.arange(0, 5, 1.5, dtype=torch.int64) + x.shape[1],
+    ),
+    one(
+        "arange_int_float_bounds",
+        lambda x: torch.arange(1, 5.5, 1.5, dtype=torch.int64) * x.shape[0],
+    ),
     one("arange_int32", lambda x: torch.arange(x.shape[1], dtype=torch.int32)),
     one("arange_plus_tensor", lambda x: x + torch.arange(4)),
 ]
@@ -33,11 +39,11 @@ FILL = [
     one("ones", lambda x: torch.ones(x.shape[1], dtype=torch.int64)),
     one("empty", lambda x: torch.cat([x, torch.empty(x.shape[0], 0, 4)], 1)),
     one("new_zeros", lambda x: x.new_zeros(x.shape[0], 3)),
-    one("new_ones", lambda a: a.new_ones((a.shape[1],)), (I, I2)),
+    one("new_ones", lambda a: a.new_ones((a.shape[1],)), (A, A2)),
     one("new_empty", lambda x: torch.cat([x, x.new_empty(x.shape[0], x.shape[1], 0)], -1)),
     one("new_full", lambda x: x.new_full((x.shape[1], 2), -1.5)),
     one("zeros_like", torch.zeros_like),
-    one("ones_like", lambda a: torch.ones_like(a), (I, I2)),
+    one("ones_like", lambda a: torch.ones_like(a), (A, A2)),
     one("ones_like_dtype", lambda x: torch.ones_like(x, dtype=torch.int64)),
     one("empty_like", lambda x: torch.cat([x, torch.empty_like(x[:, :0])], 1)),
     one("full_like", lambda x: torch.full_like(x, 3.0)),
@@ -45,7 +51,7 @@ FILL = [
     one("scalar_tensor", lambda x: x + torch.scalar_tensor(2.0)),
     one("scalar_tensor_symbolic", lambda x: torch.scalar_tensor(x.shape[1]) * x),
     one("fill_", lambda x: x.clone().fill_(2.0)),
-    one("fill_int", lambda a: a.clone().fill_(3), (I, I2)),
+    one("fill_int", lambda a: a.clone().fill_(3), (A, A2)),
     one("fill_tensor", lambda x: torch.ops.aten.fill(x, x.sum())),
 ]
 
@@ -55,20 +61,15 @@ CAST = [
     one("to_bool", lambda x: x.round().to(torch.bool)),
     one("to_float64", lambda x: x.to(torch.float64)),
     one("to_same", lambda x: x.to(torch.float32) + 1),
-    one("int_to_float", lambda a: a.float(), (I, I2)),
+    one("int_to_float", lambda a: a.float(), (A, A2)),
     one("to_copy", lambda x: torch.ops.aten._to_copy(x, dtype=torch.int32)),
-    case("type_as", lambda x, a: (x * 3).type_as(a), [X, I], [BS, BS], [X2, I2]),
+    case("type_as", lambda x, a: (x * 3).type_as(a), [X, A], [BS, BS], [X2, A2]),
 ]
 
 
 NO_OP = [
     one("assert_tensor_metadata", lambda x: x.to(torch.float32) * 2),
     one("assert_scalar", lambda x: x[x > 0]),
-    one(
-        "sym_constrain_range_for_size",
-        lambda x: torch.ops.aten.sym_constrain_range_for_size(x.shape[1]) or x + 1,
-    ),
-    one("sym_constrain_range", lambda x: torch.ops.aten.sym_constrain_range(x.shape[1], min=1, max=100) or x + 1),
     one("assert_async", lambda x: torch.ops.aten._assert_async(x.abs().sum() >= 0) or x + 1),
 ]
 

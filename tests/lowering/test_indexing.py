@@ -6,7 +6,10 @@ torch.manual_seed(0)
 X, X2 = randn(2, 3, 4), randn(5, 7, 4)
 Z, Z2 = randn(2, 3, 4, 5), randn(5, 7, 4, 5)
 N = {0: "n"}
-IDX, IDX2 = torch.tensor([0, 2, -1]), torch.tensor([1, 0, 3, 3, -2])  # into the static axis of size 4
+IDX, IDX2 = (
+    torch.tensor([0, 2, -1]),
+    torch.tensor([1, 0, 3, 3, -2]),
+)  # into the static axis of size 4
 
 
 def one(name, fn, x=(X, X2), marks=()):
@@ -35,12 +38,35 @@ INDEX = [
 
 
 GATHER_SCATTER = [
-    case("gather", lambda x, i: x.gather(-1, i), [X, randint(0, 4, 2, 3, 2)], [BS, BS], [X2, randint(0, 4, 5, 7, 2)]),
-    case("gather_dim1", lambda x, i: torch.gather(x, 1, i), [X, randint(0, 3, 2, 2, 4)], [BS, {0: "b"}], [X2, randint(0, 7, 5, 2, 4)]),
-    one("scatter_src", lambda x: x.scatter(-1, torch.tensor([[[3, 0]]]).expand(x.shape[0], x.shape[1], 2), x[..., :2] * 10)),
+    case(
+        "gather",
+        lambda x, i: x.gather(-1, i),
+        [X, randint(0, 4, 2, 3, 2)],
+        [BS, BS],
+        [X2, randint(0, 4, 5, 7, 2)],
+    ),
+    case(
+        "gather_dim1",
+        lambda x, i: torch.gather(x, 1, i),
+        [X, randint(0, 3, 2, 2, 4)],
+        [BS, {0: "b"}],
+        [X2, randint(0, 7, 5, 2, 4)],
+    ),
+    one(
+        "scatter_src",
+        lambda x: x.scatter(
+            -1, torch.tensor([[[3, 0]]]).expand(x.shape[0], x.shape[1], 2), x[..., :2] * 10
+        ),
+    ),
     one("scatter_value", lambda x: x.scatter(-1, x.argmax(-1, keepdim=True), 0.0)),
-    one("scatter_reduce_add", lambda x: x.scatter(2, torch.zeros_like(x, dtype=torch.int64), x, reduce="add")),
-    one("scatter_reduce_multiply", lambda x: x.scatter(2, x.argmin(-1, keepdim=True), 3.0, reduce="multiply")),
+    one(
+        "scatter_reduce_add",
+        lambda x: x.scatter(2, torch.zeros_like(x, dtype=torch.int64), x, reduce="add"),
+    ),
+    one(
+        "scatter_reduce_multiply",
+        lambda x: x.scatter(2, x.argmin(-1, keepdim=True), 3.0, reduce="multiply"),
+    ),
     one("scatter_add", lambda x: x.scatter_add(-1, (x > 0).long() * 3, x)),
     one("tril", torch.tril),
     one("triu_diagonal", lambda x: x.triu(1)),

@@ -63,17 +63,49 @@ def conv(name, module, shape, shape2, dyn, marks=()):
 HW = {0: "b", 2: "h", 3: "w"}
 CONV = [
     conv("conv2d", torch.nn.Conv2d(3, 4, 3, padding=1), (2, 3, 5, 6), (3, 3, 8, 7), HW),
-    conv("conv2d_stride_no_bias", torch.nn.Conv2d(3, 4, 3, stride=2, bias=False), (2, 3, 5, 6), (3, 3, 9, 7), HW),
-    conv("conv2d_dilation_groups", torch.nn.Conv2d(4, 4, 3, padding=2, dilation=2, groups=2), (2, 4, 6, 6), (3, 4, 9, 7), HW),
-    conv("conv2d_asymmetric", torch.nn.Conv2d(3, 2, (3, 1), stride=(1, 2), padding=(1, 0)), (2, 3, 5, 6), (3, 3, 8, 9), HW),
+    conv(
+        "conv2d_stride_no_bias",
+        torch.nn.Conv2d(3, 4, 3, stride=2, bias=False),
+        (2, 3, 5, 6),
+        (3, 3, 9, 7),
+        HW,
+    ),
+    conv(
+        "conv2d_dilation_groups",
+        torch.nn.Conv2d(4, 4, 3, padding=2, dilation=2, groups=2),
+        (2, 4, 6, 6),
+        (3, 4, 9, 7),
+        HW,
+    ),
+    conv(
+        "conv2d_asymmetric",
+        torch.nn.Conv2d(3, 2, (3, 1), stride=(1, 2), padding=(1, 0)),
+        (2, 3, 5, 6),
+        (3, 3, 8, 9),
+        HW,
+    ),
     conv("conv2d_same", torch.nn.Conv2d(3, 4, 4, padding="same"), (2, 3, 5, 6), (3, 3, 8, 7), HW),
     conv("conv2d_valid", torch.nn.Conv2d(3, 4, 3, padding="valid"), (2, 3, 5, 6), (3, 3, 8, 7), HW),
     conv("conv1d", torch.nn.Conv1d(3, 4, 3, padding=1), (2, 3, 5), (3, 3, 9), {0: "b", 2: "t"}),
-    conv("conv1d_same_depthwise", torch.nn.Conv1d(4, 4, 3, padding="same", groups=4), (2, 4, 5), (3, 4, 9), {0: "b", 2: "t"}),
-    conv("conv3d", torch.nn.Conv3d(2, 3, 3, padding=1), (2, 2, 4, 5, 3), (3, 2, 3, 6, 4), {0: "b", 2: "d", 3: "h", 4: "w"}),
+    conv(
+        "conv1d_same_depthwise",
+        torch.nn.Conv1d(4, 4, 3, padding="same", groups=4),
+        (2, 4, 5),
+        (3, 4, 9),
+        {0: "b", 2: "t"},
+    ),
+    conv(
+        "conv3d",
+        torch.nn.Conv3d(2, 3, 3, padding=1),
+        (2, 2, 4, 5, 3),
+        (3, 2, 3, 6, 4),
+        {0: "b", 2: "d", 3: "h", 4: "w"},
+    ),
     one(
         "convolution",
-        lambda x: torch.ops.aten.convolution(x, torch.ones(2, 3, 2), None, [1], [1], [1], False, [0], 1),
+        lambda x: torch.ops.aten.convolution(
+            x, torch.ones(2, 3, 2), None, [1], [1], [1], False, [0], 1
+        ),
         (randn(2, 3, 5), randn(3, 3, 8)),
         {0: "b", 2: "t"},
     ),

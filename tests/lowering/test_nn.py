@@ -31,18 +31,38 @@ NORM = [
     one("layer_norm", Norm(torch.nn.LayerNorm(4))),
     one("layer_norm_no_affine", lambda x: F.layer_norm(x, (4,), eps=1e-3)),
     one("layer_norm_no_bias", Norm(torch.nn.LayerNorm(4, bias=False))),
-    one("layer_norm_two_axes", Norm(torch.nn.LayerNorm((3, 4))), dyn={0: "b"}, x=(X, randn(5, 3, 4))),
-    one("native_layer_norm", lambda x: torch.ops.aten.native_layer_norm(x, [4], torch.ones(4), torch.zeros(4), 1e-5)),
-    one("native_layer_norm_no_weight", lambda x: torch.ops.aten.native_layer_norm(x, [4], None, None, 1e-5)[0]),
+    one(
+        "layer_norm_two_axes", Norm(torch.nn.LayerNorm((3, 4))), dyn={0: "b"}, x=(X, randn(5, 3, 4))
+    ),
+    one(
+        "native_layer_norm",
+        lambda x: torch.ops.aten.native_layer_norm(x, [4], torch.ones(4), torch.zeros(4), 1e-5),
+    ),
+    one(
+        "native_layer_norm_no_weight",
+        lambda x: torch.ops.aten.native_layer_norm(x, [4], None, None, 1e-5)[0],
+    ),
     one("rms_norm", Norm(torch.nn.RMSNorm(4, eps=1e-6))),
     one("rms_norm_default_eps", lambda x: F.rms_norm(x, (4,))),
-    one("group_norm", Norm(torch.nn.GroupNorm(2, 4)), dyn={0: "b", 2: "h"}, x=(randn(2, 4, 3, 5), randn(3, 4, 6, 5))),
-    one("group_norm_no_affine", lambda x: F.group_norm(x, 1, eps=1e-3), dyn={0: "b", 2: "t"}, x=(randn(2, 4, 3), randn(3, 4, 6))),
+    one(
+        "group_norm",
+        Norm(torch.nn.GroupNorm(2, 4)),
+        dyn={0: "b", 2: "h"},
+        x=(randn(2, 4, 3, 5), randn(3, 4, 6, 5)),
+    ),
+    one(
+        "group_norm_no_affine",
+        lambda x: F.group_norm(x, 1, eps=1e-3),
+        dyn={0: "b", 2: "t"},
+        x=(randn(2, 4, 3), randn(3, 4, 6)),
+    ),
 ]
 
 
 EMBED = [
-    case("embedding", torch.nn.Embedding(10, 4), [randint(0, 10, 2, 3)], [BS], [randint(0, 10, 5, 7)]),
+    case(
+        "embedding", torch.nn.Embedding(10, 4), [randint(0, 10, 2, 3)], [BS], [randint(0, 10, 5, 7)]
+    ),
     case(
         "embedding_functional",
         lambda i, w: F.embedding(i, w),
@@ -50,7 +70,13 @@ EMBED = [
         [BS, {}],
         [randint(0, 6, 5, 7), randn(6, 4)],
     ),
-    case("embedding_padding_idx", torch.nn.Embedding(10, 4, padding_idx=0), [randint(0, 10, 4)], [{0: "s"}], [randint(0, 10, 9)]),
+    case(
+        "embedding_padding_idx",
+        torch.nn.Embedding(10, 4, padding_idx=0),
+        [randint(0, 10, 4)],
+        [{0: "s"}],
+        [randint(0, 10, 9)],
+    ),
 ]
 
 
@@ -61,7 +87,9 @@ def mask_with_empty_row(b, s, t):
 
 
 def attn(name, fn, extra=(), extra2=(), extra_dyn=(), marks=()):
-    return case(name, fn, [Q, K, K, *extra], [BHS, BHT, BHT, *extra_dyn], [Q2, K2, K2, *extra2], marks=marks)
+    return case(
+        name, fn, [Q, K, K, *extra], [BHS, BHT, BHT, *extra_dyn], [Q2, K2, K2, *extra2], marks=marks
+    )
 
 
 M, M2 = torch.rand(2, 1, 3, 5) > 0.3, torch.rand(3, 1, 6, 9) > 0.3
@@ -71,8 +99,20 @@ MASK_DYN = [{0: "b", 2: "s", 3: "t"}]
 ATTENTION = [
     attn("sdpa", F.scaled_dot_product_attention),
     attn("sdpa_scale", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3)),
-    attn("sdpa_bool_mask", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), [M], [M2], MASK_DYN),
-    attn("sdpa_float_mask", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), [FM], [FM2], MASK_DYN),
+    attn(
+        "sdpa_bool_mask",
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+        [M],
+        [M2],
+        MASK_DYN,
+    ),
+    attn(
+        "sdpa_float_mask",
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+        [FM],
+        [FM2],
+        MASK_DYN,
+    ),
     attn(
         "sdpa_fully_masked_row",
         lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
@@ -87,7 +127,10 @@ ATTENTION = [
         [BHS],
         [Q2],
     ),
-    attn("sdpa_causal_longer_keys", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+    attn(
+        "sdpa_causal_longer_keys",
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    ),
     case(
         "sdpa_gqa",
         lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
@@ -109,7 +152,11 @@ PAD = [
     one("pad", lambda x: F.pad(x, (1, 2))),
     one("pad_value_two_dims", lambda x: F.pad(x, (1, 0, 2, 1), value=-3.0)),
     one("pad_negative", lambda x: F.pad(x, (-1, 1))),
-    one("pad_int", lambda a: F.pad(a, (0, 3), value=7), (randint(0, 5, 2, 3, 4), randint(0, 5, 5, 7, 4))),
+    one(
+        "pad_int",
+        lambda a: F.pad(a, (0, 3), value=7),
+        (randint(0, 5, 2, 3, 4), randint(0, 5, 5, 7, 4)),
+    ),
     one("pad_reflect", lambda x: F.pad(x, (2, 1), mode="reflect")),
     one("pad_replicate", lambda x: F.pad(x, (2, 1), mode="replicate")),
     one("pad_circular", lambda x: F.pad(x, (2, 1), mode="circular")),

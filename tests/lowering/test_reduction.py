@@ -5,7 +5,7 @@ from cases import BS, case, randint, randn, run
 
 torch.manual_seed(0)
 X, X2 = randn(2, 3, 4), randn(5, 7, 4)
-I, I2 = randint(-9, 10, 2, 3, 4), randint(-9, 10, 5, 7, 4)
+A, A2 = randint(-9, 10, 2, 3, 4), randint(-9, 10, 5, 7, 4)
 B = (X > 0.5, X2 > 0.5)
 H, H2 = randn(2, 3, 4) * 0.5, randn(5, 7, 4) * 0.5  # fractional values: any/all must not truncate
 
@@ -21,16 +21,16 @@ REDUCE = [
     one("sum_all", torch.sum),
     one("sum_dim", lambda x: x.sum(1)),
     one("sum_keepdim", lambda x: x.sum(-1, keepdim=True)),
-    one("sum_int", lambda a: a.sum(1), (I, I2)),
+    one("sum_int", lambda a: a.sum(1), (A, A2)),
     one("sum_bool", lambda b: b.sum(-1), B),
-    one("sum_dtype", lambda a: a.sum(dtype=torch.float32), (I, I2)),
+    one("sum_dtype", lambda a: a.sum(dtype=torch.float32), (A, A2)),
     one("prod", lambda x: x.prod()),
     one("prod_dim", lambda x: x.prod(-1, keepdim=True)),
-    one("prod_int", lambda a: a.prod(1), (I, I2)),
+    one("prod_int", lambda a: a.prod(1), (A, A2)),
     one("amax", lambda x: x.amax(-1)),
     one("amax_dims", lambda x: x.amax((0, 1), keepdim=True)),
     one("amin", lambda x: x.amin(1)),
-    one("amin_int", lambda a: a.amin(-1), (I, I2)),
+    one("amin_int", lambda a: a.amin(-1), (A, A2)),
     one("logsumexp", lambda x: x.logsumexp(-1)),
     one("logsumexp_keepdim", lambda x: torch.logsumexp(x, (1, 2), keepdim=True)),
 ]
@@ -42,9 +42,9 @@ ANY_ALL_MAX = [
     one("all_dim", lambda b: b.all(1), B),
     one("any_float", lambda h: h.any(-1), (H, H2)),
     one("all_float", lambda h: h.all(-1), (H, H2)),
-    one("all_int_keepdim", lambda a: a.all(-1, keepdim=True), (I, I2)),
+    one("all_int_keepdim", lambda a: a.all(-1, keepdim=True), (A, A2)),
     one("max_all", torch.max),
-    one("min_all", lambda a: a.min(), (I, I2)),
+    one("min_all", lambda a: a.min(), (A, A2)),
     one("max_dim", lambda x: x.max(-1)),
     one("max_dim_keepdim", lambda x: x.max(1, keepdim=True)),
     one("min_dim", lambda x: x.min(0)),
@@ -60,15 +60,18 @@ ANY_ALL_MAX = [
 SOFTMAX_SCAN = [
     one("softmax", lambda x: F.softmax(x, -1)),
     one("softmax_dim1", lambda x: F.softmax(x, 1)),
-    one("softmax_int_to_float", lambda a: F.softmax(a, -1, dtype=torch.float32), (I, I2)),
+    one("softmax_int_to_float", lambda a: F.softmax(a, -1, dtype=torch.float32), (A, A2)),
     one("_softmax", lambda x: torch.ops.aten._softmax(x, -1, False)),
     one("log_softmax", lambda x: F.log_softmax(x, -1)),
     one("_log_softmax", lambda x: torch.ops.aten._log_softmax(x, 1, False)),
     one("safe_softmax", lambda x: torch.ops.aten._safe_softmax(x, -1)),
-    one("safe_softmax_masked_row", lambda x: torch.ops.aten._safe_softmax(x.masked_fill(x[..., :1] > 0, float("-inf")), -1)),
+    one(
+        "safe_softmax_masked_row",
+        lambda x: torch.ops.aten._safe_softmax(x.masked_fill(x[..., :1] > 0, float("-inf")), -1),
+    ),
     one("cumsum", lambda x: x.cumsum(1)),
     one("cumsum_negative_dim", lambda x: torch.cumsum(x, -1)),
-    one("cumsum_int", lambda a: a.cumsum(-1), (I, I2)),
+    one("cumsum_int", lambda a: a.cumsum(-1), (A, A2)),
     one("cumsum_bool", lambda b: b.cumsum(1), B),
     one("topk", lambda x: x.topk(2)),
     one("topk_dim_smallest", lambda x: torch.topk(x, 2, dim=1, largest=False)),

@@ -53,7 +53,7 @@ PERMUTE = [
     one("alias", lambda x: torch.ops.aten.alias(x) * 2),
     one("dropout_eval", lambda x: torch.nn.functional.dropout(x, 0.5, training=False)),
     one("feature_dropout_eval", lambda x: torch.ops.aten.feature_dropout(x, 0.5, False)),
-    one("lift_fresh_copy", lambda x: x + torch.tensor([1.0, 2.0, 3.0, 4.0])),
+    one("lift_fresh_copy", lambda x: torch.ops.aten.lift_fresh_copy(x) + 1),
 ]
 
 
@@ -67,7 +67,13 @@ SQUEEZE_EXPAND = [
     one("expand", lambda x: x[:, :, :1].expand(-1, -1, 5)),
     one("expand_new_dim", lambda x: x.expand(3, -1, -1, -1)),
     one("expand_symbolic", lambda x: x[:, :1].expand(x.shape[0], x.shape[1] * 2, 4)),
-    case("expand_as", lambda x, y: x.expand_as(y), [randn(1, 3, 4), X], [{1: "s"}, BS], [randn(1, 7, 4), X2]),
+    case(
+        "expand_as",
+        lambda x, y: x.expand_as(y),
+        [randn(1, 3, 4), X],
+        [{1: "s"}, BS],
+        [randn(1, 7, 4), X2],
+    ),
     one("repeat", lambda x: x.repeat(1, 2, 3)),
     one("repeat_new_dims", lambda x: x.repeat(2, 1, 2, 1)),
     one("flip", lambda x: x.flip(1)),
@@ -127,6 +133,8 @@ SPLIT = [
 ]
 
 
-@pytest.mark.parametrize("fn,args,dynamic,other", RESHAPE + PERMUTE + SQUEEZE_EXPAND + SLICE + JOIN + SPLIT)
+@pytest.mark.parametrize(
+    "fn,args,dynamic,other", RESHAPE + PERMUTE + SQUEEZE_EXPAND + SLICE + JOIN + SPLIT
+)
 def test_shape(fn, args, dynamic, other):
     run(fn, args, dynamic, other)

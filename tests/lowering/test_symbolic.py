@@ -1,8 +1,15 @@
 import math
+import operator
 
+import numpy as np
+import onnx_ir as ir
+import onnxruntime as ort
+import onnxscript
 import pytest
 import torch
 from cases import BS, case, randn, run
+
+from lowering import LoweringContext, find_lowering
 
 torch.manual_seed(0)
 X, X2 = randn(2, 3, 4), randn(5, 7, 4)
@@ -55,3 +62,49 @@ LOGIC = [
 @pytest.mark.parametrize("fn,args,dynamic,other", SIZES + ARITHMETIC + LOGIC)
 def test_symbolic(fn, args, dynamic, other):
     run(fn, args, dynamic, other)
+
+
+# Targets that torch.export folds away before they reach a graph (sym_int becomes math.trunc,
+# ``not`` on a SymBool is evaluated, range constraints move into the range metadata), so their
+# lowerings are run directly on a hand-built FX node.
+def _lower_direct(target, value: int | bool, dtype: ir.DataType, traced_out) -> np.ndarray | None:
+    graph = torch.fx.Graph()
+    placeholder = graph.placeholder("s")
+    placeholder.meta["val"] = value
+    node = graph.call_function(target, (placeholder,))
+    node.meta["val"] = traced_out
+    model_graph = ir.Graph([], [], nodes=[], opset_imports={"": 23})
+    builder = onnxscript.GraphBuilder(model_graph)
+    ctx = LoweringContext(builder.op)
+    ctx.env[placeholder] = builder.input("s", dtype, ir.Shape([]))
+    result = find_lowering(target)(ctx, node)
+    if result is None:
+        return None
+    builder.add_output(builder.op.Identity(result), "out")
+    proto = ir.serde.serialize_model(ir.Model(model_graph, ir_version=10))
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"s": np.asarray(value, dtype=dtype.numpy())})[0]
+
+
+@pytest.mark.parametrize("value", [3.7, -2.5])
+def test_sym_int_direct(value):
+    out = _lower_direct(torch.sym_int, value, ir.DataType.DOUBLE, int(value))
+    assert out.dtype == np.int64 and out == int(value)
+
+
+@pytest.mark.parametrize("target", [operator.not_, torch.sym_not])
+@pytest.mark.parametrize("value", [True, False])
+def test_not_direct(target, value):
+    out = _lower_direct(target, value, ir.DataType.BOOL, not value)
+    assert out.dtype == np.bool_ and out == (not value)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        torch.ops.aten.sym_constrain_range.default,
+        torch.ops.aten.sym_constrain_range_for_size.default,
+    ],
+)
+def test_range_constraints_emit_nothing(target):
+    assert _lower_direct(target, 3, ir.DataType.INT64, None) is None
