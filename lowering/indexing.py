@@ -123,3 +123,50 @@ def _tri(upper: int):
 
 lowers(aten.tril)(_tri(0))
 lowers(aten.triu)(_tri(1))
+
+
+@lowers(aten.slice_scatter)
+def slice_scatter(ctx: LoweringContext, node: torch.fx.Node):
+    """x with x[start:end:step] along ``dim`` replaced by ``src``, via scattered indices."""
+    args = list(node.args) + [None] * 6
+    x, src, dim, start, end, step = args[0], args[1], args[2] or 0, args[3], args[4], args[5] or 1
+    rank = ctx.rank(x)
+    dim = dim % rank
+    value = ctx.value(x)
+    size = ctx.op.Shape(value, start=dim, end=dim + 1)
+    start_v = ctx.ints([0 if start is None else start])
+    end_v = size if end is None or (isinstance(end, int) and end >= 2**62) else ctx.ints([end])
+    indices = ctx.op.Slice(
+        ctx.op.Range(ctx.op.Squeeze(ctx.ints([0])), ctx.op.Squeeze(size), ctx.op.Squeeze(ctx.ints([1]))),
+        start_v,
+        end_v,
+        ctx.ints([0]),
+        ctx.ints([step]),
+    )  # the positions along dim that src covers
+    shape = [1] * rank
+    shape[dim] = -1
+    src_v = ctx.value(src, ctx.torch_dtype(x))
+    full_indices = ctx.op.Expand(ctx.op.Reshape(indices, ctx.ints(shape)), ctx.op.Shape(src_v))
+    return ctx.op.ScatterElements(value, full_indices, src_v, axis=dim)
+
+
+@lowers(aten.select_scatter)
+def select_scatter(ctx: LoweringContext, node: torch.fx.Node):
+    x, src, dim, index = node.args
+    rank = ctx.rank(x)
+    dim = dim % rank
+    value = ctx.value(x)
+    src_v = ctx.op.Unsqueeze(ctx.value(src, ctx.torch_dtype(x)), ctx.ints([dim]))
+    size = ctx.op.Shape(value, start=dim, end=dim + 1)
+    idx = ctx.op.Mod(ctx.op.Add(ctx.ints([index]) if isinstance(index, int) else ctx.op.Reshape(ctx.value(index), ctx.ints([1])), size), size)
+    shape = [1] * rank
+    shape[dim] = 1
+    full_indices = ctx.op.Expand(ctx.op.Reshape(idx, ctx.ints(shape)), ctx.op.Shape(src_v))
+    return ctx.op.ScatterElements(value, full_indices, src_v, axis=dim)
+
+
+@lowers(aten.copy)
+def copy(ctx: LoweringContext, node: torch.fx.Node):
+    """Functional copy_: the result is ``src`` cast and broadcast to ``self``'s dtype and shape."""
+    dst, src = node.args[0], node.args[1]
+    return ctx.op.Expand(ctx.value(src, ctx.torch_dtype(dst)), ctx.op.Shape(ctx.value(dst)))

@@ -106,3 +106,19 @@ class OnnxCausalLM:
             positions = positions[:, -1:] + 1
             logits, cache = self.run(token, mask, positions, cache)
         return np.concatenate(tokens, axis=1)
+
+
+def hf_greedy(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, new_tokens: int) -> np.ndarray:
+    """HF ``generate`` greedy tokens, never stopping early (so EOS is an ordinary token here too)."""
+    from transformers import GenerationConfig
+
+    saved = model.generation_config
+    model.generation_config = GenerationConfig(
+        do_sample=False, max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0, bos_token_id=None
+    )
+    try:
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=mask)
+    finally:
+        model.generation_config = saved
+    return out[:, ids.shape[1] :].numpy()

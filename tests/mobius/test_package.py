@@ -11,7 +11,7 @@ import pytest
 from safetensors import safe_open
 
 import mobius
-from mobius.testing.parity import decoder_inputs, session
+from mobius.testing.parity import OnnxCausalLM, decoder_inputs
 
 
 def _initializer_names(directory) -> set[str]:
@@ -55,7 +55,8 @@ def test_f16_build_runs_close_to_f32(checkpoints, tmp_path):
     directory, model, config = checkpoints.get("llama")
     out = mobius.build(directory, dtype="f16").save(tmp_path / "onnx")
     feeds = decoder_inputs(config.vocab_size)
-    logits = session(out).run(None, {k: v.numpy() for k, v in feeds.items()})[0]
+    lm = OnnxCausalLM(out)
+    logits, _ = lm.run(*(feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids")), lm.empty_cache(2))
     assert logits.dtype == np.float16
     import torch
 
