@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+import onnx_ir as ir
 import torch
 import torch.fx
 
@@ -13,10 +15,46 @@ aten = torch.ops.aten
 
 @lowers(aten.linear)
 def linear(ctx: LoweringContext, node: torch.fx.Node):
+    """x W^T + b. A weight used only here is stored transposed; a shared one (tied) goes via Gemm."""
     x, weight = node.args[0], node.args[1]
     bias = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
-    y = ctx.op.MatMul(ctx.value(x), ctx.op.Transpose(ctx.value(weight), perm=[1, 0]))
+    w = ctx.value(weight)
+    if w.is_initializer() and len(weight.users) == 1:
+        y = ctx.op.MatMul(ctx.value(x), transposed_initializer(ctx, w))
+    elif ctx.rank(x) >= 2 and ctx.rank(weight) == 2:
+        y = _gemm_transposed(ctx, ctx.value(x), w, ctx.rank(x))
+    else:
+        y = ctx.op.MatMul(ctx.value(x), ctx.op.Transpose(w, perm=[1, 0]))
     return ctx.op.Add(y, ctx.value(bias)) if bias is not None else y
+
+
+def _gemm_transposed(ctx: LoweringContext, x, w, rank: int):
+    """x W^T through Gemm(transB=1), so a weight shared with another op is not copied transposed."""
+    if rank == 2:
+        return ctx.op.Gemm(x, w, transB=1)
+    lead = ctx.op.Shape(x, start=0, end=-1)
+    flat = ctx.op.Reshape(x, ctx.op.Concat(ctx.ints([-1]), ctx.op.Shape(x, start=-1), axis=0))
+    y = ctx.op.Gemm(flat, w, transB=1)
+    return ctx.op.Reshape(y, ctx.op.Concat(lead, ctx.ints([-1]), axis=0))
+
+
+def transposed_initializer(ctx: LoweringContext, w: ir.Value) -> ir.Value:
+    """A new initializer holding W^T, computed only when the model is saved.
+
+    It is named ``<key>.T`` and keeps the source key in ``mobius.source_key`` metadata.
+    """
+    source = w.const_value
+    rows, cols = (int(d) for d in w.shape)
+
+    def materialize() -> ir.TensorProtocol:
+        return ir.tensor(np.ascontiguousarray(source.numpy().T))
+
+    tensor = ir.LazyTensor(materialize, dtype=source.dtype, shape=ir.Shape([cols, rows]), name=f"{w.name}.T")
+    value = ir.Value(name=f"{w.name}.T", type=ir.TensorType(source.dtype), shape=ir.Shape([cols, rows]), const_value=tensor)
+    value.metadata_props["mobius.source_key"] = w.metadata_props.get("mobius.source_key", w.name or "")
+    value.metadata_props["mobius.transform"] = "transpose"
+    ctx.op.builder.graph.register_initializer(value)
+    return value
 
 
 @lowers(aten.matmul, aten.mm, aten.bmm)

@@ -1,1 +1,51 @@
-"""Canonical-subgraph patterns (one file each) that claim FX regions and emit components."""
+"""Canonical-subgraph patterns (one file each) that claim FX regions and emit components.
+
+``match_all`` runs every pattern over the traced graph: region patterns look at the nodes of one
+module instance, anchored patterns at a subgraph ending in one node. The result maps each claimed
+node to its claim, and lists the declines with their reasons (for the explain report).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch.fx
+
+from patterns import rms_norm, rotary
+from patterns.base import Claim, Decline, Region
+
+REGION_PATTERNS: list[Callable[[Region], Claim | Decline | None]] = [rms_norm.match]
+ANCHOR_PATTERNS: list[Callable[[torch.fx.Node], Claim | Decline | None]] = [rotary.match]
+
+
+def match_all(
+    graph: torch.fx.Graph, regions: list[Region]
+) -> tuple[dict[torch.fx.Node, Claim], list[Claim], list[Decline]]:
+    """Run the patterns; claims never overlap (first come, first kept)."""
+    owner: dict[torch.fx.Node, Claim] = {}
+    claims: list[Claim] = []
+    declines: list[Decline] = []
+
+    def consider(result: Claim | Decline | None) -> None:
+        if result is None:
+            return
+        if isinstance(result, Decline):
+            declines.append(result)
+            return
+        reason = result.check_closed()
+        if reason is None and any(n in owner for n in result.nodes):
+            reason = "overlaps a subgraph another pattern already claimed"
+        if reason is not None:
+            declines.append(Decline(result.pattern, result.module, reason))
+            return
+        claims.append(result)
+        owner.update(dict.fromkeys(result.nodes, result))
+
+    for region in regions:
+        for pattern in REGION_PATTERNS:
+            consider(pattern(region))
+    for node in graph.nodes:
+        if node.op == "call_function" and node not in owner:
+            for pattern in ANCHOR_PATTERNS:
+                consider(pattern(node))
+    return owner, claims, declines

@@ -14,8 +14,11 @@ from torch.export.graph_signature import InputKind
 
 from lowering import LoweringContext, find_lowering, onnx_dtype, op_name
 from mobius.errors import UnsupportedError
+from mobius.synth.cleanup import tidy
 from mobius.synth.trace import WRAPPER_PREFIX, TracedModel
 from patterns import attention as attention_pattern
+from patterns import match_all
+from patterns.base import Region
 from patterns.registry import find_emitter
 
 OPSET = 23
@@ -43,11 +46,22 @@ def handler(target: object) -> Callable | None:
     return find_emitter(target) or find_lowering(target)
 
 
+def regions(program: torch.export.ExportedProgram) -> list[Region]:
+    """The traced nodes grouped by the innermost module instance that produced them."""
+    by_path: dict[str, Region] = {}
+    for node in program.graph.nodes:
+        if node.op == "call_function":
+            path, cls = module_of(node)
+            by_path.setdefault(path, Region(path, cls, [])).nodes.append(node)
+    return list(by_path.values())
+
+
 def unsupported_ops(program: torch.export.ExportedProgram) -> dict[str, set[str]]:
     """aten ops with no lowering, each with the modules that use them."""
     missing: dict[str, set[str]] = defaultdict(set)
+    owner = match_all(program.graph, regions(program))[0]
     for node in program.graph.nodes:
-        if node.op == "call_function" and handler(node.target) is None:
+        if node.op == "call_function" and node not in owner and handler(node.target) is None:
             missing[op_name(node.target)].add(module_of(node)[0] or "<model>")
     return dict(missing)
 
@@ -82,6 +96,7 @@ def emit(
         detail = "; ".join(f"{op} (in {', '.join(sorted(mods)[:3])})" for op, mods in sorted(missing.items()))
         raise UnsupportedError(f"no lowering for: {detail}; run 'mobius explain' for the full report")
 
+    owner, claims, declines = match_all(program.graph, regions(program))
     graph = ir.Graph([], [], nodes=[], opset_imports={"": OPSET}, name=name)
     builder = onnxscript.GraphBuilder(graph)
     ctx = LoweringContext(builder.op)
@@ -90,10 +105,13 @@ def emit(
 
     for node in program.graph.nodes:
         if node.op == "call_function":
+            claim = owner.get(node)
+            if claim is not None and node is not claim.anchor:
+                continue  # replaced by the claim's component, emitted at its anchor
             path, cls = module_of(node)
             builder.push_module(path, cls)
             try:
-                result = handler(node.target)(ctx, node)
+                result = claim.emit(ctx) if claim is not None else handler(node.target)(ctx, node)
             except Exception as exc:
                 where = f" in {path}" if path else ""
                 raise UnsupportedError(f"lowering {op_name(node.target)}{where} failed: {exc}") from exc
@@ -109,8 +127,9 @@ def emit(
         if value.is_graph_input() or value.is_graph_output():
             value = builder.op.Identity(value)
         builder.add_output(value, out_name)
-    model = ir.Model(graph, ir_version=10, producer_name="mobius")
-    ir.passes.common.RemoveUnusedNodesPass()(model)
+    model = tidy(ir.Model(graph, ir_version=10, producer_name="mobius"))
+    model.meta["mobius.claims"] = claims
+    model.meta["mobius.declines"] = declines
     return model
 
 

@@ -1,0 +1,83 @@
+"""What patterns exchange with the driver: regions of the traced graph, claims and declines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+aten = torch.ops.aten
+
+
+@dataclass
+class Region:
+    """The call_function nodes whose innermost module is one module instance, in graph order."""
+
+    path: str
+    cls: str
+    nodes: list[torch.fx.Node]
+
+
+@dataclass
+class Claim:
+    """A pattern's promise: ``nodes`` are replaced by what ``emit`` returns for ``anchor``."""
+
+    pattern: str
+    component: str
+    module: str
+    nodes: set[torch.fx.Node]
+    anchor: torch.fx.Node
+    emit: Callable[[Any], Any]  # (LoweringContext) -> value of the anchor
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    def check_closed(self) -> str | None:
+        """A claim may only hide nodes nobody outside it uses; returns why not, or None."""
+        for node in self.nodes:
+            if node is self.anchor:
+                continue
+            outside = [u for u in node.users if u not in self.nodes]
+            if outside:
+                return f"{node.name} is also used by {outside[0].name} outside the matched subgraph"
+        return None
+
+
+@dataclass
+class Decline:
+    """A pattern looked at a region and left it to lowering, for a reason."""
+
+    pattern: str
+    module: str
+    reason: str
+
+
+def is_op(node: Any, *targets: Any) -> bool:
+    """``node`` is an FX call of one of ``targets`` (overloads or overload packets)."""
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return False
+    packet = getattr(node.target, "overloadpacket", None)
+    return node.target in targets or packet in targets
+
+
+CASTS = (aten.to, aten._to_copy, aten.type_as)
+NO_OPS = (aten._assert_tensor_metadata,)
+
+
+def skip_casts(node: Any) -> Any:
+    """Follow dtype casts back to the value they cast."""
+    while is_op(node, *CASTS):
+        node = node.args[0]
+    return node
+
+
+def only_user(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The single real (non-assert) user of ``node``, or None."""
+    users = [u for u in node.users if not is_op(u, *NO_OPS)]
+    return users[0] if len(users) == 1 else None
+
+
+def asserts_on(nodes: set[torch.fx.Node]) -> set[torch.fx.Node]:
+    """The metadata-assert nodes that only look at ``nodes`` (claimed along with them)."""
+    return {u for n in nodes for u in n.users if is_op(u, *NO_OPS)}
