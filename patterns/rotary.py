@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch.fx
 
+from mobius.components.rotary import ApplyRotary
 from patterns.base import Claim, Decline, aten, asserts_on, is_op, skip_casts
 
 INT64_MAX = 2**63 - 1
@@ -37,7 +38,7 @@ def match(anchor: torch.fx.Node) -> Claim | Decline | None:
     def emit(ctx):
         cos_half = _half_table(ctx, cos_table, half)
         sin_half = _half_table(ctx, sin_table, half)
-        return ctx.op.RotaryEmbedding(ctx.value(x), cos_half, sin_half, interleaved=0)
+        return ApplyRotary(name="rotary")(ctx.op, ctx.value(x), cos_half, sin_half)
 
     return Claim("rotary", "ApplyRotary", module, nodes, anchor, emit, {"rotary_dim": 2 * half, "layout": "half"})
 

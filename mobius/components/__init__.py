@@ -1,1 +1,36 @@
 """Hand-authored onnxscript components (``onnxscript.nn.Module``) emitted for matched patterns."""
+
+from mobius.components.attention import Attention, CausalMask
+from mobius.components.embedding import Embedding, LearnedPositions
+from mobius.components.linear import Linear
+from mobius.components.mlp import MLP, GatedMLP
+from mobius.components.moe import Experts, MoE, SigmoidGroupRouter, SoftmaxTopKRouter
+from mobius.components.norms import LayerNorm, RMSNorm
+from mobius.components.rotary import (
+    ApplyRotary,
+    DynamicRotaryTable,
+    RopeParameters,
+    RotaryTable,
+    rope_parameters,
+)
+
+__all__ = [
+    "MLP",
+    "ApplyRotary",
+    "Attention",
+    "CausalMask",
+    "DynamicRotaryTable",
+    "Embedding",
+    "Experts",
+    "GatedMLP",
+    "LayerNorm",
+    "LearnedPositions",
+    "Linear",
+    "MoE",
+    "RMSNorm",
+    "RopeParameters",
+    "RotaryTable",
+    "SigmoidGroupRouter",
+    "SoftmaxTopKRouter",
+    "rope_parameters",
+]
