@@ -210,7 +210,7 @@ class WeightBinder:
             )
         checkpoint = self.checkpoint
         value = lazy_initializer(key, val.dtype, expected, lambda: checkpoint.load(key))
-        value.metadata_props["mobius.source_key"] = key
+        value.const_value.metadata_props["mobius.source_key"] = key
         self.used_keys.add(key)
         self._bound[key] = value
         return value
@@ -232,7 +232,7 @@ class WeightBinder:
 
         value = lazy_initializer(name, val.dtype, expected, load)
         keys = [k for ks in by_pattern.values() for k in ks]
-        value.metadata_props["mobius.source_keys"] = ",".join(keys)
+        value.const_value.metadata_props["mobius.source_keys"] = ",".join(keys)
         self.used_keys.update(keys)
         self._bound[name] = value
         return value

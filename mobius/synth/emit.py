@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Callable
@@ -128,6 +129,7 @@ def emit(
             value = builder.op.Identity(value)
         builder.add_output(value, out_name)
     model = tidy(ir.Model(graph, ir_version=10, producer_name="mobius"))
+    record_weight_sources(model)
     model.meta["mobius.claims"] = claims
     model.meta["mobius.declines"] = declines
     return model
@@ -171,6 +173,21 @@ def _bind_placeholders(
             ctx.state["attention_mask"], ctx.op.Neg(seq), ctx.ints([2**63 - 1]), ctx.ints([1])
         )
     return contract, weight_inputs
+
+
+def record_weight_sources(model: ir.Model) -> None:
+    """Model metadata ``mobius.weight_sources``: initializer -> checkpoint key(s), where they differ.
+
+    Kept at model level because tensor metadata does not survive the move to external data.
+    """
+    sources = {}
+    for name, value in model.graph.initializers.items():
+        meta = value.const_value.metadata_props if value.const_value is not None else {}
+        source = meta.get("mobius.source_key") or meta.get("mobius.source_keys")
+        if source and source != name:
+            sources[name] = source
+    if sources:
+        model.metadata_props["mobius.weight_sources"] = json.dumps(sources, sort_keys=True)
 
 
 def _annotate(result: object, node: torch.fx.Node) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -19,14 +20,26 @@ def _initializer_names(directory) -> set[str]:
     return {i.name for i in model.graph.initializer}
 
 
+def _source_keys(directory) -> dict[str, str]:
+    """Checkpoint key -> initializer name; a transformed weight names its key in metadata."""
+    model = onnx.load(str(directory / "model.onnx"), load_external_data=False)
+    meta = {p.key: p.value for p in model.metadata_props}
+    renamed = json.loads(meta.get("mobius.weight_sources", "{}"))
+    keys = {i.name: i.name for i in model.graph.initializer if i.name not in renamed}
+    keys.update({source: name for name, source in renamed.items()})
+    return keys
+
+
 def test_initializers_are_named_by_state_dict_key_and_tied_weights_stored_once(checkpoints, tmp_path):
     directory, model, _ = checkpoints.get("gemma")  # gemma ties lm_head to the embedding
     out = mobius.build(directory).save(tmp_path / "onnx")
     with safe_open(directory / "model.safetensors", "pt") as f:
         keys = set(f.keys())
+    sources = _source_keys(out)
+    assert keys <= set(sources)
+    assert sources["model.layers.0.mlp.up_proj.weight"] == "model.layers.0.mlp.up_proj.weight.T"
     names = _initializer_names(out)
-    assert keys <= names
-    assert "lm_head.weight" not in names and "model.embed_tokens.weight" in names
+    assert "lm_head.weight" not in names and "model.embed_tokens.weight" in names  # tied: stored once
     weight_bytes = sum(p.numel() * 4 for p in model.parameters())  # parameters() yields tied ones once
     data_size = (out / "model.onnx.data").stat().st_size  # tensors under 256 bytes stay inline
     assert abs(data_size - weight_bytes) < 16 * 1024
@@ -36,7 +49,7 @@ def test_initializers_are_named_by_state_dict_key_and_tied_weights_stored_once(c
 def test_checkpoint_renamed_by_transformers_loads_under_its_file_keys(checkpoints, tmp_path):
     directory, _, _ = checkpoints.get("vit")  # ViT files keep legacy names (encoder.layer.N...)
     out = mobius.build(directory).save(tmp_path / "onnx")
-    assert "encoder.layer.0.attention.attention.query.weight" in _initializer_names(out)
+    assert "encoder.layer.0.attention.attention.query.weight" in _source_keys(out)
 
 
 def test_sharded_checkpoint_with_index(checkpoints, tmp_path):
