@@ -29,9 +29,15 @@ def layer_of(node: onnx.NodeProto) -> str:
 def histogram(path: Path) -> dict:
     model = onnx.load(str(path), load_external_data=False)
     per_layer = collections.Counter(layer_of(n) for n in model.graph.node)
-    last = max((k for k in per_layer if k.startswith("layer")), key=lambda k: int(k[5:]), default="model")
+    last = max(
+        (k for k in per_layer if k.startswith("layer")), key=lambda k: int(k[5:]), default="model"
+    )
     ops = collections.Counter(n.op_type for n in model.graph.node if layer_of(n) == last)
-    return {"total_nodes": len(model.graph.node), "per_layer": dict(per_layer), "last_layer_ops": dict(ops)}
+    return {
+        "total_nodes": len(model.graph.node),
+        "per_layer": dict(per_layer),
+        "last_layer_ops": dict(ops),
+    }
 
 
 def torch_onnx(model_dir: Path, out: Path) -> dict:
@@ -48,7 +54,9 @@ def torch_onnx(model_dir: Path, out: Path) -> dict:
             self.inner = inner
 
         def forward(self, input_ids, attention_mask):
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+            return self.inner(
+                input_ids=input_ids, attention_mask=attention_mask, use_cache=False
+            ).logits
 
     program = torch.onnx.export(
         Logits(model), (ids, mask), dynamo=True,
@@ -67,15 +75,21 @@ def main() -> None:
         out = mobius.build(args.model).save(Path(tmp) / "mobius")
         results["mobius"] = histogram(out / "model.onnx")
         try:
-            results["torch.onnx.export(dynamo=True)"] = torch_onnx(Path(args.model), Path(tmp) / "torch.onnx")
+            results["torch.onnx.export(dynamo=True)"] = torch_onnx(
+                Path(args.model), Path(tmp) / "torch.onnx"
+            )
         except Exception as exc:  # a peer that fails is recorded, not dropped
-            results["torch.onnx.export(dynamo=True)"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+            results["torch.onnx.export(dynamo=True)"] = {
+                "error": f"{type(exc).__name__}: {exc}"[:500]
+            }
     for name, r in results.items():
         if "error" in r:
             print(f"{name:34s} failed: {r['error']}")
             continue
         last = max((k for k in r["per_layer"] if k.startswith("layer")), key=lambda k: int(k[5:]))
-        print(f"{name:34s} total {r['total_nodes']:5d}  nodes in {last}: {r['per_layer'][last]:4d}  {r['last_layer_ops']}")
+        print(
+            f"{name:34s} total {r['total_nodes']:5d}  nodes in {last}: {r['per_layer'][last]:4d}  {r['last_layer_ops']}"
+        )
     target = Path(__file__).parent / "results" / "graph_quality.json"
     target.parent.mkdir(exist_ok=True)
     target.write_text(json.dumps(results, indent=2))

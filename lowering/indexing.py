@@ -137,7 +137,9 @@ def slice_scatter(ctx: LoweringContext, node: torch.fx.Node):
     start_v = ctx.ints([0 if start is None else start])
     end_v = size if end is None or (isinstance(end, int) and end >= 2**62) else ctx.ints([end])
     indices = ctx.op.Slice(
-        ctx.op.Range(ctx.op.Squeeze(ctx.ints([0])), ctx.op.Squeeze(size), ctx.op.Squeeze(ctx.ints([1]))),
+        ctx.op.Range(
+            ctx.op.Squeeze(ctx.ints([0])), ctx.op.Squeeze(size), ctx.op.Squeeze(ctx.ints([1]))
+        ),
         start_v,
         end_v,
         ctx.ints([0]),
@@ -158,7 +160,15 @@ def select_scatter(ctx: LoweringContext, node: torch.fx.Node):
     value = ctx.value(x)
     src_v = ctx.op.Unsqueeze(ctx.value(src, ctx.torch_dtype(x)), ctx.ints([dim]))
     size = ctx.op.Shape(value, start=dim, end=dim + 1)
-    idx = ctx.op.Mod(ctx.op.Add(ctx.ints([index]) if isinstance(index, int) else ctx.op.Reshape(ctx.value(index), ctx.ints([1])), size), size)
+    idx = ctx.op.Mod(
+        ctx.op.Add(
+            ctx.ints([index])
+            if isinstance(index, int)
+            else ctx.op.Reshape(ctx.value(index), ctx.ints([1])),
+            size,
+        ),
+        size,
+    )
     shape = [1] * rank
     shape[dim] = 1
     full_indices = ctx.op.Expand(ctx.op.Reshape(idx, ctx.ints(shape)), ctx.op.Shape(src_v))

@@ -49,9 +49,18 @@ def transposed_initializer(ctx: LoweringContext, w: ir.Value) -> ir.Value:
     def materialize() -> ir.TensorProtocol:
         return ir.tensor(np.ascontiguousarray(source.numpy().T))
 
-    tensor = ir.LazyTensor(materialize, dtype=source.dtype, shape=ir.Shape([cols, rows]), name=f"{w.name}.T")
-    value = ir.Value(name=f"{w.name}.T", type=ir.TensorType(source.dtype), shape=ir.Shape([cols, rows]), const_value=tensor)
-    tensor.metadata_props["mobius.source_key"] = source.metadata_props.get("mobius.source_key", w.name or "")
+    tensor = ir.LazyTensor(
+        materialize, dtype=source.dtype, shape=ir.Shape([cols, rows]), name=f"{w.name}.T"
+    )
+    value = ir.Value(
+        name=f"{w.name}.T",
+        type=ir.TensorType(source.dtype),
+        shape=ir.Shape([cols, rows]),
+        const_value=tensor,
+    )
+    tensor.metadata_props["mobius.source_key"] = source.metadata_props.get(
+        "mobius.source_key", w.name or ""
+    )
     tensor.metadata_props["mobius.transform"] = "transpose"
     ctx.op.builder.graph.register_initializer(value)
     return value

@@ -13,15 +13,31 @@ from mobius.errors import MobiusError
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mobius", description="Convert HuggingFace checkpoints to ONNX.")
+    parser = argparse.ArgumentParser(
+        prog="mobius", description="Convert HuggingFace checkpoints to ONNX."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="convert a checkpoint to model.onnx + model.onnx.data")
-    b.add_argument("--model", required=True, help="local checkpoint directory or HuggingFace hub id")
+    b.add_argument(
+        "--model", required=True, help="local checkpoint directory or HuggingFace hub id"
+    )
     b.add_argument("--output", required=True, help="directory to create (written atomically)")
-    b.add_argument("--dtype", default="f32", choices=["f32", "f16", "bf16"], help="weight and compute dtype")
-    b.add_argument("--task", default=None, help="I/O contract: causal-lm or feature-extraction (default: detect)")
-    b.add_argument("--no-weights", action="store_true", help="graph only; weights become named graph inputs")
-    b.add_argument("--trust-remote-code", action="store_true", help="allow checkpoints that ship their own code")
+    b.add_argument(
+        "--dtype", default="f32", choices=["f32", "f16", "bf16"], help="weight and compute dtype"
+    )
+    b.add_argument(
+        "--task",
+        default=None,
+        help="I/O contract: causal-lm or feature-extraction (default: detect)",
+    )
+    b.add_argument(
+        "--no-weights", action="store_true", help="graph only; weights become named graph inputs"
+    )
+    b.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow checkpoints that ship their own code",
+    )
     b.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
     b.add_argument("-q", "--quiet", action="store_true", help="only print errors")
     return parser
@@ -53,7 +69,9 @@ def _build(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.ERROR if args.quiet else logging.INFO, format="mobius: %(message)s")
+    logging.basicConfig(
+        level=logging.ERROR if args.quiet else logging.INFO, format="mobius: %(message)s"
+    )
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
         return _build(args)

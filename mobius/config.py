@@ -52,14 +52,18 @@ def hf_config_from_dict(config: dict, *, trust_remote_code: bool = False) -> Any
 
     model_type = config.get("model_type")
     if not model_type:
-        raise ConfigError("config.json has no 'model_type'; add it (e.g. \"llama\") or regenerate the config")
+        raise ConfigError(
+            "config.json has no 'model_type'; add it (e.g. \"llama\") or regenerate the config"
+        )
     known = known_model_types()
     if model_type not in known:
         if trust_remote_code and config.get("auto_map"):
             return PretrainedConfig.from_dict(config)
         close = difflib.get_close_matches(str(model_type), known, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise ConfigError(f"unknown model_type '{model_type}' (transformers does not know it){hint}")
+        raise ConfigError(
+            f"unknown model_type '{model_type}' (transformers does not know it){hint}"
+        )
     values = {k: v for k, v in config.items() if k not in ("model_type", "transformers_version")}
     try:
         return AutoConfig.for_model(model_type, **values)
@@ -73,7 +77,9 @@ def _check_size(name: str, value: Any, upper: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"config field {name} must be an integer, got {value!r}")
     if value <= 0 or value > upper:
-        raise ConfigError(f"config field {name}={value} is out of range (1..{upper}); fix config.json")
+        raise ConfigError(
+            f"config field {name}={value} is out of range (1..{upper}); fix config.json"
+        )
 
 
 def from_hf(hf_config: Any) -> ArchitectureConfig:

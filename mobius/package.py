@@ -36,9 +36,13 @@ class ModelPackage:
 
     model: ir.Model
     extra_files: list[Path] = field(default_factory=list)
-    texts: dict[str, str] = field(default_factory=dict)  # file name -> contents written beside the model
+    texts: dict[str, str] = field(
+        default_factory=dict
+    )  # file name -> contents written beside the model
 
-    def save(self, directory: str | os.PathLike, *, overwrite: bool = False, progress: bool = False) -> Path:
+    def save(
+        self, directory: str | os.PathLike, *, overwrite: bool = False, progress: bool = False
+    ) -> Path:
         """Write ``model.onnx`` + ``model.onnx.data`` (+ extra files) atomically into ``directory``.
 
         Everything is written to a temporary directory beside the target, which is renamed into
@@ -60,7 +64,9 @@ class ModelPackage:
 
     def _write(self, tmp: Path, *, progress: bool) -> None:
         callback = _progress_callback(self.model) if progress else None
-        ir.save(self.model, tmp / MODEL_FILE, external_data=DATA_FILE, callback=callback, max_workers=1)
+        ir.save(
+            self.model, tmp / MODEL_FILE, external_data=DATA_FILE, callback=callback, max_workers=1
+        )
         for path in self.extra_files:
             shutil.copyfile(path, tmp / path.name)
         for name, text in self.texts.items():
@@ -86,7 +92,9 @@ def _replace(tmp: Path, target: Path) -> None:
 def _progress_callback(model: ir.Model):
     from tqdm import tqdm
 
-    total = sum(v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None)
+    total = sum(
+        v.const_value.nbytes for v in model.graph.initializers.values() if v.const_value is not None
+    )
     bar = tqdm(total=total, unit="B", unit_scale=True, desc="writing weights", leave=False)
 
     def callback(tensor: ir.TensorProtocol, info) -> None:

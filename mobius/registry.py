@@ -29,7 +29,9 @@ def detect_task(config: ArchitectureConfig) -> Task:
             return TASKS["causal-lm"]
     if model_type in MODEL_MAPPING_NAMES:
         return TASKS["feature-extraction"]
-    raise ConfigError(f"no task known for model_type '{model_type}'; pass --task ({', '.join(TASKS)})")
+    raise ConfigError(
+        f"no task known for model_type '{model_type}'; pass --task ({', '.join(TASKS)})"
+    )
 
 
 def get_task(name: str | None, config: ArchitectureConfig) -> Task:

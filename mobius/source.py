@@ -11,7 +11,12 @@ from mobius.errors import ConfigError, SourceError
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 SAFETENSORS_SINGLE = "model.safetensors"
-PICKLE_WEIGHT_NAMES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack")
+PICKLE_WEIGHT_NAMES = (
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+    "tf_model.h5",
+    "flax_model.msgpack",
+)
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -43,7 +48,9 @@ class Source:
         return [self.directory / n for n in TOKENIZER_FILES if (self.directory / n).is_file()]
 
 
-def resolve(src: str | os.PathLike, *, trust_remote_code: bool = False, need_weights: bool = True) -> Source:
+def resolve(
+    src: str | os.PathLike, *, trust_remote_code: bool = False, need_weights: bool = True
+) -> Source:
     """Find the checkpoint's files, read its config and check that it is safe to convert."""
     directory = _local_directory(src, need_weights=need_weights)
     config = read_config(directory)
@@ -65,7 +72,9 @@ def read_config(directory: Path) -> dict:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid JSON ({exc}); fix or regenerate it with save_pretrained") from None
+        raise ConfigError(
+            f"{path} is not valid JSON ({exc}); fix or regenerate it with save_pretrained"
+        ) from None
     if not isinstance(config, dict):
         raise ConfigError(f"{path} must hold a JSON object, got {type(config).__name__}")
     return config
@@ -98,7 +107,9 @@ def _local_directory(src: str | os.PathLike, *, need_weights: bool) -> Path:
         return path.parent.resolve()
     text = str(src)
     if path.exists() or text.startswith((".", "/", "~")) or text.count("/") > 1:
-        raise SourceError(f"{src} is not a checkpoint directory: pass a folder that holds config.json")
+        raise SourceError(
+            f"{src} is not a checkpoint directory: pass a folder that holds config.json"
+        )
     return _download(text, need_weights=need_weights)
 
 
@@ -124,11 +135,15 @@ def _weight_files(directory: Path) -> tuple[list[Path], dict[str, Path]]:
         try:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
         except (json.JSONDecodeError, KeyError, TypeError):
-            raise SourceError(f"{index} is not a valid safetensors index (no 'weight_map')") from None
+            raise SourceError(
+                f"{index} is not a valid safetensors index (no 'weight_map')"
+            ) from None
         files = {name: directory / name for name in set(weight_map.values())}
         for name, file in sorted(files.items()):
             if not file.is_file():
-                raise SourceError(f"{index.name} names the shard {name}, which is missing from {directory}")
+                raise SourceError(
+                    f"{index.name} names the shard {name}, which is missing from {directory}"
+                )
         return sorted(files.values()), {k: files[v] for k, v in weight_map.items()}
     shards = sorted(directory.glob("*.safetensors"))
     if shards:
@@ -141,4 +156,6 @@ def _weight_files(directory: Path) -> tuple[list[Path], dict[str, Path]]:
             "AutoModel.from_pretrained(dir).save_pretrained(dir, safe_serialization=True), "
             "then run mobius again"
         )
-    raise SourceError(f"no *.safetensors weights in {directory}; pass --no-weights to build the graph only")
+    raise SourceError(
+        f"no *.safetensors weights in {directory}; pass --no-weights to build the graph only"
+    )

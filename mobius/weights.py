@@ -6,8 +6,8 @@ import json
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import onnx_ir as ir
 import torch
@@ -47,14 +47,20 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
     with path.open("rb") as f:
         head = f.read(8)
         if len(head) < 8:
-            raise WeightsError(f"{path.name} is truncated (only {size} bytes); re-download or re-save it")
+            raise WeightsError(
+                f"{path.name} is truncated (only {size} bytes); re-download or re-save it"
+            )
         (header_len,) = struct.unpack("<Q", head)
         if header_len > min(MAX_HEADER_BYTES, size - 8):
-            raise WeightsError(f"{path.name} has a corrupt header (claims {header_len} bytes); re-download or re-save it")
+            raise WeightsError(
+                f"{path.name} has a corrupt header (claims {header_len} bytes); re-download or re-save it"
+            )
         try:
             header = json.loads(f.read(header_len))
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise WeightsError(f"{path.name} has a corrupt header (not JSON); re-download or re-save it") from None
+            raise WeightsError(
+                f"{path.name} has a corrupt header (not JSON); re-download or re-save it"
+            ) from None
     data_size = size - 8 - header_len
     entries: dict[str, TensorEntry] = {}
     for key, info in header.items():
@@ -65,7 +71,9 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
             shape = tuple(int(s) for s in info["shape"])
             begin, end = (int(o) for o in info["data_offsets"])
         except (KeyError, TypeError, ValueError):
-            raise WeightsError(f"{path.name}: tensor '{key}' has an unsupported or malformed header entry") from None
+            raise WeightsError(
+                f"{path.name}: tensor '{key}' has an unsupported or malformed header entry"
+            ) from None
         if end > data_size:
             raise WeightsError(
                 f"{path.name} is truncated: tensor '{key}' needs {end} data bytes but the file holds {data_size}; "
@@ -73,7 +81,9 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
             )
         expected = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
         if end - begin != expected:
-            raise WeightsError(f"{path.name}: tensor '{key}' has {end - begin} bytes for shape {list(shape)} {info['dtype']}; the file is corrupt")
+            raise WeightsError(
+                f"{path.name}: tensor '{key}' has {end - begin} bytes for shape {list(shape)} {info['dtype']}; the file is corrupt"
+            )
         entries[key] = TensorEntry(key, path, dtype, shape)
     return entries
 
@@ -103,15 +113,24 @@ class Checkpoint:
             return handle.get_tensor(key)
 
 
-def lazy_initializer(name: str, dtype: torch.dtype, shape: tuple[int, ...], load: Callable[[], torch.Tensor]) -> ir.Value:
+def lazy_initializer(
+    name: str, dtype: torch.dtype, shape: tuple[int, ...], load: Callable[[], torch.Tensor]
+) -> ir.Value:
     """An initializer whose bytes are produced only when the model is saved."""
     from onnx_ir.tensor_adapters import TorchTensor
 
     def materialize() -> ir.TensorProtocol:
         return TorchTensor(load().to(dtype).contiguous(), name=name)
 
-    tensor = ir.LazyTensor(materialize, dtype=onnx_dtype(dtype), shape=ir.Shape(list(shape)), name=name)
-    return ir.Value(name=name, type=ir.TensorType(onnx_dtype(dtype)), shape=ir.Shape(list(shape)), const_value=tensor)
+    tensor = ir.LazyTensor(
+        materialize, dtype=onnx_dtype(dtype), shape=ir.Shape(list(shape)), name=name
+    )
+    return ir.Value(
+        name=name,
+        type=ir.TensorType(onnx_dtype(dtype)),
+        shape=ir.Shape(list(shape)),
+        const_value=tensor,
+    )
 
 
 @dataclass
@@ -147,7 +166,9 @@ class KeyMapping:
         for target, tensor in tensors.items():
             if param.endswith(target) or target in param:
                 return tensor[0] if isinstance(tensor, list) else tensor
-        raise WeightsError(f"could not assemble '{param}' from the checkpoint (converter gave {list(tensors)})")
+        raise WeightsError(
+            f"could not assemble '{param}' from the checkpoint (converter gave {list(tensors)})"
+        )
 
 
 class WeightBinder:
@@ -191,7 +212,9 @@ class WeightBinder:
             key = self.checkpoint_key(name)
             if key is not None:
                 return self._from_checkpoint(key, name, val)
-            fused = next((c for c in self.tied_names.get(name, [name]) if c in self.converted), None)
+            fused = next(
+                (c for c in self.tied_names.get(name, [name]) if c in self.converted), None
+            )
             if fused is not None:
                 return self._assembled(fused, val)
             if kind == InputKind.PARAMETER:
@@ -227,7 +250,9 @@ class WeightBinder:
             tensors = {p: [checkpoint.load(k) for k in keys] for p, keys in by_pattern.items()}
             tensor = mapping.assemble(name, tensors)
             if tuple(tensor.shape) != expected:
-                raise WeightsError(f"'{name}' assembled to shape {list(tensor.shape)}, config.json implies {list(expected)}")
+                raise WeightsError(
+                    f"'{name}' assembled to shape {list(tensor.shape)}, config.json implies {list(expected)}"
+                )
             return tensor
 
         value = lazy_initializer(name, val.dtype, expected, load)

@@ -96,7 +96,9 @@ def mobius_attention_forward(
 
         module._mobius_declined = reason
         kwargs.pop("softcap", None)
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs
+        )
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     out = torch.ops.mobius.attention(
@@ -131,7 +133,11 @@ def emit_attention(ctx: LoweringContext, node: torch.fx.Node):
     if mask is None:
         query_length = ctx.op.Shape(query, start=2, end=3)
         mask = CausalMask(window, name=f"causal_mask_w{window}" if window else "causal_mask")(
-            ctx.op, state["attention_mask"], query_length, onnx_dtype(dtype), float(torch.finfo(dtype).min)
+            ctx.op,
+            state["attention_mask"],
+            query_length,
+            onnx_dtype(dtype),
+            float(torch.finfo(dtype).min),
         )
         state["masks"][window] = mask
     component = Attention(scaling, softcap, name="attention")
@@ -141,11 +147,20 @@ def emit_attention(ctx: LoweringContext, node: torch.fx.Node):
             kind: ir.Value(
                 name=cache_input_name(layer_idx, kind),
                 type=ir.TensorType(onnx_dtype(dtype)),
-                shape=ir.Shape(["batch", int(k_val.shape[1]), "past_sequence_length", int(ctx.val(t).shape[-1])]),
+                shape=ir.Shape(
+                    [
+                        "batch",
+                        int(k_val.shape[1]),
+                        "past_sequence_length",
+                        int(ctx.val(t).shape[-1]),
+                    ]
+                ),
             )
             for kind, t in (("key", k), ("value", v))
         }
-        y, present_key, present_value = component(ctx.op, query, key, value, mask, past["key"], past["value"])
+        y, present_key, present_value = component(
+            ctx.op, query, key, value, mask, past["key"], past["value"]
+        )
         state["cache"].append((layer_idx, past, {"key": present_key, "value": present_value}))
     else:
         y, _, _ = component(ctx.op, query, key, value, mask)
@@ -162,4 +177,8 @@ def cache_outputs(state: dict) -> list[tuple[str, ir.Value]]:
 
 
 def cache_inputs(state: dict) -> list[ir.Value]:
-    return [past[kind] for _, past, _ in sorted(state["cache"], key=lambda item: item[0]) for kind in ("key", "value")]
+    return [
+        past[kind]
+        for _, past, _ in sorted(state["cache"], key=lambda item: item[0])
+        for kind in ("key", "value")
+    ]

@@ -9,7 +9,18 @@ from __future__ import annotations
 import torch.fx
 
 from mobius.components.norms import RMSNorm
-from patterns.base import CASTS, NO_OPS, Claim, Decline, Region, aten, asserts_on, is_op, only_user, skip_casts
+from patterns.base import (
+    CASTS,
+    NO_OPS,
+    Claim,
+    Decline,
+    Region,
+    asserts_on,
+    aten,
+    is_op,
+    only_user,
+    skip_casts,
+)
 
 
 def match(region: Region) -> Claim | Decline | None:
@@ -21,8 +32,14 @@ def match(region: Region) -> Claim | Decline | None:
     if not (is_op(add_eps, aten.add) and isinstance(add_eps.args[1], float)):
         return Decline("rms_norm", region.path, "rsqrt does not take mean(x^2) + eps")
     mean = add_eps.args[0]
-    if not (is_op(mean, aten.mean) and list(mean.args[1]) in ([-1],) and (mean.args[2] if len(mean.args) > 2 else mean.kwargs.get("keepdim"))):
-        return Decline("rms_norm", region.path, "the variance is not a keepdim mean over the last axis")
+    if not (
+        is_op(mean, aten.mean)
+        and list(mean.args[1]) in ([-1],)
+        and (mean.args[2] if len(mean.args) > 2 else mean.kwargs.get("keepdim"))
+    ):
+        return Decline(
+            "rms_norm", region.path, "the variance is not a keepdim mean over the last axis"
+        )
     square = mean.args[0]
     if not (is_op(square, aten.pow) and square.args[1] == 2):
         return Decline("rms_norm", region.path, "the variance is not mean(x ** 2)")
@@ -45,7 +62,11 @@ def match(region: Region) -> Claim | Decline | None:
     while is_op(node, *CASTS):
         leading.add(node)
         node = node.args[0]
-    nodes = {n for n in region.nodes if n not in leading and not (is_op(n, *NO_OPS) and n.args[0] in leading)}
+    nodes = {
+        n
+        for n in region.nodes
+        if n not in leading and not (is_op(n, *NO_OPS) and n.args[0] in leading)
+    }
     nodes |= asserts_on(nodes)
     eps = float(add_eps.args[1])
 
@@ -83,6 +104,10 @@ def _weight(expr: object) -> tuple[torch.fx.Node | None, float]:
         a, b = expr.args[0], expr.args[1]
         for tensor, scalar in ((a, b), (b, a)):
             tensor = skip_casts(tensor)
-            if isinstance(scalar, (int, float)) and isinstance(tensor, torch.fx.Node) and tensor.op == "placeholder":
+            if (
+                isinstance(scalar, (int, float))
+                and isinstance(tensor, torch.fx.Node)
+                and tensor.op == "placeholder"
+            ):
                 return tensor, float(scalar)
     return None, 0.0

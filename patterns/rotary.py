@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch.fx
 
 from mobius.components.rotary import ApplyRotary
-from patterns.base import Claim, Decline, aten, asserts_on, is_op, skip_casts
+from patterns.base import Claim, Decline, asserts_on, aten, is_op, skip_casts
 
 INT64_MAX = 2**63 - 1
 
@@ -40,14 +40,26 @@ def match(anchor: torch.fx.Node) -> Claim | Decline | None:
         sin_half = _half_table(ctx, sin_table, half)
         return ApplyRotary(name="rotary")(ctx.op, ctx.value(x), cos_half, sin_half)
 
-    return Claim("rotary", "ApplyRotary", module, nodes, anchor, emit, {"rotary_dim": 2 * half, "layout": "half"})
+    return Claim(
+        "rotary",
+        "ApplyRotary",
+        module,
+        nodes,
+        anchor,
+        emit,
+        {"rotary_dim": 2 * half, "layout": "half"},
+    )
 
 
 def _match_halves(cos_mul: torch.fx.Node, sin_mul: torch.fx.Node):
     """(x, nodes of rotate_half, cos table, sin table, half) when the muls have the llama shape."""
     for x, cos_u in (cos_mul.args[:2], reversed(cos_mul.args[:2])):
         for rot, sin_u in (sin_mul.args[:2], reversed(sin_mul.args[:2])):
-            if not (is_op(rot, aten.cat) and is_op(cos_u, aten.unsqueeze) and is_op(sin_u, aten.unsqueeze)):
+            if not (
+                is_op(rot, aten.cat)
+                and is_op(cos_u, aten.unsqueeze)
+                and is_op(sin_u, aten.unsqueeze)
+            ):
                 continue
             if cos_u.args[1] != 1 or sin_u.args[1] != 1 or rot.args[1] not in (-1, 3):
                 continue

@@ -35,8 +35,12 @@ class CausalMask(nn.Module):
         rel = op.Sub(op.Unsqueeze(query_pos, one), op.Unsqueeze(key_pos, zero))  # [S, T]: q - k
         allowed = op.GreaterOrEqual(rel, op.Squeeze(zero))
         if self.window:
-            allowed = op.And(allowed, op.Less(rel, op.Constant(value=ir.tensor(self.window, dtype=INT64))))
-        not_padding = op.Cast(op.Unsqueeze(attention_mask, _ints(op, [1, 2])), to=ir.DataType.BOOL)  # [B,1,1,T]
+            allowed = op.And(
+                allowed, op.Less(rel, op.Constant(value=ir.tensor(self.window, dtype=INT64)))
+            )
+        not_padding = op.Cast(
+            op.Unsqueeze(attention_mask, _ints(op, [1, 2])), to=ir.DataType.BOOL
+        )  # [B,1,1,T]
         allowed = op.And(op.Unsqueeze(allowed, zero), not_padding)  # [B, 1, S, T]
         zero_f = op.Constant(value=ir.tensor(0.0, dtype=dtype))
         low_f = op.Constant(value=ir.tensor(lowest, dtype=dtype))
@@ -62,5 +66,7 @@ class Attention(nn.Module):
         if past_key is None:
             y = op.Attention(query, key, value, mask, **attrs)
             return y, key, value
-        y, present_key, present_value = op.Attention(query, key, value, mask, past_key, past_value, **attrs, _outputs=3)
+        y, present_key, present_value = op.Attention(
+            query, key, value, mask, past_key, past_value, **attrs, _outputs=3
+        )
         return y, present_key, present_value

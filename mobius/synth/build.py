@@ -55,7 +55,9 @@ def build(
         # Layers that bypass the attention interface build their own masks, which the capture
         # switched off: trace again with transformers' own attention, and give up the cache.
         use_cache = False
-        shown = ", ".join(unclaimed[:4]) + (f" and {len(unclaimed) - 4} more" if len(unclaimed) > 4 else "")
+        shown = ", ".join(unclaimed[:4]) + (
+            f" and {len(unclaimed) - 4} more" if len(unclaimed) > 4 else ""
+        )
         log.warning("building without a KV cache: attention not captured in %s", shown)
         fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
         traced = trace(arch, the_task, torch_dtype, fallback)
@@ -76,9 +78,18 @@ def build(
         {"mobius.model_type": arch.model_type, "mobius.task": the_task.name, "mobius.dtype": dtype}
     )
     log.info("built %d nodes in %.1f s", len(model.graph), time.perf_counter() - started)
-    texts = {"mobius.json": json.dumps({"model_type": arch.model_type, "task": the_task.name, "dtype": dtype,
-                                        "kv_cache": use_cache,
-                                        "inputs": [v.name for v in model.graph.inputs],
-                                        "outputs": [v.name for v in model.graph.outputs]}, indent=2)}
+    texts = {
+        "mobius.json": json.dumps(
+            {
+                "model_type": arch.model_type,
+                "task": the_task.name,
+                "dtype": dtype,
+                "kv_cache": use_cache,
+                "inputs": [v.name for v in model.graph.inputs],
+                "outputs": [v.name for v in model.graph.outputs],
+            },
+            indent=2,
+        )
+    }
     extra = [source.config_path, *source.extra_files()]
     return ModelPackage(model=model, extra_files=extra, texts=texts)

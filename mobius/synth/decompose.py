@@ -7,7 +7,9 @@ import torch
 from lowering import find_lowering
 
 
-def decompose_unlowered(program: torch.export.ExportedProgram, rounds: int = 3) -> torch.export.ExportedProgram:
+def decompose_unlowered(
+    program: torch.export.ExportedProgram, rounds: int = 3
+) -> torch.export.ExportedProgram:
     """Run torch's decompositions only for the ops the lowering table lacks (a few rounds deep)."""
     if any(_mutates(n) for n in program.graph.nodes):
         program = program.run_decompositions({})  # functionalise in-place ops (add_, copy_, ...)

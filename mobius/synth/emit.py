@@ -38,7 +38,9 @@ def module_of(node: torch.fx.Node) -> tuple[str, str]:
     stack = node.meta.get("nn_module_stack") or {}
     for path, cls in reversed(list(stack.values())):
         if isinstance(path, str) and path.startswith(WRAPPER_PREFIX):
-            return strip_prefix(path), cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
+            return strip_prefix(path), cls if isinstance(cls, str) else getattr(
+                cls, "__name__", str(cls)
+            )
     return "", ""
 
 
@@ -74,17 +76,25 @@ def unclaimed_attention(traced: TracedModel) -> list[str]:
         for n in traced.program.graph.nodes
         if n.op == "call_function" and n.target is torch.ops.mobius.attention.default
     }
-    names = [p for p, cls in traced.module_classes.items() if p and "Attention" in cls.rsplit(".", 1)[-1]]
+    names = [
+        p for p, cls in traced.module_classes.items() if p and "Attention" in cls.rsplit(".", 1)[-1]
+    ]
     leaves = [p for p in names if not any(o.startswith(p + ".") for o in names)]
 
     def is_claimed(path: str) -> bool:
-        return any(c == path or c.startswith(path + ".") or path.startswith(c + ".") for c in claimed)
+        return any(
+            c == path or c.startswith(path + ".") or path.startswith(c + ".") for c in claimed
+        )
 
     return [p for p in leaves if not is_claimed(p)]
 
 
 def emit(
-    traced: TracedModel, make_initializer: InitializerFactory, *, name: str = "model", use_cache: bool = False
+    traced: TracedModel,
+    make_initializer: InitializerFactory,
+    *,
+    name: str = "model",
+    use_cache: bool = False,
 ) -> ir.Model:
     """Build the ONNX model. Raises UnsupportedError naming each op without a lowering.
 
@@ -94,8 +104,12 @@ def emit(
     program = traced.program
     missing = unsupported_ops(program)
     if missing:
-        detail = "; ".join(f"{op} (in {', '.join(sorted(mods)[:3])})" for op, mods in sorted(missing.items()))
-        raise UnsupportedError(f"no lowering for: {detail}; run 'mobius explain' for the full report")
+        detail = "; ".join(
+            f"{op} (in {', '.join(sorted(mods)[:3])})" for op, mods in sorted(missing.items())
+        )
+        raise UnsupportedError(
+            f"no lowering for: {detail}; run 'mobius explain' for the full report"
+        )
 
     owner, claims, declines = match_all(program.graph, regions(program))
     graph = ir.Graph([], [], nodes=[], opset_imports={"": OPSET}, name=name)
@@ -115,7 +129,9 @@ def emit(
                 result = claim.emit(ctx) if claim is not None else handler(node.target)(ctx, node)
             except Exception as exc:
                 where = f" in {path}" if path else ""
-                raise UnsupportedError(f"lowering {op_name(node.target)}{where} failed: {exc}") from exc
+                raise UnsupportedError(
+                    f"lowering {op_name(node.target)}{where} failed: {exc}"
+                ) from exc
             finally:
                 builder.pop_module()
             ctx.env[node] = result
@@ -136,13 +152,18 @@ def emit(
 
 
 def _bind_placeholders(
-    ctx: LoweringContext, builder: onnxscript.GraphBuilder, traced: TracedModel, make_initializer: InitializerFactory
+    ctx: LoweringContext,
+    builder: onnxscript.GraphBuilder,
+    traced: TracedModel,
+    make_initializer: InitializerFactory,
 ) -> tuple[list[ir.Value], list[ir.Value]]:
     program = traced.program
     placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
     user_specs = iter(traced.inputs)
     contract: list[ir.Value] = []
-    weight_inputs: list[ir.Value] = []  # graph-only builds: parameters as inputs, after the contract's
+    weight_inputs: list[
+        ir.Value
+    ] = []  # graph-only builds: parameters as inputs, after the contract's
     graph = builder.graph
     for node, spec in zip(placeholders, program.graph_signature.input_specs, strict=True):
         val = node.meta.get("val")
@@ -151,13 +172,19 @@ def _bind_placeholders(
             dims = list(tspec.dims)
             if tspec.name == "attention_mask" and ctx.state["use_cache"]:
                 dims[1] = "total_sequence_length"
-            value = builder.input(tspec.name, onnx_dtype(tspec.dtype or traced.dtype), ir.Shape(dims))
+            value = builder.input(
+                tspec.name, onnx_dtype(tspec.dtype or traced.dtype), ir.Shape(dims)
+            )
             contract.append(value)
             ctx.env[node] = value
             if tspec.name == "attention_mask":
                 ctx.state["attention_mask"] = value
         else:
-            persistent = bool(spec.persistent) if spec.kind == InputKind.BUFFER else spec.kind == InputKind.PARAMETER
+            persistent = (
+                bool(spec.persistent)
+                if spec.kind == InputKind.BUFFER
+                else spec.kind == InputKind.PARAMETER
+            )
             value = make_initializer(spec.kind, strip_prefix(spec.target), val, persistent)
             if value.const_value is None and value not in weight_inputs:
                 weight_inputs.append(value)
@@ -166,7 +193,9 @@ def _bind_placeholders(
             ctx.env[node] = value
     if ctx.state["use_cache"] and "attention_mask" in ctx.state:
         # the traced graph sees the mask of the new tokens only: its last sequence_length columns
-        ids = next(n for n, s in zip(placeholders, traced.inputs, strict=False) if s.name == "input_ids")
+        ids = next(
+            n for n, s in zip(placeholders, traced.inputs, strict=False) if s.name == "input_ids"
+        )
         mask_node = next(n for n in placeholders if ctx.env.get(n) is ctx.state["attention_mask"])
         seq = ctx.op.Shape(ctx.env[ids], start=1, end=2)
         ctx.env[mask_node] = ctx.op.Slice(
@@ -197,11 +226,15 @@ def _annotate(result: object, node: torch.fx.Node) -> None:
         result.dtype = onnx_dtype(val.dtype)
 
 
-def _emit_outputs(ctx: LoweringContext, builder: onnxscript.GraphBuilder, node: torch.fx.Node, names: list[str]) -> None:
+def _emit_outputs(
+    ctx: LoweringContext, builder: onnxscript.GraphBuilder, node: torch.fx.Node, names: list[str]
+) -> None:
     results = node.args[0]
     results = list(results) if isinstance(results, (list, tuple)) else [results]
     if len(results) != len(names):
-        raise UnsupportedError(f"the traced model returns {len(results)} outputs, the task expects {len(names)}")
+        raise UnsupportedError(
+            f"the traced model returns {len(results)} outputs, the task expects {len(names)}"
+        )
     for out_name, arg in zip(names, results, strict=True):
         value = ctx.value(arg)
         if value.is_graph_input() or value.is_initializer() or value.is_graph_output():

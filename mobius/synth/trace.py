@@ -51,7 +51,10 @@ EXPERTS_IMPLEMENTATION = "batched_mm"
 
 
 def instantiate_on_meta(
-    config: ArchitectureConfig, task: Task, dtype: torch.dtype, implementations: tuple[str, ...] | None = None
+    config: ArchitectureConfig,
+    task: Task,
+    dtype: torch.dtype,
+    implementations: tuple[str, ...] | None = None,
 ) -> torch.nn.Module:
     """Parameters on meta (no memory); buffers computed for real on CPU so we keep their values."""
     from accelerate import init_empty_weights
@@ -68,7 +71,10 @@ def instantiate_on_meta(
         try:
             with init_empty_weights(include_buffers=False), _quiet():
                 return auto.from_config(
-                    hf, dtype=dtype, attn_implementation=attn, experts_implementation=EXPERTS_IMPLEMENTATION
+                    hf,
+                    dtype=dtype,
+                    attn_implementation=attn,
+                    experts_implementation=EXPERTS_IMPLEMENTATION,
                 ).eval()
         except (ValueError, KeyError) as exc:  # the model does not support this implementation
             last_error = exc
@@ -89,9 +95,8 @@ def _quiet():
 
 def checkpoint_key_mapper(model: torch.nn.Module) -> KeyMapping:
     """transformers' own load-time renaming and fusing of checkpoint tensors into parameters."""
-    from transformers.core_model_loading import WeightConverter, WeightRenaming
-
     from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import WeightConverter, WeightRenaming
 
     transforms = get_model_conversion_mapping(model)
     return KeyMapping(
@@ -110,11 +115,19 @@ def _tied_groups(model: torch.nn.Module) -> dict[str, list[str]]:
 
 
 def _export(
-    wrapper: torch.nn.Module, specs: list[TensorSpec], config: ArchitectureConfig, task: Task, dtype: torch.dtype, device: str
+    wrapper: torch.nn.Module,
+    specs: list[TensorSpec],
+    config: ArchitectureConfig,
+    task: Task,
+    dtype: torch.dtype,
+    device: str,
 ) -> torch.export.ExportedProgram:
-    args = tuple(torch.zeros_like(task.example_value(s, config, dtype), device=device) for s in specs)
+    args = tuple(
+        torch.zeros_like(task.example_value(s, config, dtype), device=device) for s in specs
+    )
     dynamic = tuple(
-        {axis: torch.export.Dim.DYNAMIC for axis, d in enumerate(s.dims) if isinstance(d, str)} for s in specs
+        {axis: torch.export.Dim.DYNAMIC for axis, d in enumerate(s.dims) if isinstance(d, str)}
+        for s in specs
     )
     try:
         with _quiet():
@@ -126,12 +139,15 @@ def _export(
         ) from exc
 
 
-def _meta_constants(program: torch.export.ExportedProgram, buffer_values: dict[str, torch.Tensor]) -> list[str]:
+def _meta_constants(
+    program: torch.export.ExportedProgram, buffer_values: dict[str, torch.Tensor]
+) -> list[str]:
     """Tensors created inside forward() (lifted constants) that have no value because we traced on meta."""
     return [
         name
         for name, value in program.constants.items()
-        if isinstance(value, torch.Tensor) and value.device.type == "meta"
+        if isinstance(value, torch.Tensor)
+        and value.device.type == "meta"
         and name.removeprefix(WRAPPER_PREFIX) not in buffer_values
     ]
 
@@ -149,8 +165,14 @@ def _recompute_constants(
     parameters' contents are never read, only the constants that forward() builds from literals.
     """
     model = instantiate_on_meta(config, task, dtype, implementations).to_empty(device="cpu")
-    program = _export(_TaskWrapper(model, task, [s.name for s in specs]), specs, config, task, dtype, device="cpu")
-    return {k: v for k, v in program.constants.items() if isinstance(v, torch.Tensor) and v.device.type == "cpu"}
+    program = _export(
+        _TaskWrapper(model, task, [s.name for s in specs]), specs, config, task, dtype, device="cpu"
+    )
+    return {
+        k: v
+        for k, v in program.constants.items()
+        if isinstance(v, torch.Tensor) and v.device.type == "cpu"
+    }
 
 
 def trace(
@@ -163,14 +185,23 @@ def trace(
     model = instantiate_on_meta(config, task, dtype, implementations)
     model.tie_weights()
     key_to_param = checkpoint_key_mapper(model)
-    buffer_values = {name: b.detach().clone() for name, b in model.named_buffers() if b.device.type != "meta"}
+    buffer_values = {
+        name: b.detach().clone() for name, b in model.named_buffers() if b.device.type != "meta"
+    }
     tied = _tied_groups(model)
-    classes = {name: f"{type(mod).__module__}.{type(mod).__qualname__}" for name, mod in model.named_modules()}
+    classes = {
+        name: f"{type(mod).__module__}.{type(mod).__qualname__}"
+        for name, mod in model.named_modules()
+    }
     model = model.to("meta")
     specs = task.inputs(config, model)
     wrapper = _TaskWrapper(model, task, [s.name for s in specs])
     program = _export(wrapper, specs, config, task, dtype, device="meta")
-    constants = {k: v for k, v in program.constants.items() if isinstance(v, torch.Tensor) and v.device.type != "meta"}
+    constants = {
+        k: v
+        for k, v in program.constants.items()
+        if isinstance(v, torch.Tensor) and v.device.type != "meta"
+    }
     if _meta_constants(program, buffer_values):
         constants.update(_recompute_constants(specs, config, task, dtype, implementations))
     return TracedModel(

@@ -39,11 +39,15 @@ class Task:
     def outputs(self, config: ArchitectureConfig) -> list[str]:
         raise NotImplementedError
 
-    def call(self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
         """Run the HF model on the contract's inputs and return the contract's outputs in order."""
         raise NotImplementedError
 
-    def example_value(self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype) -> torch.Tensor:
+    def example_value(
+        self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
+    ) -> torch.Tensor:
         """A meta tensor to trace with; named dims get distinct sizes so no two are unified."""
         sizes = {BATCH: 2, SEQUENCE: 7}
         shape = [d if isinstance(d, int) else sizes.get(d, 5) for d in spec.dims]

@@ -32,7 +32,9 @@ class CausalLMTask(Task):
     def outputs(self, config: ArchitectureConfig) -> list[str]:
         return ["logits"]
 
-    def call(self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
         out = model(**inputs, use_cache=False, return_dict=True)
         return (out.logits,)
 

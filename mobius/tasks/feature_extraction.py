@@ -44,6 +44,8 @@ class FeatureExtractionTask(Task):
     def outputs(self, config: ArchitectureConfig) -> list[str]:
         return ["last_hidden_state"]
 
-    def call(self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
         out = model(**inputs, return_dict=True)
         return (out.last_hidden_state,)

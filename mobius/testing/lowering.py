@@ -25,7 +25,9 @@ class _Wrap(torch.nn.Module):
 
 
 def lower_module(
-    module: torch.nn.Module, args: Sequence[torch.Tensor], dynamic: Sequence[dict[int, str]] | None = None
+    module: torch.nn.Module,
+    args: Sequence[torch.Tensor],
+    dynamic: Sequence[dict[int, str]] | None = None,
 ) -> ir.Model:
     """Export ``module`` on ``args`` (CPU tensors) and lower it; ``dynamic`` names dynamic axes per input."""
     wrapper = _Wrap(module).eval()
@@ -36,11 +38,17 @@ def lower_module(
     with torch.no_grad():
         n_out = len(wrapper(*args))
     specs = [
-        TensorSpec(f"input_{i}", a.dtype, tuple(dynamic[i].get(d, a.shape[d]) for d in range(a.dim())))
+        TensorSpec(
+            f"input_{i}", a.dtype, tuple(dynamic[i].get(d, a.shape[d]) for d in range(a.dim()))
+        )
         for i, a in enumerate(args)
     ]
     state = dict(wrapper.state_dict(keep_vars=True))
-    constants = {k.removeprefix(WRAPPER_PREFIX): v for k, v in program.constants.items() if isinstance(v, torch.Tensor)}
+    constants = {
+        k.removeprefix(WRAPPER_PREFIX): v
+        for k, v in program.constants.items()
+        if isinstance(v, torch.Tensor)
+    }
     traced = TracedModel(
         program=program,
         inputs=specs,
@@ -58,7 +66,12 @@ def lower_module(
         from onnx_ir.tensor_adapters import TorchTensor
 
         data = TorchTensor(tensor.detach().contiguous(), name=name)
-        return ir.Value(name=name, type=ir.TensorType(data.dtype), shape=ir.Shape(list(tensor.shape)), const_value=data)
+        return ir.Value(
+            name=name,
+            type=ir.TensorType(data.dtype),
+            shape=ir.Shape(list(tensor.shape)),
+            const_value=data,
+        )
 
     return emit(traced, initializer)
 

@@ -11,10 +11,14 @@ import torch
 def session(directory: Path):
     import onnxruntime as ort
 
-    return ort.InferenceSession(str(Path(directory) / "model.onnx"), providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(
+        str(Path(directory) / "model.onnx"), providers=["CPUExecutionProvider"]
+    )
 
 
-def decoder_inputs(vocab_size: int, batch: int = 2, length: int = 7, pad: int = 3, seed: int = 1) -> dict[str, torch.Tensor]:
+def decoder_inputs(
+    vocab_size: int, batch: int = 2, length: int = 7, pad: int = 3, seed: int = 1
+) -> dict[str, torch.Tensor]:
     """Token ids with the first row left-padded by ``pad`` positions, and matching position ids."""
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab_size, (batch, length), generator=gen)
@@ -24,7 +28,9 @@ def decoder_inputs(vocab_size: int, batch: int = 2, length: int = 7, pad: int = 
     return {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
 
 
-def encoder_inputs(vocab_size: int, names: list[str], batch: int = 2, length: int = 7, seed: int = 1) -> dict[str, torch.Tensor]:
+def encoder_inputs(
+    vocab_size: int, names: list[str], batch: int = 2, length: int = 7, seed: int = 1
+) -> dict[str, torch.Tensor]:
     """Token ids with right padding in the first row (how encoders are batched), plus token types."""
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(3, vocab_size, (batch, length), generator=gen)
@@ -44,7 +50,11 @@ def max_abs_diff(model: torch.nn.Module, directory: Path, config) -> float:
     names = [i.name for i in sess.get_inputs()]
     if "pixel_values" in names:
         gen = torch.Generator().manual_seed(1)
-        feeds = {"pixel_values": torch.randn(2, config.num_channels, config.image_size, config.image_size, generator=gen)}
+        feeds = {
+            "pixel_values": torch.randn(
+                2, config.num_channels, config.image_size, config.image_size, generator=gen
+            )
+        }
         keep = None
     elif "position_ids" in names:
         feeds = decoder_inputs(config.vocab_size)
@@ -54,7 +64,9 @@ def max_abs_diff(model: torch.nn.Module, directory: Path, config) -> float:
         keep = feeds["attention_mask"].bool().numpy()
     with torch.no_grad():
         out = model(**feeds)
-    expected = (out.logits if hasattr(out, "logits") and "position_ids" in names else out.last_hidden_state).numpy()
+    expected = (
+        out.logits if hasattr(out, "logits") and "position_ids" in names else out.last_hidden_state
+    ).numpy()
     feeds_np = {k: v.numpy() for k, v in feeds.items()}
     if "position_ids" in names:
         feeds_np.update(OnnxCausalLM(directory).empty_cache(len(feeds["input_ids"])))
@@ -85,12 +97,22 @@ class OnnxCausalLM:
             cache[name] = np.zeros((batch, dims[1], 0, dims[3]), dtype=dtype)
         return cache
 
-    def run(self, ids, mask, positions, cache: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def run(
+        self, ids, mask, positions, cache: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """One call: logits for ``ids`` and the cache after them."""
-        feeds = {"input_ids": np.asarray(ids), "attention_mask": np.asarray(mask), "position_ids": np.asarray(positions)}
+        feeds = {
+            "input_ids": np.asarray(ids),
+            "attention_mask": np.asarray(mask),
+            "position_ids": np.asarray(positions),
+        }
         feeds.update(cache)
         outputs = dict(zip(self.output_names, self.session.run(None, feeds), strict=True))
-        present = {n.replace("present.", "past_key_values.", 1): v for n, v in outputs.items() if n.startswith("present.")}
+        present = {
+            n.replace("present.", "past_key_values.", 1): v
+            for n, v in outputs.items()
+            if n.startswith("present.")
+        }
         return outputs["logits"], present
 
     def generate(self, ids: np.ndarray, mask: np.ndarray, new_tokens: int) -> np.ndarray:
@@ -108,13 +130,19 @@ class OnnxCausalLM:
         return np.concatenate(tokens, axis=1)
 
 
-def hf_greedy(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, new_tokens: int) -> np.ndarray:
+def hf_greedy(
+    model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, new_tokens: int
+) -> np.ndarray:
     """HF ``generate`` greedy tokens, never stopping early (so EOS is an ordinary token here too)."""
     from transformers import GenerationConfig
 
     saved = model.generation_config
     model.generation_config = GenerationConfig(
-        do_sample=False, max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0, bos_token_id=None
+        do_sample=False,
+        max_new_tokens=new_tokens,
+        eos_token_id=None,
+        pad_token_id=0,
+        bos_token_id=None,
     )
     try:
         with torch.no_grad():

@@ -16,10 +16,20 @@ TINY_CONFIGS: dict[str, dict[str, Any]] = {  # fmt: skip
     "mistral": {"intermediate_size": 128, "num_key_value_heads": 2, "sliding_window": 4},
     "phi3": {"intermediate_size": 128, "num_key_value_heads": 2, "pad_token_id": 0},
     "gemma": {"intermediate_size": 128, "num_key_value_heads": 2, "head_dim": 16},
-    "gemma2": {"intermediate_size": 128, "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 4},
+    "gemma2": {
+        "intermediate_size": 128,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "sliding_window": 4,
+    },
     "gpt2": {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128},
     "gpt_neox": {"intermediate_size": 128},
-    "opt": {"ffn_dim": 128, "word_embed_proj_dim": 64, "max_position_embeddings": 128, "pad_token_id": 1},
+    "opt": {
+        "ffn_dim": 128,
+        "word_embed_proj_dim": 64,
+        "max_position_embeddings": 128,
+        "pad_token_id": 1,
+    },
     "falcon": {},
     "bloom": {"n_layer": 2, "n_head": 4},
     "phi": {"intermediate_size": 128},
@@ -27,33 +37,70 @@ TINY_CONFIGS: dict[str, dict[str, Any]] = {  # fmt: skip
     "roberta": {"intermediate_size": 128, "max_position_embeddings": 130, "pad_token_id": 1},
     "qwen3": {"intermediate_size": 128, "num_key_value_heads": 2, "head_dim": 16},
     "gemma3_text": {
-        "intermediate_size": 128, "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 4,
+        "intermediate_size": 128,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "sliding_window": 4,
         "layer_types": ["sliding_attention", "full_attention"],
     },
     # non-default multipliers, so that a dropped one shows
     "granite": {
-        "intermediate_size": 128, "num_key_value_heads": 2, "embedding_multiplier": 12.0,
-        "logits_scaling": 8.0, "residual_multiplier": 0.22, "attention_multiplier": 0.05,
+        "intermediate_size": 128,
+        "num_key_value_heads": 2,
+        "embedding_multiplier": 12.0,
+        "logits_scaling": 8.0,
+        "residual_multiplier": 0.22,
+        "attention_multiplier": 0.05,
     },
     "olmo2": {"intermediate_size": 128, "num_key_value_heads": 2},
     "stablelm": {"intermediate_size": 128, "num_key_value_heads": 2},
     "gptj": {"n_embd": 64, "n_layer": 2, "n_head": 4, "rotary_dim": 8, "n_positions": 128},
-    "mixtral": {"intermediate_size": 128, "num_key_value_heads": 2, "num_local_experts": 4, "num_experts_per_tok": 2},
+    "mixtral": {
+        "intermediate_size": 128,
+        "num_key_value_heads": 2,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+    },
     "qwen2_moe": {
-        "intermediate_size": 128, "num_key_value_heads": 2, "moe_intermediate_size": 32,
-        "shared_expert_intermediate_size": 64, "num_experts": 4, "num_experts_per_tok": 2,
+        "intermediate_size": 128,
+        "num_key_value_heads": 2,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 64,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
     },
     "qwen3_moe": {
-        "intermediate_size": 128, "num_key_value_heads": 2, "head_dim": 16, "moe_intermediate_size": 32,
-        "num_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": True,
+        "intermediate_size": 128,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "moe_intermediate_size": 32,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "norm_topk_prob": True,
     },
-    "olmoe": {"intermediate_size": 32, "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2},
+    "olmoe": {
+        "intermediate_size": 32,
+        "num_key_value_heads": 2,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+    },
     # MLA with small LoRA ranks; 8 experts in 2 groups so group-limited routing has a choice to make
     "deepseek_v3": {
-        "intermediate_size": 128, "moe_intermediate_size": 32, "num_key_value_heads": 4,
-        "n_shared_experts": 1, "n_routed_experts": 8, "n_group": 2, "topk_group": 1,
-        "num_experts_per_tok": 2, "first_k_dense_replace": 1, "kv_lora_rank": 16, "q_lora_rank": 32,
-        "qk_rope_head_dim": 8, "v_head_dim": 16, "qk_nope_head_dim": 16, "head_dim": 8,
+        "intermediate_size": 128,
+        "moe_intermediate_size": 32,
+        "num_key_value_heads": 4,
+        "n_shared_experts": 1,
+        "n_routed_experts": 8,
+        "n_group": 2,
+        "topk_group": 1,
+        "num_experts_per_tok": 2,
+        "first_k_dense_replace": 1,
+        "kv_lora_rank": 16,
+        "q_lora_rank": 32,
+        "qk_rope_head_dim": 8,
+        "v_head_dim": 16,
+        "qk_nope_head_dim": 16,
+        "head_dim": 8,
     },
     "vit": {"intermediate_size": 128, "image_size": 32, "patch_size": 8, "vocab_size": None},
 }
@@ -71,17 +118,23 @@ def tiny_config(model_type: str, **overrides: Any):
 
 
 def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """Give every floating parameter and persistent buffer random values, norm weights away from 1."""
+    """Give every parameter and floating persistent buffer random values (norm weights away from 1)."""
     gen = torch.Generator().manual_seed(seed)
+    persistent = set(model.state_dict())
+    floating_buffers = [
+        b for n, b in model.named_buffers() if n in persistent and b.is_floating_point()
+    ]
     with torch.no_grad():
-        for name, param in model.named_parameters():
-            noise = torch.randn(param.shape, generator=gen, dtype=torch.float32)
-            scale = 0.5 if param.dim() <= 1 else 0.3
-            param.copy_((noise * scale).to(param.dtype))
+        for tensor in [*model.parameters(), *floating_buffers]:  # e.g. DeepSeek's router bias
+            noise = torch.randn(tensor.shape, generator=gen, dtype=torch.float32)
+            scale = 0.5 if tensor.dim() <= 1 else 0.3
+            tensor.copy_((noise * scale).to(tensor.dtype))
     return model
 
 
-def make_checkpoint(model_type: str, directory: Path, *, auto: Any = None, seed: int = 0, **overrides: Any):
+def make_checkpoint(
+    model_type: str, directory: Path, *, auto: Any = None, seed: int = 0, **overrides: Any
+):
     """Build a tiny random-weight model, save it with save_pretrained, and return (model, config)."""
     from transformers import AutoModel, AutoModelForCausalLM
 
@@ -90,7 +143,9 @@ def make_checkpoint(model_type: str, directory: Path, *, auto: Any = None, seed:
         from mobius.config import from_hf
         from mobius.registry import detect_task
 
-        auto = AutoModelForCausalLM if detect_task(from_hf(config)).name == "causal-lm" else AutoModel
+        auto = (
+            AutoModelForCausalLM if detect_task(from_hf(config)).name == "causal-lm" else AutoModel
+        )
     torch.manual_seed(seed)
     model = auto.from_config(config, attn_implementation="eager").eval()
     randomize(model, seed)

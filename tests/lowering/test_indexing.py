@@ -1,6 +1,7 @@
 import pytest
 import torch
 from cases import BS, case, randint, randn, run
+
 from mobius.testing.lowering import check_lowering
 
 torch.manual_seed(0)
@@ -106,17 +107,26 @@ class _CopyInto(torch.nn.Module):
 
 def test_slice_scatter_dynamic():
     check_lowering(
-        _SliceAssign(), [torch.randn(2, 3, 8), torch.randn(2, 3, 3)], [{0: "b"}, {0: "b"}],
+        _SliceAssign(),
+        [torch.randn(2, 3, 8), torch.randn(2, 3, 3)],
+        [{0: "b"}, {0: "b"}],
         [torch.randn(4, 3, 8), torch.randn(4, 3, 3)],
     )
 
 
 def test_select_scatter_dynamic():
     check_lowering(
-        _SelectAssign(), [torch.randn(2, 3, 8), torch.randn(2, 8)], [{0: "b", 2: "s"}, {0: "b", 1: "s"}],
+        _SelectAssign(),
+        [torch.randn(2, 3, 8), torch.randn(2, 8)],
+        [{0: "b", 2: "s"}, {0: "b", 1: "s"}],
         [torch.randn(4, 3, 5), torch.randn(4, 5)],
     )
 
 
 def test_copy_broadcasts_and_casts():
-    check_lowering(_CopyInto(), [torch.randn(2, 3, 4), torch.randn(3, 4)], [{0: "b"}, {}], [torch.randn(5, 3, 4), torch.randn(3, 4)])
+    check_lowering(
+        _CopyInto(),
+        [torch.randn(2, 3, 4), torch.randn(3, 4)],
+        [{0: "b"}, {}],
+        [torch.randn(5, 3, 4), torch.randn(3, 4)],
+    )

@@ -28,7 +28,9 @@ def run_cli(capsys, model: Path, output: Path, *extra: str) -> tuple[int, str]:
     return code, err
 
 
-def assert_refused(capsys, model: Path, output: Path, *words: str, extra: tuple[str, ...] = ()) -> str:
+def assert_refused(
+    capsys, model: Path, output: Path, *words: str, extra: tuple[str, ...] = ()
+) -> str:
     code, err = run_cli(capsys, model, output, *extra)
     assert code == 2, err
     assert len(err.splitlines()) == 1, err
@@ -73,12 +75,16 @@ def test_pickle_only_weights_are_refused(capsys, llama_copy, tmp_path):
     state = load_file(llama_copy / "model.safetensors")
     (llama_copy / "model.safetensors").unlink()
     torch.save(state, llama_copy / "pytorch_model.bin")
-    assert_refused(capsys, llama_copy, tmp_path / "out", "pytorch_model.bin", "pickle", "save_pretrained")
+    assert_refused(
+        capsys, llama_copy, tmp_path / "out", "pytorch_model.bin", "pickle", "save_pretrained"
+    )
 
 
 def test_remote_code_needs_flag(capsys, llama_copy, tmp_path):
     _edit_config(llama_copy, auto_map={"AutoModelForCausalLM": "modeling_custom.CustomForCausalLM"})
-    assert_refused(capsys, llama_copy, tmp_path / "out", "modeling_custom.py", "--trust-remote-code")
+    assert_refused(
+        capsys, llama_copy, tmp_path / "out", "modeling_custom.py", "--trust-remote-code"
+    )
 
 
 def test_missing_tensor(capsys, llama_copy, tmp_path):
@@ -97,7 +103,9 @@ def test_existing_output_is_left_untouched(capsys, llama_copy, tmp_path):
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
 
 
-def test_bad_input_leaves_existing_output_untouched_even_with_overwrite(capsys, llama_copy, tmp_path):
+def test_bad_input_leaves_existing_output_untouched_even_with_overwrite(
+    capsys, llama_copy, tmp_path
+):
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
@@ -109,5 +117,7 @@ def test_bad_input_leaves_existing_output_untouched_even_with_overwrite(capsys, 
 
 def test_unreachable_hub_id_names_the_id(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    err = assert_refused(capsys, Path("someone/no-such-model"), tmp_path / "out", "someone/no-such-model", "local")
+    err = assert_refused(
+        capsys, Path("someone/no-such-model"), tmp_path / "out", "someone/no-such-model", "local"
+    )
     assert "directory" in err

@@ -30,7 +30,9 @@ def _source_keys(directory) -> dict[str, str]:
     return keys
 
 
-def test_initializers_are_named_by_state_dict_key_and_tied_weights_stored_once(checkpoints, tmp_path):
+def test_initializers_are_named_by_state_dict_key_and_tied_weights_stored_once(
+    checkpoints, tmp_path
+):
     directory, model, _ = checkpoints.get("gemma")  # gemma ties lm_head to the embedding
     out = mobius.build(directory).save(tmp_path / "onnx")
     with safe_open(directory / "model.safetensors", "pt") as f:
@@ -39,8 +41,12 @@ def test_initializers_are_named_by_state_dict_key_and_tied_weights_stored_once(c
     assert keys <= set(sources)
     assert sources["model.layers.0.mlp.up_proj.weight"] == "model.layers.0.mlp.up_proj.weight.T"
     names = _initializer_names(out)
-    assert "lm_head.weight" not in names and "model.embed_tokens.weight" in names  # tied: stored once
-    weight_bytes = sum(p.numel() * 4 for p in model.parameters())  # parameters() yields tied ones once
+    assert (
+        "lm_head.weight" not in names and "model.embed_tokens.weight" in names
+    )  # tied: stored once
+    weight_bytes = sum(
+        p.numel() * 4 for p in model.parameters()
+    )  # parameters() yields tied ones once
     data_size = (out / "model.onnx.data").stat().st_size  # tensors under 256 bytes stay inline
     assert abs(data_size - weight_bytes) < 16 * 1024
     assert data_size < weight_bytes + model.model.embed_tokens.weight.numel() * 4 // 2
@@ -69,7 +75,10 @@ def test_f16_build_runs_close_to_f32(checkpoints, tmp_path):
     out = mobius.build(directory, dtype="f16").save(tmp_path / "onnx")
     feeds = decoder_inputs(config.vocab_size)
     lm = OnnxCausalLM(out)
-    logits, _ = lm.run(*(feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids")), lm.empty_cache(2))
+    logits, _ = lm.run(
+        *(feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids")),
+        lm.empty_cache(2),
+    )
     assert logits.dtype == np.float16
     import torch
 
@@ -95,7 +104,9 @@ def test_saved_package_carries_config_and_is_atomic(checkpoints, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
-@pytest.mark.parametrize("entry", [["-m", "mobius"], ["-c", "from mobius.cli import main; raise SystemExit(main())"]])
+@pytest.mark.parametrize(
+    "entry", [["-m", "mobius"], ["-c", "from mobius.cli import main; raise SystemExit(main())"]]
+)
 def test_entry_points(entry, checkpoints, tmp_path):
     directory, _, _ = checkpoints.get("llama")
     out = tmp_path / "onnx"
