@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import mobius
-from mobius.testing.parity import OnnxCausalLM, decoder_inputs, hf_greedy
+from mobius.testing.parity import OnnxCausalLM, decoder_inputs, hf_greedy, max_abs_diff
 
 FAMILIES = [
     "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3_text", "granite",
@@ -63,6 +63,12 @@ def test_greedy_generation_matches_hf(model_type, converted):
 
 
 @pytest.mark.parametrize("model_type", NO_CACHE)
-def test_uncaptured_attention_builds_without_cache(model_type, converted, caplog):
-    lm, _, _ = converted(model_type)
+def test_uncaptured_attention_builds_without_cache_and_says_where(model_type, checkpoints, caplog, tmp_path):
+    directory, model, config = checkpoints.get(model_type)
+    with caplog.at_level("WARNING", logger="mobius"):
+        out = mobius.build(directory).save(tmp_path / "onnx")
+    assert "without a KV cache" in caplog.text
+    assert "transformer.h.0.self_attention" in caplog.text  # names the modules
+    lm = OnnxCausalLM(out)
     assert not lm.has_cache
+    assert max_abs_diff(model, out, config) <= ATOL
