@@ -9,14 +9,10 @@ import time
 
 import torch
 
-from mobius import config as config_mod
-from mobius import source as source_mod
 from mobius.errors import ConfigError
 from mobius.package import ModelPackage
-from mobius.registry import get_task
-from mobius.synth.decompose import decompose_unlowered
-from mobius.synth.emit import emit, unclaimed_attention
-from mobius.synth.trace import trace
+from mobius.synth.emit import emit
+from mobius.synth.prepare import prepare
 from mobius.weights import Checkpoint, WeightBinder
 
 log = logging.getLogger("mobius")
@@ -42,26 +38,17 @@ def build(
     """Convert a checkpoint (local directory or hub id) into a ModelPackage."""
     torch_dtype = parse_dtype(dtype)
     started = time.perf_counter()
-    source = source_mod.resolve(src, trust_remote_code=trust_remote_code, need_weights=weights)
-    hf_config = config_mod.hf_config_from_dict(source.config, trust_remote_code=trust_remote_code)
-    arch = config_mod.from_hf(hf_config)
-    the_task = get_task(task, arch)
+    prepared = prepare(
+        src, dtype=torch_dtype, task=task, weights=weights, trust_remote_code=trust_remote_code
+    )
+    source, arch, the_task, traced, use_cache = (
+        prepared.source,
+        prepared.arch,
+        prepared.task,
+        prepared.traced,
+        prepared.use_cache,
+    )
     checkpoint = Checkpoint(source.weight_files) if weights else None
-    log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
-    traced = trace(arch, the_task, torch_dtype)
-    use_cache = the_task.supports_cache
-    unclaimed = unclaimed_attention(traced) if use_cache else []
-    if unclaimed:
-        # Layers that bypass the attention interface build their own masks, which the capture
-        # switched off: trace again with transformers' own attention, and give up the cache.
-        use_cache = False
-        shown = ", ".join(unclaimed[:4]) + (
-            f" and {len(unclaimed) - 4} more" if len(unclaimed) > 4 else ""
-        )
-        log.warning("building without a KV cache: attention not captured in %s", shown)
-        fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
-        traced = trace(arch, the_task, torch_dtype, fallback)
-    traced.program = decompose_unlowered(traced.program)
     binder = WeightBinder(
         checkpoint,
         buffer_values=traced.buffer_values,

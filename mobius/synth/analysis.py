@@ -1,0 +1,145 @@
+"""What became of every module of a traced model: components, lowered ops, blocked ops, declines.
+
+This is the data behind ``mobius explain``; it needs the traced graph only, no weights.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+from torch.export.graph_signature import InputKind
+
+from lowering import op_name
+from mobius.synth.emit import handler, module_of, regions, strip_prefix
+from mobius.synth.prepare import Prepared
+from patterns import match_all
+from patterns.base import NO_OPS, is_op
+
+BOOKKEEPING = {"aten._assert_tensor_metadata.default", "aten.sym_size.int", "_operator.getitem"}
+
+
+@dataclass
+class ComponentUse:
+    """One component a pattern emitted inside a module, with the attributes it extracted."""
+
+    pattern: str
+    component: str
+    attributes: dict[str, Any]
+
+
+@dataclass
+class ModuleAnalysis:
+    """One module instance of the HF model."""
+
+    path: str
+    cls: str
+    components: list[ComponentUse] = field(default_factory=list)
+    lowered_ops: Counter = field(default_factory=Counter)  # aten op -> count, outside components
+    blocked_ops: Counter = field(default_factory=Counter)  # aten op -> count, with no lowering
+    declines: list[tuple[str, str]] = field(default_factory=list)  # (pattern, reason)
+    parameters: int = 0  # elements of the parameters this module owns directly
+    nodes: int = 0
+    claimed_nodes: int = 0
+
+
+@dataclass
+class Analysis:
+    """The whole model: per-module results plus the facts the summary needs."""
+
+    model_type: str
+    task: str
+    kv_cache: bool
+    unclaimed_attention: list[str]
+    modules: list[ModuleAnalysis]
+
+    @property
+    def blocked(self) -> dict[str, list[str]]:
+        """aten op -> modules that use it, for ops with no lowering."""
+        out: dict[str, list[str]] = {}
+        for module in self.modules:
+            for op in module.blocked_ops:
+                out.setdefault(op, []).append(module.path or "<model>")
+        return out
+
+
+def _attention_use(node: torch.fx.Node) -> ComponentUse:
+    q, k, v, layer, scaling, causal, window, softcap = node.args
+    qv, kv, vv = (a.meta["val"] for a in (q, k, v))
+    return ComponentUse(
+        "attention",
+        "Attention",
+        {
+            "layer": layer,
+            "heads": int(qv.shape[1]),
+            "kv_heads": int(kv.shape[1]),
+            "head_dim": int(qv.shape[-1]),
+            "v_head_dim": int(vv.shape[-1]),
+            "scaling": scaling,
+            "causal": causal,
+            "window": window or None,
+            "softcap": softcap or None,
+        },
+    )
+
+
+def analyze(prepared: Prepared) -> Analysis:
+    """Match patterns on the traced graph and sort every node into a module's report."""
+    program = prepared.traced.program
+    graph_regions = regions(program)
+    owner, claims, declines = match_all(program.graph, graph_regions)
+    modules = {
+        p: ModuleAnalysis(p, c.rsplit(".", 1)[-1])
+        for p, c in prepared.traced.module_classes.items()
+    }
+    modules.setdefault("", ModuleAnalysis("", "<model>"))
+
+    def module(path: str) -> ModuleAnalysis:
+        return modules.setdefault(path, ModuleAnalysis(path, "?"))
+
+    for claim in claims:
+        module(claim.module).components.append(
+            ComponentUse(claim.pattern, claim.component, claim.attributes)
+        )
+    for decline in declines:
+        module(decline.module).declines.append((decline.pattern, decline.reason))
+    for node in program.graph.nodes:
+        if node.op != "call_function" or is_op(node, *NO_OPS):
+            continue
+        report = module(module_of(node)[0])
+        report.nodes += 1
+        if node in owner:
+            report.claimed_nodes += 1
+        elif node.target is torch.ops.mobius.attention.default:
+            report.claimed_nodes += 1
+            report.components.append(_attention_use(node))
+        elif handler(node.target) is None:
+            report.blocked_ops[op_name(node.target)] += 1
+        elif op_name(node.target) not in BOOKKEEPING:
+            report.lowered_ops[op_name(node.target)] += 1
+    for node, spec in zip(
+        (n for n in program.graph.nodes if n.op == "placeholder"),
+        program.graph_signature.input_specs,
+        strict=True,
+    ):
+        if spec.kind == InputKind.PARAMETER:
+            path = strip_prefix(spec.target).rpartition(".")[0]
+            module(path).parameters += int(node.meta["val"].numel())
+    for path in prepared.unclaimed_attention:
+        module(path).declines.append(
+            ("attention", "this attention does not call transformers' AttentionInterface")
+        )
+    return Analysis(
+        model_type=prepared.arch.model_type,
+        task=prepared.task.name,
+        kv_cache=prepared.use_cache,
+        unclaimed_attention=list(prepared.unclaimed_attention),
+        modules=[modules[p] for p in sorted(modules, key=_tree_order)],
+    )
+
+
+def _tree_order(path: str) -> list:
+    return [int(p) if p.isdigit() else p for p in path.split(".")] if path else []

@@ -1,0 +1,64 @@
+"""The steps every entry point shares: resolve, configure, pick the task, trace (with fallback)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from mobius import config as config_mod
+from mobius import source as source_mod
+from mobius.config import ArchitectureConfig
+from mobius.registry import get_task
+from mobius.source import Source
+from mobius.synth.decompose import decompose_unlowered
+from mobius.synth.emit import unclaimed_attention
+from mobius.synth.trace import TracedModel, trace
+from mobius.tasks import Task
+
+log = logging.getLogger("mobius")
+
+
+@dataclass
+class Prepared:
+    """A traced model ready to emit, and what the driver decided on the way."""
+
+    source: Source
+    arch: ArchitectureConfig
+    task: Task
+    traced: TracedModel
+    use_cache: bool
+    unclaimed_attention: list[str] = field(default_factory=list)
+
+
+def prepare(
+    src: str | os.PathLike,
+    *,
+    dtype: torch.dtype,
+    task: str | None,
+    weights: bool,
+    trust_remote_code: bool,
+) -> Prepared:
+    """Resolve ``src``, trace it on meta, and fall back to a cache-less trace if attention escapes."""
+    source = source_mod.resolve(src, trust_remote_code=trust_remote_code, need_weights=weights)
+    hf_config = config_mod.hf_config_from_dict(source.config, trust_remote_code=trust_remote_code)
+    arch = config_mod.from_hf(hf_config)
+    the_task = get_task(task, arch)
+    log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
+    traced = trace(arch, the_task, dtype)
+    use_cache = the_task.supports_cache
+    unclaimed = unclaimed_attention(traced) if use_cache else []
+    if unclaimed:
+        # Layers that bypass the attention interface build their own masks, which the capture
+        # switched off: trace again with transformers' own attention, and give up the cache.
+        use_cache = False
+        shown = ", ".join(unclaimed[:4]) + (
+            f" and {len(unclaimed) - 4} more" if len(unclaimed) > 4 else ""
+        )
+        log.warning("building without a KV cache: attention not captured in %s", shown)
+        fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
+        traced = trace(arch, the_task, dtype, fallback)
+    traced.program = decompose_unlowered(traced.program)
+    return Prepared(source, arch, the_task, traced, use_cache, unclaimed)
