@@ -11,11 +11,12 @@ from collections.abc import Callable
 
 import torch.fx
 
-from patterns import rms_norm, rotary
+from patterns import attention_block, rms_norm, rotary
 from patterns.base import Claim, Decline, Region
 
 REGION_PATTERNS: list[Callable[[Region], Claim | Decline | None]] = [rms_norm.match]
-ANCHOR_PATTERNS: list[Callable[[torch.fx.Node], Claim | Decline | None]] = [rotary.match]
+# attention_block first: it claims the rotary nodes of the blocks it packs
+ANCHOR_PATTERNS: list[Callable[[torch.fx.Node], Claim | Decline | None]] = [attention_block.match, rotary.match]
 
 
 def match_all(
@@ -44,8 +45,8 @@ def match_all(
     for region in regions:
         for pattern in REGION_PATTERNS:
             consider(pattern(region))
-    for node in graph.nodes:
-        if node.op == "call_function" and node not in owner:
-            for pattern in ANCHOR_PATTERNS:
+    for pattern in ANCHOR_PATTERNS:  # pattern by pattern: earlier patterns take precedence
+        for node in graph.nodes:
+            if node.op == "call_function" and node not in owner:
                 consider(pattern(node))
     return owner, claims, declines

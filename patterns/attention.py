@@ -14,6 +14,7 @@ reason is kept on the module as ``_mobius_declined``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import onnx_ir as ir
@@ -121,49 +122,68 @@ def install() -> None:
     AttentionInterface.register(IMPLEMENTATION, mobius_attention_forward)
 
 
+@dataclass(frozen=True)
+class AttentionCall:
+    """The facts of one captured attention call that the emitted graph needs."""
+
+    layer: int
+    scaling: float
+    window: int
+    softcap: float
+    dtype: torch.dtype
+    kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    q_heads: int
+
+    @classmethod
+    def of(cls, ctx: LoweringContext, node: torch.fx.Node) -> AttentionCall:
+        q, k, v, layer_idx, scaling, is_causal, window, softcap = node.args
+        if not is_causal:
+            raise NotImplementedError("non-causal attention in a causal-LM graph")
+        qv, kv, vv = ctx.val(q), ctx.val(k), ctx.val(v)
+        return cls(
+            layer_idx, scaling, window, softcap, qv.dtype, int(kv.shape[1]), int(kv.shape[-1]),
+            int(vv.shape[-1]), int(qv.shape[1]),
+        )  # fmt: skip
+
+
+def attend(ctx: LoweringContext, call: AttentionCall, query, key, value, query_length, *, packed: bool = False):
+    """Mask (shared per window), Attention component and, with a cache, the past/present I/O.
+
+    ``query``/``key``/``value`` are [batch, heads, seq, dim], or with ``packed`` [batch, seq,
+    heads * dim], in which case the output is packed too.
+    """
+    state = ctx.state
+    mask = state["masks"].get(call.window)
+    if mask is None:
+        mask = CausalMask(call.window, name=f"causal_mask_w{call.window}" if call.window else "causal_mask")(
+            ctx.op, state["attention_mask"], query_length, onnx_dtype(call.dtype), float(torch.finfo(call.dtype).min)
+        )
+        state["masks"][call.window] = mask
+    heads = (call.q_heads, call.kv_heads) if packed else None
+    component = Attention(call.scaling, call.softcap, heads=heads, name="attention")
+    if not state["use_cache"]:
+        return component(ctx.op, query, key, value, mask)[0]
+    past = {
+        kind: ir.Value(
+            name=cache_input_name(call.layer, kind),
+            type=ir.TensorType(onnx_dtype(call.dtype)),
+            shape=ir.Shape(["batch", call.kv_heads, "past_sequence_length", dim]),
+        )
+        for kind, dim in (("key", call.head_dim), ("value", call.v_head_dim))
+    }
+    y, present_key, present_value = component(ctx.op, query, key, value, mask, past["key"], past["value"])
+    state["cache"].append((call.layer, past, {"key": present_key, "value": present_value}))
+    return y
+
+
 @emits(torch.ops.mobius.attention.default)
 def emit_attention(ctx: LoweringContext, node: torch.fx.Node):
-    q, k, v, layer_idx, scaling, is_causal, window, softcap = node.args
-    state = ctx.state
-    dtype = ctx.torch_dtype(q)
-    query, key, value = ctx.value(q), ctx.value(k), ctx.value(v)
-    if not is_causal:
-        raise NotImplementedError("non-causal attention in a causal-LM graph")
-    mask = state["masks"].get(window)
-    if mask is None:
-        query_length = ctx.op.Shape(query, start=2, end=3)
-        mask = CausalMask(window, name=f"causal_mask_w{window}" if window else "causal_mask")(
-            ctx.op,
-            state["attention_mask"],
-            query_length,
-            onnx_dtype(dtype),
-            float(torch.finfo(dtype).min),
-        )
-        state["masks"][window] = mask
-    component = Attention(scaling, softcap, name="attention")
-    if state["use_cache"]:
-        k_val = ctx.val(k)
-        past = {
-            kind: ir.Value(
-                name=cache_input_name(layer_idx, kind),
-                type=ir.TensorType(onnx_dtype(dtype)),
-                shape=ir.Shape(
-                    [
-                        "batch",
-                        int(k_val.shape[1]),
-                        "past_sequence_length",
-                        int(ctx.val(t).shape[-1]),
-                    ]
-                ),
-            )
-            for kind, t in (("key", k), ("value", v))
-        }
-        y, present_key, present_value = component(
-            ctx.op, query, key, value, mask, past["key"], past["value"]
-        )
-        state["cache"].append((layer_idx, past, {"key": present_key, "value": present_value}))
-    else:
-        y, _, _ = component(ctx.op, query, key, value, mask)
+    """The 4-D form: [batch, heads, seq, dim] in, [batch, seq, heads, dim] out (as traced)."""
+    call = AttentionCall.of(ctx, node)
+    query, key, value = (ctx.value(a) for a in node.args[:3])
+    y = attend(ctx, call, query, key, value, ctx.op.Shape(query, start=2, end=3))
     return ctx.op.Transpose(y, perm=[0, 2, 1, 3])
 
 

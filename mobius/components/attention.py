@@ -50,19 +50,25 @@ class CausalMask(nn.Module):
 class Attention(nn.Module):
     """softmax(softcap(Q K^T * scale) + mask) V over the past and new keys (MHA, GQA and MQA).
 
-    Inputs are [batch, heads, seq, head_dim]; the value head size may differ from the key's.
-    Returns the output [batch, heads, seq, v_head_dim] and the present key and value caches.
+    Inputs are [batch, heads, seq, head_dim], or [batch, seq, heads * head_dim] when ``heads`` gives
+    (query heads, key/value heads); the value head size may differ from the key's. Returns the
+    output in the same layout as the query and the present key and value caches (always 4-D).
     """
 
-    def __init__(self, scale: float, softcap: float = 0.0, name: str | None = None) -> None:
+    def __init__(
+        self, scale: float, softcap: float = 0.0, heads: tuple[int, int] | None = None, name: str | None = None
+    ) -> None:
         super().__init__(name)
         self.scale = scale
         self.softcap = softcap
+        self.heads = heads
 
     def forward(self, op, query, key, value, mask, past_key=None, past_value=None):
         attrs = {"scale": float(self.scale)}
         if self.softcap:
             attrs["softcap"] = float(self.softcap)
+        if self.heads is not None:
+            attrs["q_num_heads"], attrs["kv_num_heads"] = self.heads
         if past_key is None:
             y = op.Attention(query, key, value, mask, **attrs)
             return y, key, value

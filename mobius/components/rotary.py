@@ -326,23 +326,31 @@ def _param(half: int | None, what: str) -> nn.Parameter:
 
 
 class ApplyRotary(nn.Module):
-    """Rotate q or k ``[batch, heads, seq, head_dim]`` with ONNX ``RotaryEmbedding``-23.
+    """Rotate q or k with ONNX ``RotaryEmbedding``-23.
 
-    ``cos``/``sin`` are ``[batch, seq, rotary_dim/2]`` (``RotaryTable``). ``rotary_dim`` < head_dim
-    rotates only the first ``rotary_dim`` channels (Phi, StableLM, GPT-NeoX partial rotary); 0 or
-    ``None`` means all. ``interleaved`` selects the GPT-J layout (pairs ``(2i, 2i+1)``) instead of
-    the Llama halves layout (pairs ``(i, i + d/2)``).
+    ``x`` is ``[batch, heads, seq, head_dim]``, or packed ``[batch, seq, heads * head_dim]`` when
+    ``num_heads`` is given. ``cos``/``sin`` are ``[batch, seq, rotary_dim/2]`` (``RotaryTable``).
+    ``rotary_dim`` < head_dim rotates only the first ``rotary_dim`` channels (Phi, StableLM, GPT-NeoX
+    partial rotary); 0 or ``None`` means all. ``interleaved`` selects the GPT-J layout (pairs
+    ``(2i, 2i+1)``) instead of the Llama halves layout (pairs ``(i, i + d/2)``).
     """
 
     def __init__(
-        self, rotary_dim: int | None = None, interleaved: bool = False, name: str | None = None
+        self,
+        rotary_dim: int | None = None,
+        interleaved: bool = False,
+        num_heads: int | None = None,
+        name: str | None = None,
     ) -> None:
         super().__init__(name)
         self.rotary_dim = rotary_dim or 0
         self.interleaved = interleaved
+        self.num_heads = num_heads
 
     def forward(self, op, x, cos, sin):
         attrs: dict[str, int] = {"interleaved": int(self.interleaved)}
         if self.rotary_dim:
             attrs["rotary_embedding_dim"] = int(self.rotary_dim)
+        if self.num_heads:
+            attrs["num_heads"] = int(self.num_heads)
         return op.RotaryEmbedding(x, cos, sin, **attrs)

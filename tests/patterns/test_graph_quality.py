@@ -40,7 +40,7 @@ def test_llama_layer_is_fused(checkpoints, tmp_path):
         "Trilu",
     ):
         assert last[leftover] == 0, (leftover, dict(last))
-    assert sum(last.values()) <= 25, dict(last)  # 25 today; the goal is 20 (3-D attention layout)
+    assert sum(last.values()) <= 20, dict(last)
     model_level = layers["model"] + layers["model.layers.0"]
     assert model_level["Where"] <= 1  # the padding-aware causal mask is built once
 
