@@ -4,7 +4,7 @@ HF splits q/k/v into heads (``view(b, s, -1, d).transpose(1, 2)``), rotates q an
 merges heads back (``transpose(1, 2).reshape(b, s, -1)``, inside the captured op plus one reshape).
 ONNX ``RotaryEmbedding`` and ``Attention`` both take the packed ``[batch, seq, heads * dim]`` layout
 directly, so this pattern claims the whole chain from the three projections to the merged output
-and emits two RotaryEmbedding and one Attention, nothing else. It declines (leaving the 4-D form of
+and emits two RotaryEmbedding (none for models without rope) and one Attention, nothing else. It declines (leaving the 4-D form of
 patterns/attention.py and patterns/rotary.py) when anything sits between the head split and the
 attention other than the llama-layout rotary on all of head_dim: QK-norm, partial or interleaved
 rotary, a split that is not a plain view.
@@ -35,11 +35,10 @@ class PackedInput:
 
 
 def _packed(arg: torch.fx.Node, rotate: bool) -> PackedInput | str:
+    """Trace q/k/v back through (rotary,) transpose(1, 2) and the head-splitting view."""
     nodes: set[torch.fx.Node] = set()
     tables = None
-    if rotate:
-        if not is_op(arg, aten.add):
-            return "q/k are not rotated by a rotary embedding right before attention"
+    if rotate and is_op(arg, aten.add):
         found = rotary.match(arg)
         if not isinstance(found, Claim) or found.attributes["rotary_dim"] != arg.meta["val"].shape[-1]:
             return "the rotary embedding is not the llama layout over the whole head"
@@ -82,6 +81,8 @@ def match(node: torch.fx.Node) -> Claim | Decline | None:
             return Decline("attention_block", module, found)
         inputs.append(found)
     q, k, v = inputs
+    if (q.tables is None) != (k.tables is None):
+        return Decline("attention_block", module, "q and k are not rotated alike")
     nodes = {node, merge, *q.nodes, *k.nodes, *v.nodes}
     nodes |= asserts_on(nodes)
 
@@ -96,6 +97,8 @@ def match(node: torch.fx.Node) -> Claim | Decline | None:
 
 
 def _rotated(ctx, packed: PackedInput, heads: int):
+    if packed.tables is None:
+        return ctx.value(packed.source)
     cos_table, sin_table, half = packed.tables
     cos_half = rotary._half_table(ctx, cos_table, half)
     sin_half = rotary._half_table(ctx, sin_table, half)

@@ -42,6 +42,7 @@ class ModuleAnalysis:
     blocked_ops: Counter = field(default_factory=Counter)  # aten op -> count, with no lowering
     declines: list[tuple[str, str]] = field(default_factory=list)  # (pattern, reason)
     parameters: int = 0  # elements of the parameters this module owns directly
+    claimed_parameters: int = 0  # of those, elements read only by components
     nodes: int = 0
     claimed_nodes: int = 0
 
@@ -53,6 +54,7 @@ class Analysis:
     model_type: str
     task: str
     kv_cache: bool
+    cache_supported: bool  # the task's contract has a KV cache at all
     unclaimed_attention: list[str]
     modules: list[ModuleAnalysis]
 
@@ -100,9 +102,11 @@ def analyze(prepared: Prepared) -> Analysis:
     def module(path: str) -> ModuleAnalysis:
         return modules.setdefault(path, ModuleAnalysis(path, "?"))
 
+    rope = _rope_attributes(prepared.arch.hf_config)
     for claim in claims:
+        extra = rope if claim.pattern == "rotary" else {}
         module(claim.module).components.append(
-            ComponentUse(claim.pattern, claim.component, claim.attributes)
+            ComponentUse(claim.pattern, claim.component, {**claim.attributes, **extra})
         )
     for decline in declines:
         module(decline.module).declines.append((decline.pattern, decline.reason))
@@ -126,8 +130,11 @@ def analyze(prepared: Prepared) -> Analysis:
         strict=True,
     ):
         if spec.kind == InputKind.PARAMETER:
-            path = strip_prefix(spec.target).rpartition(".")[0]
-            module(path).parameters += int(node.meta["val"].numel())
+            owned = module(strip_prefix(spec.target).rpartition(".")[0])
+            size = int(node.meta["val"].numel())
+            owned.parameters += size
+            if _claimed_only(node, owner):
+                owned.claimed_parameters += size
     for path in prepared.unclaimed_attention:
         module(path).declines.append(
             ("attention", "this attention does not call transformers' AttentionInterface")
@@ -136,9 +143,35 @@ def analyze(prepared: Prepared) -> Analysis:
         model_type=prepared.arch.model_type,
         task=prepared.task.name,
         kv_cache=prepared.use_cache,
+        cache_supported=prepared.task.supports_cache,
         unclaimed_attention=list(prepared.unclaimed_attention),
         modules=[modules[p] for p in sorted(modules, key=_tree_order)],
     )
+
+
+def _claimed_only(node: torch.fx.Node, owner: dict) -> bool:
+    """Every op that reads this parameter belongs to a component."""
+    users = [u for u in node.users if u.op == "call_function" and not is_op(u, *NO_OPS)]
+    return bool(users) and all(
+        u in owner or u.target is torch.ops.mobius.attention.default for u in users
+    )
+
+
+def _rope_attributes(hf_config: Any) -> dict[str, Any]:
+    """Rope type and theta from the config (the rotary tables are computed from them).
+
+    Models with one table per layer type (gemma3) get a mapping layer type -> value.
+    """
+    params = getattr(hf_config, "rope_parameters", None) or getattr(hf_config, "rope_scaling", None)
+    params = params if isinstance(params, dict) else {}
+    if params and all(isinstance(v, dict) for v in params.values()):
+        return {
+            "rope_type": {k: v.get("rope_type", "default") for k, v in params.items()},
+            "rope_theta": {k: v.get("rope_theta") for k, v in params.items()},
+        }
+    theta = params.get("rope_theta", getattr(hf_config, "rope_theta", None))
+    out = {"rope_type": params.get("rope_type", "default"), "rope_theta": theta}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _tree_order(path: str) -> list:

@@ -8,6 +8,7 @@ HF ``generate`` (eager, float32) token for token, prompt by prompt and as one le
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,14 +70,15 @@ def real_checkpoints(tmp_path_factory):
     def get(name: str) -> Path:
         if name not in done:
             gguf = smollm2_gguf() if name == "smollm2" else gemma3_gguf(root / "gguf")
-            done[name] = checkpoint_from_gguf(gguf, root / name)
+            done[name] = checkpoint_from_gguf(gguf, root / name / "checkpoint")
         return done[name]
 
-    return get
+    yield get
+    shutil.rmtree(root, ignore_errors=True)  # ~3.5 GB; pytest would keep it for 3 sessions
 
 
 @pytest.fixture(scope="session")
-def real_models(real_checkpoints, tmp_path_factory):
+def real_models(real_checkpoints):
     """model name -> RealModel (ONNX built, HF and onnxruntime loaded), made once a session."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -85,7 +87,7 @@ def real_models(real_checkpoints, tmp_path_factory):
     def get(name: str) -> RealModel:
         if name not in loaded:
             checkpoint = real_checkpoints(name)
-            onnx_dir = mobius.build(checkpoint).save(tmp_path_factory.mktemp(name) / "onnx")
+            onnx_dir = mobius.build(checkpoint).save(checkpoint.parent / "onnx")
             hf = AutoModelForCausalLM.from_pretrained(
                 checkpoint, dtype=torch.float32, attn_implementation="eager"
             ).eval()
@@ -93,7 +95,8 @@ def real_models(real_checkpoints, tmp_path_factory):
             loaded[name] = RealModel(checkpoint, onnx_dir, hf, OnnxCausalLM(onnx_dir), tokenizer)
         return loaded[name]
 
-    return get
+    yield get
+    loaded.clear()  # free the models (~3 GB) before the checkpoints are deleted
 
 
 @pytest.fixture(params=MODELS)

@@ -1,0 +1,234 @@
+"""The explain report as plain data: per-module results, a summary, next steps, and its JSON.
+
+The JSON layout is documented in ``docs/explain-schema.md`` and checked by ``schema.SCHEMA``;
+bump ``SCHEMA_VERSION`` on any change that is not a pure addition of optional fields.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mobius.report.paths import describe
+
+if TYPE_CHECKING:
+    from mobius.synth.analysis import Analysis, ModuleAnalysis
+
+SCHEMA_VERSION = 1
+STATUSES = ("component", "lowered", "blocked", "empty")
+VERDICTS = {"full": 0, "fallback": 1, "blocked": 2}  # verdict -> exit status of `mobius explain`
+
+
+@dataclass
+class Component:
+    """A pattern claimed (part of) the module and emitted this component."""
+
+    pattern: str
+    component: str
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Decline:
+    """A pattern looked at the module and left it to lowering."""
+
+    pattern: str
+    reason: str
+
+
+@dataclass
+class ModuleReport:
+    """One module instance; ops are the ones it runs itself, not its children's.
+
+    ``status``: ``blocked`` (an op has no lowering), ``component`` (a pattern claimed some of its
+    ops; the rest, usually reshapes, are lowered), ``lowered`` (op by op only), ``empty`` (a
+    container that runs no op of its own).
+    """
+
+    path: str
+    cls: str
+    status: str
+    components: list[Component] = field(default_factory=list)
+    lowered_ops: dict[str, int] = field(default_factory=dict)
+    blocked_ops: dict[str, int] = field(default_factory=dict)
+    declines: list[Decline] = field(default_factory=list)
+    parameters: int = 0
+    component_parameters: int = 0
+    nodes: int = 0
+    component_nodes: int = 0
+
+
+@dataclass
+class Gap:
+    """Something that keeps the conversion from being complete, and what to do about it."""
+
+    kind: str  # "lowering" | "pattern" | "cache"
+    subject: str  # the aten op, or the pattern name
+    modules: list[str]
+    next_step: str
+
+
+@dataclass
+class Summary:
+    verdict: str  # "full" | "fallback" | "blocked"
+    exit_code: int
+    nodes: int
+    component_nodes: int
+    lowered_nodes: int
+    blocked_nodes: int
+    parameters: int
+    component_parameters: int
+    node_coverage: float  # component_nodes / nodes
+    parameter_coverage: float  # component_parameters / parameters
+    kv_cache: bool
+    cache_supported: bool
+    unsupported_ops: dict[str, list[str]]  # aten op -> modules that use it
+    gaps: list[Gap]
+
+
+@dataclass
+class ExplainReport:
+    """What ``mobius explain`` found: ``modules`` in tree order, and a ``summary``."""
+
+    source: str
+    model_type: str
+    task: str
+    modules: list[ModuleReport]
+    summary: Summary
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def exit_code(self) -> int:
+        """0 converts fully, 1 converts without a KV cache (fallback), 2 blocked."""
+        return self.summary.exit_code
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {"schema_version": data.pop("schema_version"), **data}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=_json_default)
+
+    def render_text(self, color: bool = False) -> str:
+        from mobius.report.text import render
+
+        return render(self, color=color)
+
+    def render_html(self) -> str:
+        from mobius.report.html import render
+
+        return render(self)
+
+    @classmethod
+    def from_analysis(cls, analysis: Analysis, source: str) -> ExplainReport:
+        modules = [_module(m) for m in analysis.modules]
+        return cls(
+            source=source,
+            model_type=analysis.model_type,
+            task=analysis.task,
+            modules=modules,
+            summary=_summary(analysis, modules),
+        )
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
+
+
+def _clean(value: Any) -> Any:
+    """Attribute values as JSON-safe plain data (non-finite floats become strings)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _module(m: ModuleAnalysis) -> ModuleReport:
+    if m.blocked_ops:
+        status = "blocked"
+    elif m.components:
+        status = "component"
+    elif m.lowered_ops:
+        status = "lowered"
+    else:
+        status = "empty"
+    return ModuleReport(
+        path=m.path,
+        cls=m.cls,
+        status=status,
+        components=[Component(c.pattern, c.component, _clean(c.attributes)) for c in m.components],
+        lowered_ops=dict(sorted(m.lowered_ops.items(), key=lambda kv: (-kv[1], kv[0]))),
+        blocked_ops=dict(sorted(m.blocked_ops.items())),
+        declines=[Decline(p, r) for p, r in m.declines],
+        parameters=m.parameters,
+        component_parameters=m.claimed_parameters,
+        nodes=m.nodes,
+        component_nodes=m.claimed_nodes,
+    )
+
+
+def _summary(analysis: Analysis, modules: list[ModuleReport]) -> Summary:
+    nodes = sum(m.nodes for m in modules)
+    claimed = sum(m.component_nodes for m in modules)
+    blocked = sum(sum(m.blocked_ops.values()) for m in modules)
+    params = sum(m.parameters for m in modules)
+    claimed_params = sum(m.component_parameters for m in modules)
+    unsupported = {op: mods for op, mods in sorted(analysis.blocked.items())}
+    no_cache = analysis.cache_supported and not analysis.kv_cache
+    verdict = "blocked" if unsupported else "fallback" if no_cache else "full"
+    return Summary(
+        verdict=verdict,
+        exit_code=VERDICTS[verdict],
+        nodes=nodes,
+        component_nodes=claimed,
+        lowered_nodes=nodes - claimed - blocked,
+        blocked_nodes=blocked,
+        parameters=params,
+        component_parameters=claimed_params,
+        node_coverage=round(claimed / nodes, 4) if nodes else 0.0,
+        parameter_coverage=round(claimed_params / params, 4) if params else 0.0,
+        kv_cache=analysis.kv_cache,
+        cache_supported=analysis.cache_supported,
+        unsupported_ops=unsupported,
+        gaps=_gaps(analysis, modules, unsupported),
+    )
+
+
+def _gaps(
+    analysis: Analysis, modules: list[ModuleReport], unsupported: dict[str, list[str]]
+) -> list[Gap]:
+    gaps = [
+        Gap("lowering", op, mods, f"add a lowering for {op} used in {describe(mods)}")
+        for op, mods in unsupported.items()
+    ]
+    if analysis.cache_supported and not analysis.kv_cache:
+        where = analysis.unclaimed_attention
+        classes = sorted({m.cls for m in modules if m.path in set(where)})
+        gaps.append(
+            Gap(
+                "cache",
+                "attention",
+                list(where),
+                f"no KV cache: attention in {describe(where)} does not call transformers' "
+                f"AttentionInterface; add a structural attention pattern for "
+                f"{', '.join(classes) or 'these modules'} (or route it through the interface)",
+            )
+        )
+    declined: dict[tuple[str, str], list[str]] = {}
+    for m in modules:
+        for d in m.declines:
+            declined.setdefault((d.pattern, d.reason), []).append(m.path)
+    gaps.extend(
+        Gap("pattern", pattern, mods, f"pattern {pattern} declined in {describe(mods)} because {reason}")
+        for (pattern, reason), mods in declined.items()
+    )
+    return gaps
