@@ -9,9 +9,10 @@ from mobius.errors import MobiusError
 
 if TYPE_CHECKING:
     from mobius.package import ModelPackage
+    from mobius.report import ExplainReport
 
 __version__ = "0.1.0"
-__all__ = ["MobiusError", "ModelPackage", "build"]
+__all__ = ["ExplainReport", "MobiusError", "ModelPackage", "build", "explain"]
 
 
 def build(
@@ -39,9 +40,34 @@ def build(
     return _build(src, dtype=dtype, task=task, weights=weights, trust_remote_code=trust_remote_code)
 
 
+def explain(
+    src: str | os.PathLike, *, task: str | None = None, trust_remote_code: bool = False
+) -> ExplainReport:
+    """Report what every module of ``src`` becomes, from its config alone (no weights are read).
+
+    Args:
+        src: a checkpoint directory, a ``config.json`` file, or a HuggingFace hub id.
+        task: the I/O contract; detected when None.
+        trust_remote_code: allow checkpoints whose config points at their own Python code.
+
+    Returns:
+        An ExplainReport: per module, the components patterns emitted (with their attributes),
+        the ops lowered one by one, the ops with no lowering and the patterns that declined;
+        plus a summary (``.summary``), ``.exit_code`` (0 full, 1 no KV cache, 2 blocked),
+        ``.to_json()``, ``.render_text()`` and ``.render_html()``.
+    """
+    from mobius.report import explain as _explain
+
+    return _explain(src, task=task, trust_remote_code=trust_remote_code)
+
+
 def __getattr__(name: str):
     if name == "ModelPackage":
         from mobius.package import ModelPackage
 
         return ModelPackage
+    if name == "ExplainReport":
+        from mobius.report import ExplainReport
+
+        return ExplainReport
     raise AttributeError(name)

@@ -1,4 +1,4 @@
-"""Command line: ``mobius build --model SRC --output DIR``."""
+"""Command line: ``mobius build --model SRC --output DIR`` and ``mobius explain --model SRC``."""
 
 from __future__ import annotations
 
@@ -40,6 +40,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
     b.add_argument("-q", "--quiet", action="store_true", help="only print errors")
+    e = sub.add_parser(
+        "explain",
+        help="report what each module becomes (component, lowered ops, or blocked); no weights",
+        description="Exit status: 0 converts fully, 1 converts without a KV cache (fallback), "
+        "2 blocked (ops without a lowering) or an input error.",
+    )
+    e.add_argument(
+        "--model",
+        required=True,
+        help="local checkpoint directory, a config.json, or a HuggingFace hub id",
+    )
+    e.add_argument("--task", default=None, help="I/O contract (default: detect)")
+    e.add_argument("--json", metavar="FILE", help="write the report as JSON ('-' for stdout)")
+    e.add_argument("--html", metavar="FILE", help="write the report as one self-contained page")
+    e.add_argument("--trust-remote-code", action="store_true", help="allow checkpoint code")
+    e.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    e.add_argument(
+        "-q", "--quiet", action="store_true", help="no terminal report; exit status only"
+    )
     return parser
 
 
@@ -67,14 +86,41 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write(path: str, text: str) -> None:
+    from mobius.errors import OutputError
+
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise OutputError(f"could not write {path}: {exc.strerror or exc}") from exc
+
+
+def _explain(args: argparse.Namespace) -> int:
+    import mobius
+
+    report = mobius.explain(args.model, task=args.task, trust_remote_code=args.trust_remote_code)
+    if args.json and args.json != "-":
+        _write(args.json, report.to_json())
+    if args.html:
+        _write(args.html, report.render_html())
+    if args.json == "-":
+        sys.stdout.write(report.to_json() + "\n")
+    elif not args.quiet:
+        color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+        sys.stdout.write(report.render_text(color=color))
+    return report.exit_code
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    quiet = args.quiet or args.command == "explain"  # explain's output is the report itself
     logging.basicConfig(
-        level=logging.ERROR if args.quiet else logging.INFO, format="mobius: %(message)s"
+        level=logging.ERROR if args.quiet else logging.WARNING if quiet else logging.INFO,
+        format="mobius: %(message)s",
     )
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
-        return _build(args)
+        return _explain(args) if args.command == "explain" else _build(args)
     except MobiusError as exc:
         print(f"mobius: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -148,7 +148,16 @@ class AttentionCall:
         )  # fmt: skip
 
 
-def attend(ctx: LoweringContext, call: AttentionCall, query, key, value, query_length, *, packed: bool = False):
+def attend(
+    ctx: LoweringContext,
+    call: AttentionCall,
+    query,
+    key,
+    value,
+    query_length,
+    *,
+    packed: bool = False,
+):
     """Mask (shared per window), Attention component and, with a cache, the past/present I/O.
 
     ``query``/``key``/``value`` are [batch, heads, seq, dim], or with ``packed`` [batch, seq,
@@ -157,8 +166,14 @@ def attend(ctx: LoweringContext, call: AttentionCall, query, key, value, query_l
     state = ctx.state
     mask = state["masks"].get(call.window)
     if mask is None:
-        mask = CausalMask(call.window, name=f"causal_mask_w{call.window}" if call.window else "causal_mask")(
-            ctx.op, state["attention_mask"], query_length, onnx_dtype(call.dtype), float(torch.finfo(call.dtype).min)
+        mask = CausalMask(
+            call.window, name=f"causal_mask_w{call.window}" if call.window else "causal_mask"
+        )(
+            ctx.op,
+            state["attention_mask"],
+            query_length,
+            onnx_dtype(call.dtype),
+            float(torch.finfo(call.dtype).min),
         )
         state["masks"][call.window] = mask
     heads = (call.q_heads, call.kv_heads) if packed else None
@@ -173,7 +188,9 @@ def attend(ctx: LoweringContext, call: AttentionCall, query, key, value, query_l
         )
         for kind, dim in (("key", call.head_dim), ("value", call.v_head_dim))
     }
-    y, present_key, present_value = component(ctx.op, query, key, value, mask, past["key"], past["value"])
+    y, present_key, present_value = component(
+        ctx.op, query, key, value, mask, past["key"], past["value"]
+    )
     state["cache"].append((call.layer, past, {"key": present_key, "value": present_value}))
     return y
 

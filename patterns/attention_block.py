@@ -20,7 +20,7 @@ import torch.fx
 from mobius.components.rotary import ApplyRotary
 from patterns import rotary
 from patterns.attention import AttentionCall, attend
-from patterns.base import Claim, Decline, aten, asserts_on, is_op, only_user
+from patterns.base import Claim, Decline, asserts_on, aten, is_op, only_user
 
 VIEWS = (aten.view, aten.reshape, aten._unsafe_view)
 
@@ -40,7 +40,10 @@ def _packed(arg: torch.fx.Node, rotate: bool) -> PackedInput | str:
     tables = None
     if rotate and is_op(arg, aten.add):
         found = rotary.match(arg)
-        if not isinstance(found, Claim) or found.attributes["rotary_dim"] != arg.meta["val"].shape[-1]:
+        if (
+            not isinstance(found, Claim)
+            or found.attributes["rotary_dim"] != arg.meta["val"].shape[-1]
+        ):
             return "the rotary embedding is not the llama layout over the whole head"
         x, _, cos_table, sin_table, half = _halves(found)
         nodes |= found.nodes
@@ -67,13 +70,17 @@ def _halves(claim: Claim):
     raise AssertionError("rotary claim without halves")
 
 
-def match(node: torch.fx.Node) -> Claim | Decline | None:
+def match(node: torch.fx.Node, config: object = None) -> Claim | Decline | None:
     if node.op != "call_function" or node.target is not torch.ops.mobius.attention.default:
         return None
     module = rotary._module(node)
     merge = only_user(node)
     if not (is_op(merge, *VIEWS) and merge.meta["val"].dim() == 3):
-        return Decline("attention_block", module, "the attention output is not merged back to [batch, seq, hidden]")
+        return Decline(
+            "attention_block",
+            module,
+            "the attention output is not merged back to [batch, seq, hidden]",
+        )
     inputs = []
     for arg, rotate in zip(node.args[:3], (True, True, False), strict=True):
         found = _packed(arg, rotate)
@@ -102,4 +109,6 @@ def _rotated(ctx, packed: PackedInput, heads: int):
     cos_table, sin_table, half = packed.tables
     cos_half = rotary._half_table(ctx, cos_table, half)
     sin_half = rotary._half_table(ctx, sin_table, half)
-    return ApplyRotary(num_heads=heads, name="rotary")(ctx.op, ctx.value(packed.source), cos_half, sin_half)
+    return ApplyRotary(num_heads=heads, name="rotary")(
+        ctx.op, ctx.value(packed.source), cos_half, sin_half
+    )

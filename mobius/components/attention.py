@@ -56,7 +56,11 @@ class Attention(nn.Module):
     """
 
     def __init__(
-        self, scale: float, softcap: float = 0.0, heads: tuple[int, int] | None = None, name: str | None = None
+        self,
+        scale: float,
+        softcap: float = 0.0,
+        heads: tuple[int, int] | None = None,
+        name: str | None = None,
     ) -> None:
         super().__init__(name)
         self.scale = scale

@@ -82,7 +82,11 @@ def signature(node: TreeNode) -> tuple:
     """What must be equal for two subtrees to share a line; names of numbered children included."""
     m = node.module
     components = tuple(
-        (c.pattern, c.component, tuple(sorted((k, repr(v)) for k, v in c.attributes.items() if k != "layer")))
+        (
+            c.pattern,
+            c.component,
+            tuple(sorted((k, repr(v)) for k, v in c.attributes.items() if k != "layer")),
+        )
         for c in m.components
     )
     own = (
@@ -125,4 +129,3 @@ def group_children(children: list[TreeNode]) -> list[Group]:
         one.children = group_children(members[0].children)
         groups.append(one)
     return groups
-

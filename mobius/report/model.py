@@ -82,8 +82,9 @@ class Summary:
     component_parameters: int
     node_coverage: float  # component_nodes / nodes
     parameter_coverage: float  # component_parameters / parameters
-    kv_cache: bool
-    cache_supported: bool
+    kv_cache: bool  # the model reads and returns a KV cache
+    cache_supported: bool  # the task's contract has a cache at all
+    cache_layers: int  # attention components that keep a cache
     unsupported_ops: dict[str, list[str]]  # aten op -> modules that use it
     gaps: list[Gap]
 
@@ -184,6 +185,8 @@ def _summary(analysis: Analysis, modules: list[ModuleReport]) -> Summary:
     claimed_params = sum(m.component_parameters for m in modules)
     unsupported = {op: mods for op, mods in sorted(analysis.blocked.items())}
     no_cache = analysis.cache_supported and not analysis.kv_cache
+    attention = sum(c.component == "Attention" for m in modules for c in m.components)
+    cache_layers = attention if analysis.kv_cache else 0
     verdict = "blocked" if unsupported else "fallback" if no_cache else "full"
     return Summary(
         verdict=verdict,
@@ -196,8 +199,9 @@ def _summary(analysis: Analysis, modules: list[ModuleReport]) -> Summary:
         component_parameters=claimed_params,
         node_coverage=round(claimed / nodes, 4) if nodes else 0.0,
         parameter_coverage=round(claimed_params / params, 4) if params else 0.0,
-        kv_cache=analysis.kv_cache,
+        kv_cache=cache_layers > 0,
         cache_supported=analysis.cache_supported,
+        cache_layers=cache_layers,
         unsupported_ops=unsupported,
         gaps=_gaps(analysis, modules, unsupported),
     )
@@ -224,11 +228,19 @@ def _gaps(
             )
         )
     declined: dict[tuple[str, str], list[str]] = {}
+    covered = set(analysis.unclaimed_attention)  # already a "cache" gap
     for m in modules:
         for d in m.declines:
+            if d.pattern == "attention" and m.path in covered:
+                continue
             declined.setdefault((d.pattern, d.reason), []).append(m.path)
     gaps.extend(
-        Gap("pattern", pattern, mods, f"pattern {pattern} declined in {describe(mods)} because {reason}")
+        Gap(
+            "pattern",
+            pattern,
+            mods,
+            f"pattern {pattern} declined in {describe(mods)} because {reason}",
+        )
         for (pattern, reason), mods in declined.items()
     )
     return gaps

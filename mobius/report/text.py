@@ -53,7 +53,9 @@ def format_components(components: list[Component]) -> str:
 
 
 def format_ops(ops: dict[str, int], limit: int = MAX_OPS, short: bool = True) -> str:
-    items = [f"{short_op(op) if short else op}" + (f"×{n}" if n > 1 else "") for op, n in ops.items()]
+    items = [
+        f"{short_op(op) if short else op}" + (f"×{n}" if n > 1 else "") for op, n in ops.items()
+    ]
     more = f" +{len(items) - limit} more" if len(items) > limit else ""
     return " ".join(items[:limit]) + more
 
@@ -66,7 +68,9 @@ def result(m: ModuleReport) -> str:
     if m.components:
         parts.append(format_components(m.components))
     if m.lowered_ops:
-        parts.append(("lowered: " if not m.components else "+ lowered: ") + format_ops(m.lowered_ops))
+        parts.append(
+            ("lowered: " if not m.components else "+ lowered: ") + format_ops(m.lowered_ops)
+        )
     return "; ".join(parts)
 
 
@@ -102,9 +106,21 @@ def _children(g: Group, indent: str, lines: list[str], color: bool) -> None:
         _children(item, indent + carry, lines, color)
 
 
+def cache_text(s: Summary) -> str:
+    if s.kv_cache:
+        return f"yes, {s.cache_layers} attention layers"
+    if not s.cache_supported:
+        return "not part of this task"
+    if s.verdict == "fallback" or (
+        s.verdict == "blocked" and s.gaps and any(g.kind == "cache" for g in s.gaps)
+    ):
+        return "no: attention was not captured, so the model is traced without a cache"
+    return "none needed: the model has no captured attention"
+
+
 def summary_lines(report: ExplainReport) -> list[str]:
     s: Summary = report.summary
-    cache = "yes" if s.kv_cache else "no" if s.cache_supported else "not part of this task"
+    cache = cache_text(s)
     unsupported = (
         "; ".join(f"{op} (in {len(mods)} modules)" for op, mods in s.unsupported_ops.items())
         or "none"

@@ -16,8 +16,8 @@ from torch.export.graph_signature import InputKind
 from lowering import op_name
 from mobius.synth.emit import handler, module_of, regions, strip_prefix
 from mobius.synth.prepare import Prepared
-from patterns import match_all
-from patterns.base import NO_OPS, is_op
+from patterns import match_all, rotary
+from patterns.base import NO_OPS, Claim, is_op
 
 BOOKKEEPING = {"aten._assert_tensor_metadata.default", "aten.sym_size.int", "_operator.getitem"}
 
@@ -88,11 +88,27 @@ def _attention_use(node: torch.fx.Node) -> ComponentUse:
     )
 
 
+def _claim_use(claim: Claim, rope: dict[str, Any]) -> ComponentUse:
+    """A claim's component; a claim that swallowed a captured attention call reports its facts."""
+    attributes = dict(claim.attributes)
+    for node in claim.nodes:
+        if node.target is torch.ops.mobius.attention.default:
+            attributes = {**_attention_use(node).attributes, **attributes}
+    if claim.pattern != "rotary" and "rotary_dim" not in attributes:
+        inner = (rotary.match(n) for n in claim.nodes if n.op == "call_function")
+        found = next((r for r in inner if isinstance(r, Claim) and r.nodes <= claim.nodes), None)
+        if found is not None:  # a rotation this claim swallowed (the packed attention block)
+            attributes.update({k: v for k, v in found.attributes.items() if k not in attributes})
+    if "rotary_dim" in attributes:
+        attributes.update(rope)
+    return ComponentUse(claim.pattern, claim.component, attributes)
+
+
 def analyze(prepared: Prepared) -> Analysis:
     """Match patterns on the traced graph and sort every node into a module's report."""
     program = prepared.traced.program
     graph_regions = regions(program)
-    owner, claims, declines = match_all(program.graph, graph_regions)
+    owner, claims, declines = match_all(program.graph, graph_regions, prepared.traced.hf_config)
     modules = {
         p: ModuleAnalysis(p, c.rsplit(".", 1)[-1])
         for p, c in prepared.traced.module_classes.items()
@@ -104,10 +120,7 @@ def analyze(prepared: Prepared) -> Analysis:
 
     rope = _rope_attributes(prepared.arch.hf_config)
     for claim in claims:
-        extra = rope if claim.pattern == "rotary" else {}
-        module(claim.module).components.append(
-            ComponentUse(claim.pattern, claim.component, {**claim.attributes, **extra})
-        )
+        module(claim.module).components.append(_claim_use(claim, rope))
     for decline in declines:
         module(decline.module).declines.append((decline.pattern, decline.reason))
     for node in program.graph.nodes:

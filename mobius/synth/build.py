@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 import time
 
 import torch
 
-from mobius.errors import ConfigError
+from mobius.errors import ConfigError, UnsupportedError
 from mobius.package import ModelPackage
+from mobius.report import ExplainReport
+from mobius.synth.analysis import analyze
 from mobius.synth.emit import emit
 from mobius.synth.prepare import prepare
 from mobius.weights import Checkpoint, WeightBinder
@@ -48,6 +51,9 @@ def build(
         prepared.traced,
         prepared.use_cache,
     )
+    report = ExplainReport.from_analysis(analyze(prepared), source=str(src))
+    if report.summary.unsupported_ops:
+        raise UnsupportedError(_blocked_message(report, src, task))
     checkpoint = Checkpoint(source.weight_files) if weights else None
     binder = WeightBinder(
         checkpoint,
@@ -56,7 +62,10 @@ def build(
         key_to_param=traced.key_to_param,
         constants=traced.constant_values,
     )
-    model = emit(traced, binder, name=arch.model_type, use_cache=use_cache)
+    try:
+        model = emit(traced, binder, name=arch.model_type, use_cache=use_cache)
+    except UnsupportedError as exc:
+        raise UnsupportedError(f"{exc}; full report: {_explain_command(src, task)}") from exc
     unused = binder.unused_keys()
     if unused:
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
@@ -76,7 +85,24 @@ def build(
                 "outputs": [v.name for v in model.graph.outputs],
             },
             indent=2,
-        )
+        ),
+        "explain.json": report.to_json(),
     }
     extra = [source.config_path, *source.extra_files()]
     return ModelPackage(model=model, extra_files=extra, texts=texts)
+
+
+def _explain_command(src: str | os.PathLike, task: str | None) -> str:
+    task_flag = f" --task {shlex.quote(task)}" if task else ""
+    return f"mobius explain --model {shlex.quote(str(src))}{task_flag}"
+
+
+def _blocked_message(report: ExplainReport, src: str | os.PathLike, task: str | None) -> str:
+    """Which ops stop the build, where, and the command that prints the whole report."""
+    from mobius.report.paths import describe
+
+    ops = "; ".join(
+        f"{op} (in {describe(mods, limit=3)})"
+        for op, mods in report.summary.unsupported_ops.items()
+    )
+    return f"no lowering for: {ops}; for the full report run: {_explain_command(src, task)}"

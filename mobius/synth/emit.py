@@ -59,10 +59,12 @@ def regions(program: torch.export.ExportedProgram) -> list[Region]:
     return list(by_path.values())
 
 
-def unsupported_ops(program: torch.export.ExportedProgram) -> dict[str, set[str]]:
+def unsupported_ops(
+    program: torch.export.ExportedProgram, config: object = None
+) -> dict[str, set[str]]:
     """aten ops with no lowering, each with the modules that use them."""
     missing: dict[str, set[str]] = defaultdict(set)
-    owner = match_all(program.graph, regions(program))[0]
+    owner = match_all(program.graph, regions(program), config)[0]
     for node in program.graph.nodes:
         if node.op == "call_function" and node not in owner and handler(node.target) is None:
             missing[op_name(node.target)].add(module_of(node)[0] or "<model>")
@@ -70,12 +72,15 @@ def unsupported_ops(program: torch.export.ExportedProgram) -> dict[str, set[str]
 
 
 def unclaimed_attention(traced: TracedModel) -> list[str]:
-    """Attention modules (by class name, innermost) that no mobius::attention node came from."""
+    """Attention modules (by class name, innermost) where no attention was captured or matched."""
+    program = traced.program
     claimed = {
         module_of(n)[0]
-        for n in traced.program.graph.nodes
+        for n in program.graph.nodes
         if n.op == "call_function" and n.target is torch.ops.mobius.attention.default
     }
+    _, claims, _ = match_all(program.graph, regions(program), traced.hf_config)
+    claimed |= {c.module for c in claims if c.component == "Attention"}
     names = [
         p for p, cls in traced.module_classes.items() if p and "Attention" in cls.rsplit(".", 1)[-1]
     ]
@@ -102,7 +107,7 @@ def emit(
     ``present.{i}.key/value``; the traced ``attention_mask`` input then spans past and new tokens.
     """
     program = traced.program
-    missing = unsupported_ops(program)
+    missing = unsupported_ops(program, traced.hf_config)
     if missing:
         detail = "; ".join(
             f"{op} (in {', '.join(sorted(mods)[:3])})" for op, mods in sorted(missing.items())
@@ -111,7 +116,7 @@ def emit(
             f"no lowering for: {detail}; run 'mobius explain' for the full report"
         )
 
-    owner, claims, declines = match_all(program.graph, regions(program))
+    owner, claims, declines = match_all(program.graph, regions(program), traced.hf_config)
     graph = ir.Graph([], [], nodes=[], opset_imports={"": OPSET}, name=name)
     builder = onnxscript.GraphBuilder(graph)
     ctx = LoweringContext(builder.op)

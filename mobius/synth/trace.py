@@ -7,6 +7,7 @@ import copy
 import io
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -28,6 +29,7 @@ class TracedModel:
     constant_values: dict[str, torch.Tensor]  # lifted constants (tensors built inside forward)
     key_to_param: KeyMapping
     dtype: torch.dtype
+    hf_config: Any = None
     module_classes: dict[str, str] = field(default_factory=dict)
 
 
@@ -213,5 +215,6 @@ def trace(
         key_to_param=key_to_param,
         constant_values={k.removeprefix(WRAPPER_PREFIX): v for k, v in constants.items()},
         dtype=dtype,
+        hf_config=config.hf_config,
         module_classes=classes,
     )

@@ -1,0 +1,105 @@
+"""Attention a model computes with torch's scaled_dot_product_attention itself (falcon, ...).
+
+Models that do not call transformers' AttentionInterface still reach one
+``aten.scaled_dot_product_attention`` node per layer. When that node is plain causal attention
+over the model's padding mask, it is emitted as the same ``Attention`` component (with the KV
+cache) as captured attention. The mask argument is not reused: it is checked to be a boolean
+allow/deny mask built from the inputs alone (so it cannot carry an ALiBi or other bias), and the
+config to have no sliding window or chunking, and then rebuilt from ``attention_mask`` like
+everywhere else. The layer index comes from the module path.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import torch
+import torch.fx
+
+from patterns.attention import AttentionCall, attend
+from patterns.base import Claim, Decline, aten, is_op
+
+_WINDOW_FIELDS = ("sliding_window", "attention_chunk_size")
+
+
+def _layer_index(path: str) -> int | None:
+    found = re.search(r"\.(\d+)(?:\.|$)", path)
+    return int(found.group(1)) if found else None
+
+
+def _inputs_only(mask: torch.fx.Node) -> bool:
+    """The mask depends on graph inputs only (no parameter, buffer or constant)."""
+    seen, todo = set(), [mask]
+    while todo:
+        node = todo.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.op == "placeholder":
+            if not node.name.startswith(("input_ids", "attention_mask", "position_ids", "args_")):
+                return False
+            continue
+        todo.extend(n for n in node.all_input_nodes)
+    return True
+
+
+def _mask_reason(mask: Any, is_causal: bool, config: Any) -> str | None:
+    if any(getattr(config, f, None) for f in _WINDOW_FIELDS):
+        return "the config has a sliding window or chunked attention the mask may encode"
+    if mask is None:
+        return None if is_causal else "the attention is not causal"
+    val = mask.meta.get("val")
+    if val is None or val.dtype != torch.bool:
+        return "the mask is additive (it may carry a positional bias such as ALiBi)"
+    if not _inputs_only(mask):
+        return "the mask depends on weights or constants, not only on the inputs"
+    return None
+
+
+def match(node: torch.fx.Node, config: Any = None) -> Claim | Decline | None:
+    if not is_op(node, aten.scaled_dot_product_attention):
+        return None
+    from patterns.rotary import _module
+
+    module = _module(node)
+    args = list(node.args) + [None] * 7
+    q, k, v, mask = args[0], args[1], args[2], args[3]
+    dropout = node.kwargs.get("dropout_p", args[4] or 0.0)
+    is_causal = bool(node.kwargs.get("is_causal", args[5] or False))
+    scale = node.kwargs.get("scale", args[6])
+    layer = _layer_index(module)
+    if layer is None:
+        return Decline("sdpa", module, "no layer index in the module path to name the cache")
+    if dropout:
+        return Decline("sdpa", module, "attention dropout is on")
+    reason = _mask_reason(mask, is_causal, config)
+    if reason:
+        return Decline("sdpa", module, reason)
+    qv, kv = q.meta["val"], k.meta["val"]
+    if qv.dim() != 4 or qv.shape[1] % kv.shape[1]:
+        return Decline("sdpa", module, "q/k are not [batch, heads, seq, dim] with grouped heads")
+    scaling = float(scale) if scale is not None else 1.0 / math.sqrt(qv.shape[-1])
+
+    def emit(ctx):
+        vv = v.meta["val"]
+        call = AttentionCall(
+            layer,
+            scaling,
+            0,
+            0.0,
+            qv.dtype,
+            int(kv.shape[1]),
+            int(kv.shape[-1]),
+            int(vv.shape[-1]),
+            int(qv.shape[1]),
+        )
+        query = ctx.value(q)
+        return attend(
+            ctx, call, query, ctx.value(k), ctx.value(v), ctx.op.Shape(query, start=2, end=3)
+        )
+
+    return Claim(
+        "sdpa", "Attention", module, {node}, node, emit, {"layer": layer, "scaling": scaling}
+    )
