@@ -111,9 +111,7 @@ def cache_text(s: Summary) -> str:
         return f"yes, {s.cache_layers} attention layers"
     if not s.cache_supported:
         return "not part of this task"
-    if s.verdict == "fallback" or (
-        s.verdict == "blocked" and s.gaps and any(g.kind == "cache" for g in s.gaps)
-    ):
+    if any(g.kind == "cache" for g in s.gaps):
         return "no: attention was not captured, so the model is traced without a cache"
     return "none needed: the model has no captured attention"
 
