@@ -55,11 +55,15 @@ def _operands(ctx: LoweringContext, node: torch.fx.Node, dtype: torch.dtype):
 def _binary(onnx_op: str):
     def lower(ctx: LoweringContext, node: torch.fx.Node):
         dtype = ctx.out_dtype(node)
-        a, b = _operands(ctx, node, dtype)
+        # bfloat16 arithmetic is computed in float32 and rounded once, as torch does on CPU
+        # (and onnxruntime's CPU kernels have no bfloat16 Add/Mul)
+        compute = torch.float32 if dtype == torch.bfloat16 else dtype
+        a, b = _operands(ctx, node, compute)
         alpha = node.kwargs.get("alpha", 1)
         if alpha != 1:
-            b = ctx.op.Mul(b, ctx.constant(alpha, dtype))
-        return getattr(ctx.op, onnx_op)(a, b)
+            b = ctx.op.Mul(b, ctx.constant(alpha, compute))
+        out = getattr(ctx.op, onnx_op)(a, b)
+        return out if compute == dtype else ctx.cast(out, dtype)
 
     return lower
 

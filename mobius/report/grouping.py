@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from mobius.report.model import ModuleReport
 from mobius.report.paths import ranges
 
+# Python arithmetic on symbolic sizes: traced once where a size is first needed, so it differs
+# between otherwise identical layers and is left out of the comparison.
+SYMBOLIC = ("_operator.", "builtins.", "math.", "torch.sym_")
 CONTAINERS = {"ModuleList", "ModuleDict", "Sequential"}
-_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+_NUMBERED = re.compile(r"^(.*\.)?(\d+)$")  # "7" or "layers.7", not "ln_1"
 
 
 @dataclass
@@ -35,6 +38,7 @@ class Group:
     label: str
     members: list[TreeNode]
     children: list[Group] = field(default_factory=list)
+    indexed: bool = False  # members differ by index (layers.0–31), not by name (k_proj, v_proj)
 
     @property
     def module(self) -> ModuleReport:
@@ -93,7 +97,7 @@ def signature(node: TreeNode) -> tuple:
         m.cls,
         m.status,
         components,
-        tuple(m.lowered_ops.items()),
+        tuple((op, n) for op, n in m.lowered_ops.items() if not op.startswith(SYMBOLIC)),
         tuple(m.blocked_ops.items()),
         tuple((d.pattern, d.reason) for d in m.declines),
     )
@@ -112,7 +116,7 @@ def group_children(children: list[TreeNode]) -> list[Group]:
     for child in children:
         numbered = _NUMBERED.match(child.name)
         if numbered:
-            key: tuple = ("index", numbered.group(1), signature(child))
+            key: tuple = ("index", numbered.group(1) or "", signature(child))
         elif not child.children:
             key = ("leaf", signature(child))
         else:
@@ -125,7 +129,7 @@ def group_children(children: list[TreeNode]) -> list[Group]:
             label = f"{key[1]}{ranges(indices)}"
         else:
             label = ", ".join(m.name for m in members)
-        one = Group(label, members)
+        one = Group(label, members, indexed=key[0] == "index")
         one.children = group_children(members[0].children)
         groups.append(one)
     return groups

@@ -11,7 +11,7 @@ from mobius.report.grouping import Group, build_tree, group
 from mobius.report.model import ExplainReport
 from mobius.report.text import VERDICT_TEXT, cache_text, format_components, format_ops, human
 
-OPEN_DEPTH = 2  # levels of the tree shown expanded; blocked subtrees are always expanded
+OPEN_DEPTH = 3  # levels of the tree shown expanded; blocked subtrees are always expanded
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#222;max-width:1200px}
@@ -19,10 +19,10 @@ h1{font-size:1.3em;margin:0 0 .3em} h2{font-size:1.1em;margin:1.2em 0 .4em}
 code,.ops{font-family:ui-monospace,monospace;font-size:12.5px}
 table{border-collapse:collapse} td,th{padding:2px 10px 2px 0;text-align:left;vertical-align:top}
 .badge{display:inline-block;padding:0 6px;border-radius:3px;font-size:12px;color:#fff}
-.s-component .badge,.badge.s-component{background:#2e7d32}
-.s-lowered .badge,.badge.s-lowered{background:#1565c0}
-.s-blocked .badge,.badge.s-blocked{background:#c62828}
-.s-empty .badge,.badge.s-empty{background:#9e9e9e}
+.badge.s-component{background:#2e7d32}
+.badge.s-lowered{background:#1565c0}
+.badge.s-blocked{background:#c62828}
+.badge.s-empty{background:#9e9e9e}
 .v-full{background:#2e7d32}.v-fallback{background:#ef6c00}.v-blocked{background:#c62828}
 .tree,.tree details>div{margin-left:1.2em}
 .node{padding:1px 0;border-left:3px solid transparent;padding-left:4px}
@@ -107,7 +107,7 @@ def _blocked_below(g: Group) -> bool:
 def _head(g: Group) -> str:
     m = g.module
     name = escape(g.label or m.cls)
-    count = f" ×{len(g.members)}" if len(g.members) > 1 else ""
+    count = f" ×{len(g.members)}" if g.indexed and len(g.members) > 1 else ""
     parts = []
     if m.blocked_ops:
         parts.append("no lowering: " + escape(format_ops(m.blocked_ops, limit=99, short=False)))
@@ -117,10 +117,11 @@ def _head(g: Group) -> str:
         parts.append("lowered: " + escape(format_ops(m.lowered_ops, limit=8)))
     params = f" <span class='params'>{human(m.parameters)} params</span>" if m.parameters else ""
     inner = " <span class='inner-blocked'>(blocked inside)</span>" if _blocked_below(g) else ""
+    cls = f" <span class='cls'>{escape(m.cls)}</span>" if g.label else ""
     paths = escape("\n".join(p or "<model>" for p in g.paths[:64]))
     return (
-        f"<span class='badge'>{m.status}</span> <b title='{paths}'>{name}</b>{count}"
-        f" <span class='cls'>{escape(m.cls)}</span> <span class='ops'>{' · '.join(parts)}</span>"
+        f"<span class='badge s-{m.status}'>{m.status}</span> <b title='{paths}'>{name}</b>{count}"
+        f"{cls} <span class='ops'>{' · '.join(parts)}</span>"
         f"{params}{inner}"
     )
 

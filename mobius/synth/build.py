@@ -65,6 +65,8 @@ def build(
     try:
         model = emit(traced, binder, name=arch.model_type, use_cache=use_cache)
     except UnsupportedError as exc:
+        if not str(exc).startswith("no lowering for"):
+            raise
         raise UnsupportedError(f"{exc}; full report: {_explain_command(src, task)}") from exc
     unused = binder.unused_keys()
     if unused:

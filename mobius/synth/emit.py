@@ -11,7 +11,7 @@ import onnx_ir as ir
 import onnxscript
 import torch
 import torch.fx
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import InputKind, OutputKind
 
 from lowering import LoweringContext, find_lowering, onnx_dtype, op_name
 from mobius.errors import UnsupportedError
@@ -142,7 +142,7 @@ def emit(
             ctx.env[node] = result
             _annotate(result, node)
         elif node.op == "output":
-            _emit_outputs(ctx, builder, node, traced.outputs)
+            _emit_outputs(ctx, builder, _user_outputs(program, node), traced.outputs)
     graph.inputs.clear()
     graph.inputs.extend(contract_inputs + attention_pattern.cache_inputs(ctx.state) + weight_inputs)
     for out_name, value in attention_pattern.cache_outputs(ctx.state):
@@ -231,11 +231,17 @@ def _annotate(result: object, node: torch.fx.Node) -> None:
         result.dtype = onnx_dtype(val.dtype)
 
 
-def _emit_outputs(
-    ctx: LoweringContext, builder: onnxscript.GraphBuilder, node: torch.fx.Node, names: list[str]
-) -> None:
+def _user_outputs(program: torch.export.ExportedProgram, node: torch.fx.Node) -> list:
+    """The model's own outputs, without the buffer updates forward() made (e.g. longrope's inv_freq)."""
     results = node.args[0]
     results = list(results) if isinstance(results, (list, tuple)) else [results]
+    kinds = [spec.kind for spec in program.graph_signature.output_specs]
+    return [r for r, kind in zip(results, kinds, strict=True) if kind == OutputKind.USER_OUTPUT]
+
+
+def _emit_outputs(
+    ctx: LoweringContext, builder: onnxscript.GraphBuilder, results: list, names: list[str]
+) -> None:
     if len(results) != len(names):
         raise UnsupportedError(
             f"the traced model returns {len(results)} outputs, the task expects {len(names)}"

@@ -13,6 +13,7 @@ import torch
 
 from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
+from mobius.synth.shims import make_traceable
 from mobius.tasks import Task, TensorSpec
 from mobius.weights import KeyMapping
 
@@ -72,12 +73,13 @@ def instantiate_on_meta(
     for attn in implementations:
         try:
             with init_empty_weights(include_buffers=False), _quiet():
-                return auto.from_config(
+                model = auto.from_config(
                     hf,
                     dtype=dtype,
                     attn_implementation=attn,
                     experts_implementation=EXPERTS_IMPLEMENTATION,
-                ).eval()
+                )
+            return make_traceable(model.eval())
         except (ValueError, KeyError) as exc:  # the model does not support this implementation
             last_error = exc
     raise UnsupportedError(f"transformers could not build {config.model_type}: {last_error}")
