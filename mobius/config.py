@@ -41,9 +41,9 @@ def _first(cfg: Any, *names: str) -> Any:
 
 
 def known_model_types() -> list[str]:
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    return sorted(CONFIG_MAPPING_NAMES)
+    return sorted(CONFIG_MAPPING.keys())  # includes types registered with AutoConfig.register
 
 
 def hf_config_from_dict(config: dict, *, trust_remote_code: bool = False) -> Any:

@@ -12,22 +12,25 @@ _DECODER_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 def detect_task(config: ArchitectureConfig) -> Task:
     """Causal LM for decoder models, feature extraction for encoders."""
     from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-        MODEL_MAPPING_NAMES,
+        MODEL_FOR_CAUSAL_LM_MAPPING,
+        MODEL_FOR_MASKED_LM_MAPPING,
+        MODEL_MAPPING,
     )
+
+    def supports(mapping) -> bool:  # the lazy mappings also know classes registered at runtime
+        return type(config.hf_config) in mapping
 
     model_type = config.model_type
     if config.is_encoder_decoder:
         raise ConfigError(
             f"'{model_type}' is an encoder-decoder model; mobius does not convert those yet"
         )
-    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+    if supports(MODEL_FOR_CAUSAL_LM_MAPPING):
         named_decoder = any(a.endswith(_DECODER_ARCH_SUFFIXES) for a in config.architectures)
         is_decoder = bool(getattr(config.hf_config, "is_decoder", False))
-        if model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES or named_decoder or is_decoder:
+        if not supports(MODEL_FOR_MASKED_LM_MAPPING) or named_decoder or is_decoder:
             return TASKS["causal-lm"]
-    if model_type in MODEL_MAPPING_NAMES:
+    if supports(MODEL_MAPPING):
         return TASKS["feature-extraction"]
     raise ConfigError(
         f"no task known for model_type '{model_type}'; pass --task ({', '.join(TASKS)})"

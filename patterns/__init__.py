@@ -8,17 +8,15 @@ node to its claim, and lists the declines with their reasons (for the explain re
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch.fx
 
 from patterns import attention_block, rms_norm, rotary, sdpa
-from patterns.base import Claim, Decline, Region
+from patterns.base import Claim, Decline, MatchContext, Region
 
 REGION_PATTERNS: list[Callable[[Region], Claim | Decline | None]] = [rms_norm.match]
-# anchored patterns get (node, HF config); the config only informs checks, never replaces them
 # attention_block first: it claims the rotary nodes of the blocks it packs
-ANCHOR_PATTERNS: list[Callable[[torch.fx.Node, Any], Claim | Decline | None]] = [
+ANCHOR_PATTERNS: list[Callable[[torch.fx.Node, MatchContext], Claim | Decline | None]] = [
     attention_block.match,
     rotary.match,
     sdpa.match,
@@ -26,7 +24,7 @@ ANCHOR_PATTERNS: list[Callable[[torch.fx.Node, Any], Claim | Decline | None]] = 
 
 
 def match_all(
-    graph: torch.fx.Graph, regions: list[Region], config: Any = None
+    graph: torch.fx.Graph, regions: list[Region], context: MatchContext | None = None
 ) -> tuple[dict[torch.fx.Node, Claim], list[Claim], list[Decline]]:
     """Run the patterns; claims never overlap (first come, first kept)."""
     owner: dict[torch.fx.Node, Claim] = {}
@@ -54,5 +52,5 @@ def match_all(
     for pattern in ANCHOR_PATTERNS:  # pattern by pattern: earlier patterns take precedence
         for node in graph.nodes:
             if node.op == "call_function" and node not in owner:
-                consider(pattern(node, config))
+                consider(pattern(node, context or MatchContext()))
     return owner, claims, declines

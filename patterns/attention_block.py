@@ -70,7 +70,7 @@ def _halves(claim: Claim):
     raise AssertionError("rotary claim without halves")
 
 
-def match(node: torch.fx.Node, config: object = None) -> Claim | Decline | None:
+def match(node: torch.fx.Node, context: object = None) -> Claim | Decline | None:
     if node.op != "call_function" or node.target is not torch.ops.mobius.attention.default:
         return None
     module = rotary._module(node)

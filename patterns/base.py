@@ -12,6 +12,17 @@ import torch.fx
 aten = torch.ops.aten
 
 
+@dataclass(frozen=True)
+class MatchContext:
+    """What patterns may consult beyond the graph: the HF config and the task's kind.
+
+    The config informs checks (is there a sliding window?), it never stands in for them.
+    """
+
+    hf_config: Any = None
+    causal: bool = False  # the task is a causal LM: attention is causal over the padding mask
+
+
 @dataclass
 class Region:
     """The call_function nodes whose innermost module is one module instance, in graph order."""

@@ -17,7 +17,7 @@ from patterns.base import Claim, Decline, asserts_on, aten, is_op, skip_casts
 INT64_MAX = 2**63 - 1
 
 
-def match(anchor: torch.fx.Node, config: object = None) -> Claim | Decline | None:
+def match(anchor: torch.fx.Node, context: object = None) -> Claim | Decline | None:
     if not is_op(anchor, aten.add) or not all(is_op(a, aten.mul) for a in anchor.args[:2]):
         return None
     for cos_mul, sin_mul in (anchor.args[:2], reversed(anchor.args[:2])):

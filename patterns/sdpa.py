@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from patterns.attention import AttentionCall, attend
-from patterns.base import Claim, Decline, aten, is_op
+from patterns.base import Claim, Decline, MatchContext, aten, is_op
 
 _WINDOW_FIELDS = ("sliding_window", "attention_chunk_size")
 
@@ -58,7 +58,7 @@ def _mask_reason(mask: Any, is_causal: bool, config: Any) -> str | None:
     return None
 
 
-def match(node: torch.fx.Node, config: Any = None) -> Claim | Decline | None:
+def match(node: torch.fx.Node, context: MatchContext) -> Claim | Decline | None:
     if not is_op(node, aten.scaled_dot_product_attention):
         return None
     from patterns.rotary import _module
@@ -69,12 +69,16 @@ def match(node: torch.fx.Node, config: Any = None) -> Claim | Decline | None:
     dropout = node.kwargs.get("dropout_p", args[4] or 0.0)
     is_causal = bool(node.kwargs.get("is_causal", args[5] or False))
     scale = node.kwargs.get("scale", args[6])
+    if not context.causal:
+        return Decline(
+            "sdpa", module, "only causal-LM attention is matched; this task's attention is lowered"
+        )
     layer = _layer_index(module)
     if layer is None:
         return Decline("sdpa", module, "no layer index in the module path to name the cache")
     if dropout:
         return Decline("sdpa", module, "attention dropout is on")
-    reason = _mask_reason(mask, is_causal, config)
+    reason = _mask_reason(mask, is_causal, context.hf_config)
     if reason:
         return Decline("sdpa", module, reason)
     qv, kv = q.meta["val"], k.meta["val"]
@@ -100,6 +104,8 @@ def match(node: torch.fx.Node, config: Any = None) -> Claim | Decline | None:
             ctx, call, query, ctx.value(k), ctx.value(v), ctx.op.Shape(query, start=2, end=3)
         )
 
-    return Claim(
-        "sdpa", "Attention", module, {node}, node, emit, {"layer": layer, "scaling": scaling}
-    )
+    attributes = {
+        "layer": layer, "heads": int(qv.shape[1]), "kv_heads": int(kv.shape[1]), "head_dim": int(qv.shape[-1]),
+        "v_head_dim": int(v.meta["val"].shape[-1]), "scaling": scaling, "causal": True,
+    }  # fmt: skip
+    return Claim("sdpa", "Attention", module, {node}, node, emit, attributes)

@@ -108,7 +108,7 @@ def analyze(prepared: Prepared) -> Analysis:
     """Match patterns on the traced graph and sort every node into a module's report."""
     program = prepared.traced.program
     graph_regions = regions(program)
-    owner, claims, declines = match_all(program.graph, graph_regions, prepared.traced.hf_config)
+    owner, claims, declines = match_all(program.graph, graph_regions, prepared.traced.match_context)
     modules = {
         p: ModuleAnalysis(p, c.rsplit(".", 1)[-1])
         for p, c in prepared.traced.module_classes.items()

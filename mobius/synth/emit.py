@@ -19,7 +19,7 @@ from mobius.synth.cleanup import tidy
 from mobius.synth.trace import WRAPPER_PREFIX, TracedModel
 from patterns import attention as attention_pattern
 from patterns import match_all
-from patterns.base import Region
+from patterns.base import MatchContext, Region
 from patterns.registry import find_emitter
 
 OPSET = 23
@@ -60,11 +60,11 @@ def regions(program: torch.export.ExportedProgram) -> list[Region]:
 
 
 def unsupported_ops(
-    program: torch.export.ExportedProgram, config: object = None
+    program: torch.export.ExportedProgram, context: MatchContext | None = None
 ) -> dict[str, set[str]]:
     """aten ops with no lowering, each with the modules that use them."""
     missing: dict[str, set[str]] = defaultdict(set)
-    owner = match_all(program.graph, regions(program), config)[0]
+    owner = match_all(program.graph, regions(program), context)[0]
     for node in program.graph.nodes:
         if node.op == "call_function" and node not in owner and handler(node.target) is None:
             missing[op_name(node.target)].add(module_of(node)[0] or "<model>")
@@ -79,7 +79,7 @@ def unclaimed_attention(traced: TracedModel) -> list[str]:
         for n in program.graph.nodes
         if n.op == "call_function" and n.target is torch.ops.mobius.attention.default
     }
-    _, claims, _ = match_all(program.graph, regions(program), traced.hf_config)
+    _, claims, _ = match_all(program.graph, regions(program), traced.match_context)
     claimed |= {c.module for c in claims if c.component == "Attention"}
     names = [
         p for p, cls in traced.module_classes.items() if p and "Attention" in cls.rsplit(".", 1)[-1]
@@ -107,7 +107,7 @@ def emit(
     ``present.{i}.key/value``; the traced ``attention_mask`` input then spans past and new tokens.
     """
     program = traced.program
-    missing = unsupported_ops(program, traced.hf_config)
+    missing = unsupported_ops(program, traced.match_context)
     if missing:
         detail = "; ".join(
             f"{op} (in {', '.join(sorted(mods)[:3])})" for op, mods in sorted(missing.items())
@@ -116,7 +116,7 @@ def emit(
             f"no lowering for: {detail}; run 'mobius explain' for the full report"
         )
 
-    owner, claims, declines = match_all(program.graph, regions(program), traced.hf_config)
+    owner, claims, declines = match_all(program.graph, regions(program), traced.match_context)
     graph = ir.Graph([], [], nodes=[], opset_imports={"": OPSET}, name=name)
     builder = onnxscript.GraphBuilder(graph)
     ctx = LoweringContext(builder.op)

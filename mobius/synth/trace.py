@@ -16,6 +16,7 @@ from mobius.errors import UnsupportedError
 from mobius.synth.shims import make_traceable
 from mobius.tasks import Task, TensorSpec
 from mobius.weights import KeyMapping
+from patterns.base import MatchContext
 
 
 @dataclass
@@ -31,7 +32,12 @@ class TracedModel:
     key_to_param: KeyMapping
     dtype: torch.dtype
     hf_config: Any = None
+    causal: bool = False  # traced for a causal-LM task
     module_classes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def match_context(self) -> MatchContext:
+        return MatchContext(self.hf_config, self.causal)
 
 
 class _TaskWrapper(torch.nn.Module):
@@ -218,5 +224,6 @@ def trace(
         constant_values={k.removeprefix(WRAPPER_PREFIX): v for k, v in constants.items()},
         dtype=dtype,
         hf_config=config.hf_config,
+        causal=task.supports_cache,
         module_classes=classes,
     )

@@ -72,11 +72,9 @@ AutoModelForCausalLM.register(DigammaConfig, DigammaForCausalLM)
 
 
 @pytest.fixture
-def registered(monkeypatch):
-    """mobius.config only knows transformers' built-in model types; teach it the custom one."""
-    known = mobius.config.known_model_types()
-    if MODEL_TYPE not in known:
-        monkeypatch.setattr(mobius.config, "known_model_types", lambda: [*known, MODEL_TYPE])
+def registered():
+    """The custom model type is registered with transformers at import; mobius must know it."""
+    assert MODEL_TYPE in mobius.config.known_model_types()
 
 
 @pytest.fixture(scope="session")

@@ -68,7 +68,7 @@ def test_fallback_without_cache(checkpoints):
 def test_blocked_op_is_named_with_its_modules(digamma_checkpoint, registered):
     assert find_lowering(BLOCKED_OP) is None, "pick another op: this one gained a lowering"
     assert BLOCKED_OP not in torch.export.default_decompositions()
-    report = mobius.explain(digamma_checkpoint, task="causal-lm")
+    report = mobius.explain(digamma_checkpoint)
     assert report.model_type == MODEL_TYPE
     assert report.exit_code == 2 and report.summary.verdict == "blocked"
     mods = ["layers.0.mlp", "layers.1.mlp", "layers.2.mlp"]
@@ -78,9 +78,9 @@ def test_blocked_op_is_named_with_its_modules(digamma_checkpoint, registered):
     (gap,) = report.summary.gaps
     assert gap.next_step == "add a lowering for aten.digamma.default used in layers.0–2.mlp"
     with pytest.raises(UnsupportedError) as err:
-        mobius.build(digamma_checkpoint, task="causal-lm", weights=False)
+        mobius.build(digamma_checkpoint, weights=False)
     assert "aten.digamma.default" in str(err.value)
-    assert f"mobius explain --model {digamma_checkpoint} --task causal-lm" in str(err.value)
+    assert f"mobius explain --model {digamma_checkpoint}" in str(err.value)
 
 
 def test_cli_exit_status_and_files(digamma_checkpoint, registered, tmp_path, capsys):
