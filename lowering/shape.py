@@ -277,3 +277,32 @@ def _roll_axis(ctx: LoweringContext, value, shift: int, axis: int):
     tail = ctx.op.Slice(value, cut, ctx.ints([INT64_MAX]), ctx.ints([axis]))
     head = ctx.op.Slice(value, ctx.ints([0]), cut, ctx.ints([axis]))
     return ctx.op.Concat(tail, head, axis=axis)
+
+
+@lowers(aten.repeat_interleave)
+def repeat_interleave(ctx: LoweringContext, node: torch.fx.Node):
+    """x.repeat_interleave(r, dim) with an integer r: each slice along dim repeated r times in place."""
+    x, repeats = node.args[0], node.args[1]
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim")
+    if not isinstance(repeats, int):
+        raise NotImplementedError("repeat_interleave with a tensor of repeats")
+    value = ctx.value(x)
+    if dim is None:
+        value, dim = ctx.op.Reshape(value, ctx.ints([-1])), 0
+    rank = max(ctx.rank(x), 1) if node.args[2:] or node.kwargs.get("dim") is not None else 1
+    dim = dim % rank
+    shape = ctx.op.Shape(value)
+    expanded = ctx.op.Unsqueeze(value, ctx.ints([dim + 1]))
+    target = ctx.op.Concat(
+        ctx.op.Slice(shape, ctx.ints([0]), ctx.ints([dim + 1])),
+        ctx.ints([repeats]),
+        ctx.op.Slice(shape, ctx.ints([dim + 1]), ctx.ints([INT64_MAX])),
+        axis=0,
+    )
+    merged = ctx.op.Concat(
+        ctx.op.Slice(shape, ctx.ints([0]), ctx.ints([dim])),
+        ctx.ints([-1]),
+        ctx.op.Slice(shape, ctx.ints([dim + 1]), ctx.ints([INT64_MAX])),
+        axis=0,
+    )
+    return ctx.op.Reshape(ctx.op.Expand(expanded, target), merged)

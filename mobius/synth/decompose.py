@@ -1,4 +1,9 @@
-"""Ops without a lowering are decomposed with torch's own decomposition table, when it has one."""
+"""Ops without a lowering are decomposed with torch's own decomposition table, when it has one.
+
+``run_decompositions`` re-traces the whole program, which costs tens of seconds on a large model,
+so it runs only when needed: for ops with neither a lowering nor a safe in-place form, and to
+functionalise in-place ops that write through a view (``x[:, :2].copy_(y)``).
+"""
 
 from __future__ import annotations
 
@@ -6,19 +11,31 @@ import torch
 
 from lowering import find_lowering
 
+aten = torch.ops.aten
+
+VIEW_OPS = {
+    aten.view, aten.reshape, aten._unsafe_view, aten.slice, aten.select, aten.transpose, aten.permute,
+    aten.t, aten.expand, aten.unsqueeze, aten.squeeze, aten.alias, aten.as_strided, aten.diagonal,
+    aten.narrow, aten.split, aten.chunk, aten.unbind, aten.unflatten, aten.flatten, aten.view_as,
+    aten.detach, aten.expand_as, aten.split_with_sizes, aten.movedim,
+}  # fmt: skip
+
 
 def decompose_unlowered(
     program: torch.export.ExportedProgram, rounds: int = 3
 ) -> torch.export.ExportedProgram:
     """Run torch's decompositions only for the ops the lowering table lacks (a few rounds deep)."""
-    if any(_mutates(n) for n in program.graph.nodes):
-        program = program.run_decompositions({})  # functionalise in-place ops (add_, copy_, ...)
+    if any(mutates(n) and functional_form(n) is None for n in program.graph.nodes):
+        program = program.run_decompositions({})  # functionalise in-place ops that write via views
     table = torch.export.default_decompositions()
     for _ in range(rounds):
         todo = {
             n.target
             for n in program.graph.nodes
-            if n.op == "call_function" and find_lowering(n.target) is None and n.target in table
+            if n.op == "call_function"
+            and find_lowering(n.target) is None
+            and functional_form(n) is None
+            and n.target in table
         }
         if not todo:
             break
@@ -26,6 +43,28 @@ def decompose_unlowered(
     return program
 
 
-def _mutates(node: torch.fx.Node) -> bool:
+def mutates(node: torch.fx.Node) -> bool:
     schema = getattr(node.target, "_schema", None)
     return node.op == "call_function" and schema is not None and schema.is_mutable
+
+
+def functional_form(node: torch.fx.Node) -> torch._ops.OpOverload | None:
+    """For ``x.op_(...)`` writing into a plain (non-view, unviewed) tensor: the overload of ``op``.
+
+    Lowering that and rebinding ``x`` to the result is then exact: nothing else aliases ``x``.
+    """
+    if not mutates(node) or not isinstance(node.args[0], torch.fx.Node):
+        return None
+    name = node.target._schema.name.split("::")[-1]
+    if not name.endswith("_") or name.startswith("_"):
+        return None
+    target = node.args[0]
+    if target.op != "call_function" or _is_view(target) or any(_is_view(u) for u in target.users):
+        return None
+    packet = getattr(aten, name[:-1], None)
+    overload = getattr(packet, node.target._overloadname, None) if packet is not None else None
+    return overload if overload is not None and find_lowering(overload) is not None else None
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    return getattr(node.target, "overloadpacket", None) in VIEW_OPS

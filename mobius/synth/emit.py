@@ -16,6 +16,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from lowering import LoweringContext, find_lowering, onnx_dtype, op_name
 from mobius.errors import UnsupportedError
 from mobius.synth.cleanup import tidy
+from mobius.synth.decompose import functional_form
 from mobius.synth.trace import WRAPPER_PREFIX, TracedModel
 from patterns import attention as attention_pattern
 from patterns import match_all
@@ -49,6 +50,24 @@ def handler(target: object) -> Callable | None:
     return find_emitter(target) or find_lowering(target)
 
 
+def node_handler(node: torch.fx.Node) -> Callable | None:
+    """``handler`` for a node, including safe in-place ops (lowered functionally, input rebound)."""
+    found = handler(node.target)
+    if found is not None:
+        return found
+    functional = functional_form(node)
+    if functional is None:
+        return None
+    lower = find_lowering(functional)
+
+    def in_place(ctx: LoweringContext, n: torch.fx.Node):
+        result = lower(ctx, n)
+        ctx.env[n.args[0]] = result  # later readers of the written tensor see the new value
+        return result
+
+    return in_place
+
+
 def regions(program: torch.export.ExportedProgram) -> list[Region]:
     """The traced nodes grouped by the innermost module instance that produced them."""
     by_path: dict[str, Region] = {}
@@ -66,7 +85,7 @@ def unsupported_ops(
     missing: dict[str, set[str]] = defaultdict(set)
     owner = match_all(program.graph, regions(program), context)[0]
     for node in program.graph.nodes:
-        if node.op == "call_function" and node not in owner and handler(node.target) is None:
+        if node.op == "call_function" and node not in owner and node_handler(node) is None:
             missing[op_name(node.target)].add(module_of(node)[0] or "<model>")
     return dict(missing)
 
@@ -131,7 +150,7 @@ def emit(
             path, cls = module_of(node)
             builder.push_module(path, cls)
             try:
-                result = claim.emit(ctx) if claim is not None else handler(node.target)(ctx, node)
+                result = claim.emit(ctx) if claim is not None else node_handler(node)(ctx, node)
             except Exception as exc:
                 where = f" in {path}" if path else ""
                 raise UnsupportedError(

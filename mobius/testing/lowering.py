@@ -77,7 +77,7 @@ def lower_module(
 
 
 def _mutates(program: torch.export.ExportedProgram) -> bool:
-    from mobius.synth.decompose import _mutates as mutates
+    from mobius.synth.decompose import mutates
 
     return any(mutates(n) for n in program.graph.nodes)
 

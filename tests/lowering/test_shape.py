@@ -138,3 +138,21 @@ SPLIT = [
 )
 def test_shape(fn, args, dynamic, other):
     run(fn, args, dynamic, other)
+
+
+class _RepeatInterleave(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return x.repeat_interleave(3, dim=self.dim)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_repeat_interleave_dynamic(dim):
+    from mobius.testing.lowering import check_lowering
+
+    check_lowering(
+        _RepeatInterleave(dim), [torch.randn(2, 5, 4)], [{0: "b", 1: "s"}], [torch.randn(3, 2, 4)]
+    )
