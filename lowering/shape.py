@@ -88,7 +88,7 @@ def squeeze(ctx: LoweringContext, node: torch.fx.Node):
     return ctx.op.Squeeze(ctx.value(x), ctx.ints(dims))
 
 
-@lowers(aten.expand)
+@lowers(aten.expand, aten.broadcast_to)
 def expand(ctx: LoweringContext, node: torch.fx.Node):
     x, sizes = node.args[0], node.args[1]
     # ONNX Expand broadcasts, so a kept dimension (-1 in torch) is expressed as 1.

@@ -27,7 +27,7 @@ def decompose_unlowered(
     """Run torch's decompositions only for the ops the lowering table lacks (a few rounds deep)."""
     if any(mutates(n) and functional_form(n) is None for n in program.graph.nodes):
         program = program.run_decompositions({})  # functionalise in-place ops that write via views
-    table = torch.export.default_decompositions()
+    table = dict(torch.export.default_decompositions())
     for _ in range(rounds):
         todo = {
             n.target
@@ -35,12 +35,22 @@ def decompose_unlowered(
             if n.op == "call_function"
             and find_lowering(n.target) is None
             and functional_form(n) is None
-            and n.target in table
+            and (n.target in table or _composite(n.target))
         }
         if not todo:
             break
-        program = program.run_decompositions({op: table[op] for op in todo})
+        program = program.run_decompositions(
+            {op: table.get(op, getattr(op, "decompose", None)) for op in todo}
+        )
     return program
+
+
+def _composite(op: object) -> bool:
+    """An op torch defines in terms of other ops (CompositeImplicitAutograd): it decomposes itself."""
+    name = getattr(op, "name", None)
+    if not callable(name):
+        return False
+    return torch._C._dispatch_has_kernel_for_dispatch_key(name(), "CompositeImplicitAutograd")
 
 
 def mutates(node: torch.fx.Node) -> bool:
