@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+import onnx_ir as ir
 import torch
 import torch.fx
 
@@ -32,13 +34,11 @@ def _scalar(ctx: LoweringContext, arg, dtype: torch.dtype):
 def _filled(ctx: LoweringContext, shape_value, fill, dtype: torch.dtype):
     if isinstance(fill, torch.fx.Node):  # a traced scalar: broadcast it
         return ctx.op.Expand(ctx.value(fill, dtype), shape_value)
-    return ctx.op.ConstantOfShape(shape_value, value=ctx_tensor(fill, dtype))
+    return ctx.op.ConstantOfShape(shape_value, value=_fill_value(fill, dtype))
 
 
-def ctx_tensor(fill, dtype: torch.dtype):
-    import numpy as np
-    import onnx_ir as ir
-
+def _fill_value(fill: object, dtype: torch.dtype) -> ir.TensorProtocol:
+    """The one-element tensor ConstantOfShape repeats."""
     return ir.tensor(np.asarray([fill]).astype(onnx_dtype(dtype).numpy()))
 
 

@@ -11,6 +11,20 @@ import torch.fx
 
 aten = torch.ops.aten
 
+# The traced model is the HF model wrapped as attribute ``m`` (mobius.synth.trace): its module
+# paths and state-dict names start with this prefix, which reports and names leave out.
+WRAPPER_PREFIX = "m."
+
+
+def module_of(node: torch.fx.Node) -> tuple[str, str]:
+    """The innermost HF module (path, class name) that produced ``node``; ('', '') at top level."""
+    stack = node.meta.get("nn_module_stack") or {}
+    for path, cls in reversed(list(stack.values())):
+        if isinstance(path, str) and path.startswith(WRAPPER_PREFIX):
+            name = cls if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
+            return path[len(WRAPPER_PREFIX) :], name
+    return "", ""
+
 
 @dataclass(frozen=True)
 class MatchContext:

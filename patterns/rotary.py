@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch.fx
 
 from mobius.components.rotary import ApplyRotary
-from patterns.base import Claim, Decline, asserts_on, aten, is_op, skip_casts
+from patterns.base import Claim, Decline, asserts_on, aten, is_op, module_of, skip_casts
 
 INT64_MAX = 2**63 - 1
 
@@ -110,6 +110,4 @@ def _half_table(ctx, table: torch.fx.Node, half: int):
 
 
 def _module(node: torch.fx.Node) -> str:
-    stack = node.meta.get("nn_module_stack") or {}
-    paths = [p for p, _ in stack.values() if isinstance(p, str)]
-    return paths[-1].removeprefix("m.") if paths else ""
+    return module_of(node)[0]

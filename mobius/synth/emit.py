@@ -20,7 +20,7 @@ from mobius.synth.decompose import functional_form
 from mobius.synth.trace import WRAPPER_PREFIX, TracedModel
 from patterns import attention as attention_pattern
 from patterns import match_all
-from patterns.base import MatchContext, Region
+from patterns.base import MatchContext, Region, module_of
 from patterns.registry import find_emitter
 
 OPSET = 23
@@ -32,17 +32,6 @@ InitializerFactory = Callable[[InputKind, str, torch.Tensor, bool], ir.Value]
 
 def strip_prefix(name: str) -> str:
     return name[len(WRAPPER_PREFIX) :] if name.startswith(WRAPPER_PREFIX) else name
-
-
-def module_of(node: torch.fx.Node) -> tuple[str, str]:
-    """The innermost HF module (path, class name) that produced ``node``; ('', '') at top level."""
-    stack = node.meta.get("nn_module_stack") or {}
-    for path, cls in reversed(list(stack.values())):
-        if isinstance(path, str) and path.startswith(WRAPPER_PREFIX):
-            return strip_prefix(path), cls if isinstance(cls, str) else getattr(
-                cls, "__name__", str(cls)
-            )
-    return "", ""
 
 
 def handler(target: object) -> Callable | None:

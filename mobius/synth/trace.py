@@ -16,7 +16,7 @@ from mobius.errors import UnsupportedError
 from mobius.synth.shims import make_traceable
 from mobius.tasks import Task, TensorSpec
 from mobius.weights import KeyMapping
-from patterns.base import MatchContext
+from patterns.base import WRAPPER_PREFIX, MatchContext
 
 
 @dataclass
@@ -53,7 +53,6 @@ class _TaskWrapper(torch.nn.Module):
         return self._task.call(self.m, dict(zip(self._names, args, strict=True)))
 
 
-WRAPPER_PREFIX = "m."
 # transformers' default MoE path traces to ops nothing lowers (grouped_mm_fallback, histc);
 # batched_mm traces to plain gathers and batched matmuls.
 EXPERTS_IMPLEMENTATION = "batched_mm"
