@@ -114,9 +114,10 @@ def _explain(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     quiet = args.quiet or args.command == "explain"  # explain's output is the report itself
-    logging.basicConfig(
-        level=logging.ERROR if args.quiet else logging.WARNING if quiet else logging.INFO,
-        format="mobius: %(message)s",
+    # our own progress at INFO; other libraries (onnx_ir passes, ...) only when they warn
+    logging.basicConfig(level=logging.ERROR if args.quiet else logging.WARNING, format="mobius: %(message)s")
+    logging.getLogger("mobius").setLevel(
+        logging.ERROR if args.quiet else logging.WARNING if quiet else logging.INFO
     )
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
