@@ -13,6 +13,7 @@ from mobius.components.rotary import (
     RotaryTable,
     rope_parameters,
 )
+from mobius.components.self_attention import SelfAttention
 
 __all__ = [
     "MLP",
@@ -30,6 +31,7 @@ __all__ = [
     "RMSNorm",
     "RopeParameters",
     "RotaryTable",
+    "SelfAttention",
     "SigmoidGroupRouter",
     "SoftmaxTopKRouter",
     "rope_parameters",
