@@ -3,16 +3,68 @@
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from mobius.errors import ConfigError
 
-# Sizes above these are certainly a broken config, not a real model.
+# Sizes above these are certainly a broken config, not a real model. The largest released models
+# stay far below them (vocab ~256k, hidden ~25k, intermediate ~74k, head_dim 512, 10M positions),
+# and they are checked before anything is allocated: building a layer even on the meta device
+# makes the allocator reserve each weight matrix for a moment.
 MAX_VOCAB = 10_000_000
-MAX_HIDDEN = 1_000_000
+MAX_HIDDEN = 65_536
+MAX_INTERMEDIATE = 1_048_576
 MAX_LAYERS = 10_000
 MAX_HEADS = 10_000
+MAX_HEAD_DIM = 16_384
+MAX_POSITIONS = 1 << 28
+MAX_EXPERTS = 65_536
+MAX_IMAGE = 65_536
+MAX_MATRIX_ELEMENTS = 1 << 34  # one weight matrix: 64 GiB in f32
+
+# config.json field -> (smallest, largest) allowed value; absent or null fields are not checked.
+SIZE_FIELDS: dict[str, tuple[int, int]] = {
+    **dict.fromkeys(("vocab_size",), (1, MAX_VOCAB)),
+    **dict.fromkeys(("hidden_size", "n_embd", "d_model"), (1, MAX_HIDDEN)),
+    **dict.fromkeys(
+        (
+            "intermediate_size",
+            "ffn_dim",
+            "d_ff",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
+            "moe_intermediate_size",
+        ),
+        (1, MAX_INTERMEDIATE),
+    ),
+    **dict.fromkeys(("n_inner", "shared_expert_intermediate_size"), (0, MAX_INTERMEDIATE)),
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), (1, MAX_LAYERS)),
+    **dict.fromkeys(
+        (
+            "num_attention_heads",
+            "n_head",
+            "num_heads",
+            "n_heads",
+            "num_key_value_heads",
+            "num_kv_heads",
+            "n_head_kv",
+        ),
+        (1, MAX_HEADS),
+    ),
+    **dict.fromkeys(
+        ("head_dim", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"), (1, MAX_HEAD_DIM)
+    ),
+    **dict.fromkeys(("kv_lora_rank", "q_lora_rank"), (1, MAX_HIDDEN)),
+    **dict.fromkeys(("max_position_embeddings", "n_positions", "n_ctx"), (1, MAX_POSITIONS)),
+    **dict.fromkeys(
+        ("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok"),
+        (0, MAX_EXPERTS),
+    ),
+    **dict.fromkeys(("image_size", "patch_size"), (1, MAX_IMAGE)),
+    **dict.fromkeys(("num_channels",), (1, 1024)),
+}
 
 
 @dataclass(frozen=True)
@@ -55,30 +107,88 @@ def hf_config_from_dict(config: dict, *, trust_remote_code: bool = False) -> Any
         raise ConfigError(
             "config.json has no 'model_type'; add it (e.g. \"llama\") or regenerate the config"
         )
+    if not isinstance(model_type, str):
+        raise ConfigError(f"config.json 'model_type' must be a string, got {model_type!r}")
+    check_sizes(config)
     known = known_model_types()
     if model_type not in known:
         if trust_remote_code and config.get("auto_map"):
             return PretrainedConfig.from_dict(config)
         close = difflib.get_close_matches(str(model_type), known, n=3, cutoff=0.6)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        hint = (
+            f"; did you mean {', '.join(repr(c) for c in close)}?"
+            if close
+            else "; check the spelling against the model's documentation (e.g. 'llama', 'qwen2')"
+        )
         raise ConfigError(
             f"unknown model_type '{model_type}' (transformers does not know it){hint}"
         )
     values = {k: v for k, v in config.items() if k not in ("model_type", "transformers_version")}
+    values = PretrainedConfig._decode_special_floats(values)  # {"__float__": "Infinity"} -> inf
     try:
         return AutoConfig.for_model(model_type, **values)
     except Exception as exc:
-        raise ConfigError(f"config.json is not a valid {model_type} config: {exc}") from None
+        # transformers' validators prefix their reason ("Class validation error for validator
+        # 'validate_architecture': ValueError: ..."); the reason alone is the useful part
+        reason = re.sub(r"^.*?validat\w* error for [^:]*: (\w+Error: )?", "", str(exc))
+        raise ConfigError(
+            f"config.json is not a valid {model_type} config: {reason}; fix config.json"
+        ) from None
 
 
-def _check_size(name: str, value: Any, upper: int) -> None:
+def check_sizes(config: dict, prefix: str = "") -> None:
+    """Check the size fields of a raw config dict (and its sub-configs) before any object is built."""
+    for name, (lower, upper) in SIZE_FIELDS.items():
+        if name in config:
+            _check_size(prefix + name, config[name], upper, lower)
+    hidden = _raw(config, "hidden_size", "n_embd", "d_model")
+    heads = _raw(config, "num_attention_heads", "n_head", "num_heads", "n_heads")
+    kv_heads = _raw(config, "num_key_value_heads", "num_kv_heads", "n_head_kv")
+    if hidden and heads and config.get("head_dim") is None and hidden % heads:
+        raise ConfigError(
+            f"{prefix}hidden_size={hidden} is not divisible by {prefix}num_attention_heads={heads}; "
+            "fix config.json"
+        )
+    if heads and kv_heads and heads % kv_heads:
+        raise ConfigError(
+            f"{prefix}num_attention_heads={heads} is not a multiple of "
+            f"{prefix}num_key_value_heads={kv_heads}; fix config.json"
+        )
+    for key, value in config.items():
+        if isinstance(value, dict) and key.endswith("_config"):
+            check_sizes(value, prefix=f"{prefix}{key}.")
+
+
+def _raw(config: dict, *names: str) -> int | None:
+    """The first of ``names`` set in a raw config (sizes already checked to be positive ints)."""
+    for name in names:
+        if config.get(name) is not None:
+            return config[name]
+    return None
+
+
+def _check_size(name: str, value: Any, upper: int, lower: int = 1) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"config field {name} must be an integer, got {value!r}")
-    if value <= 0 or value > upper:
+        raise ConfigError(f"config field {name} must be an integer, got {value!r}; fix config.json")
+    if value < lower or value > upper:
         raise ConfigError(
-            f"config field {name}={value} is out of range (1..{upper}); fix config.json"
+            f"config field {name}={value} is out of range ({lower}..{upper}); fix config.json"
+        )
+
+
+def _check_matrix(what: str, *dims: Any) -> None:
+    """Refuse a config whose single weight matrix would be absurdly large."""
+    if not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        return
+    elements = 1
+    for d in dims:
+        elements *= d
+    if elements > MAX_MATRIX_ELEMENTS:
+        raise ConfigError(
+            f"config.json implies a {what} matrix of {' x '.join(map(str, dims))} = {elements:.3g} "
+            f"elements (limit {MAX_MATRIX_ELEMENTS:.3g}); the sizes are wrong, fix config.json"
         )
 
 
@@ -89,14 +199,27 @@ def from_hf(hf_config: Any) -> ArchitectureConfig:
     hidden = _first(cfg, "hidden_size", "n_embd", "d_model", "dim")
     layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
     heads = _first(cfg, "num_attention_heads", "n_head", "num_heads", "n_heads")
-    kv_heads = _first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv") or heads
+    kv_heads = _first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv")
+    kv_heads = heads if kv_heads is None else kv_heads
     vocab = _first(cfg, "vocab_size")
     head_dim = _first(cfg, "head_dim")
+    intermediate = _first(cfg, "intermediate_size", "ffn_dim", "n_inner", "d_ff")
+    # the same limits again, on the values transformers filled in (defaults, attribute maps)
     _check_size("vocab_size", vocab, MAX_VOCAB)
     _check_size("hidden_size", hidden, MAX_HIDDEN)
     _check_size("num_hidden_layers", layers, MAX_LAYERS)
     _check_size("num_attention_heads", heads, MAX_HEADS)
     _check_size("num_key_value_heads", kv_heads, MAX_HEADS)
+    _check_size("head_dim", head_dim, MAX_HEAD_DIM)
+    _check_size("intermediate_size", intermediate, MAX_INTERMEDIATE, lower=0)
+    _check_matrix("embedding (vocab_size x hidden_size)", vocab, hidden)
+    _check_matrix("MLP (intermediate_size x hidden_size)", intermediate, hidden)
+    _check_matrix(
+        "attention (num_attention_heads x head_dim x hidden_size)",
+        heads,
+        head_dim if head_dim is not None else 1,
+        hidden,
+    )
     if isinstance(hidden, int) and isinstance(heads, int) and head_dim is None:
         if hidden % heads:
             raise ConfigError(

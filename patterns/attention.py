@@ -91,7 +91,10 @@ def mobius_attention_forward(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """The function registered in transformers' AttentionInterface under the name ``mobius``."""
-    reason = decline_reason(module, kwargs)
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    reason = decline_reason(module, kwargs) or (
+        None if causal else "bidirectional attention (is_causal=False) has no causal KV cache"
+    )
     if reason is not None:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
@@ -100,7 +103,6 @@ def mobius_attention_forward(
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs
         )
-    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
     out = torch.ops.mobius.attention(
         query,

@@ -6,7 +6,8 @@ over the model's padding mask, it is emitted as the same ``Attention`` component
 cache) as captured attention. The mask argument is not reused: it is checked to be a boolean
 allow/deny mask built from the inputs alone (so it cannot carry an ALiBi or other bias), and the
 config to have no sliding window or chunking, and then rebuilt from ``attention_mask`` like
-everywhere else. The layer index comes from the module path.
+everywhere else. The mask must also compare query and key positions somewhere (a causal mask
+does; a bidirectional padding mask does not). The layer index comes from the module path.
 """
 
 from __future__ import annotations
@@ -55,7 +56,32 @@ def _mask_reason(mask: Any, is_causal: bool, config: Any) -> str | None:
         return "the mask is additive (it may carry a positional bias such as ALiBi)"
     if not _inputs_only(mask):
         return "the mask depends on weights or constants, not only on the inputs"
+    if not _compares_positions(mask):
+        return "the mask is not causal (it never compares query and key positions)"
     return None
+
+
+def _ancestors(node: torch.fx.Node) -> set[torch.fx.Node]:
+    seen, todo = set(), [node]
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo.extend(current.all_input_nodes)
+    return seen
+
+
+def _compares_positions(mask: torch.fx.Node) -> bool:
+    """A causal mask compares two position ranges (``kv_idx <= q_idx``); a padding mask does not."""
+    for node in _ancestors(mask):
+        if not is_op(node, aten.le, aten.lt, aten.ge, aten.gt):
+            continue
+        sides = [a for a in node.args[:2] if isinstance(a, torch.fx.Node)]
+        if len(sides) == 2 and all(
+            any(is_op(n, aten.arange) for n in _ancestors(side)) for side in sides
+        ):
+            return True
+    return False
 
 
 def match(node: torch.fx.Node, context: MatchContext) -> Claim | Decline | None:
