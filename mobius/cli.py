@@ -62,8 +62,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so the same cleanup runs; exits with 128 + 15."""
+
+    exit_code = 128 + signal.SIGTERM
+
+
 def _terminate_as_interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise Terminated(f"signal {signum}")
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -115,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     quiet = args.quiet or args.command == "explain"  # explain's output is the report itself
     # our own progress at INFO; other libraries (onnx_ir passes, ...) only when they warn
-    logging.basicConfig(level=logging.ERROR if args.quiet else logging.WARNING, format="mobius: %(message)s")
+    logging.basicConfig(
+        level=logging.ERROR if args.quiet else logging.WARNING, format="mobius: %(message)s"
+    )
     logging.getLogger("mobius").setLevel(
         logging.ERROR if args.quiet else logging.WARNING if quiet else logging.INFO
     )
@@ -125,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     except MobiusError as exc:
         print(f"mobius: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("mobius: interrupted; nothing was written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        # the output directory is only ever renamed into place complete (see ModelPackage.save)
+        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"mobius: error: {what}; the output was not written", file=sys.stderr)
+        return getattr(exc, "exit_code", 128 + signal.SIGINT)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from mobius.errors import ConfigError
+
+log = logging.getLogger("mobius")
 
 # Sizes above these are certainly a broken config, not a real model. The largest released models
 # stay far below them (vocab ~256k, hidden ~25k, intermediate ~74k, head_dim 512, 10M positions),
@@ -53,9 +56,8 @@ SIZE_FIELDS: dict[str, tuple[int, int]] = {
         ),
         (1, MAX_HEADS),
     ),
-    **dict.fromkeys(
-        ("head_dim", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"), (1, MAX_HEAD_DIM)
-    ),
+    **dict.fromkeys(("head_dim",), (1, MAX_HEAD_DIM)),
+    **dict.fromkeys(("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"), (0, MAX_HEAD_DIM)),
     **dict.fromkeys(("kv_lora_rank", "q_lora_rank"), (1, MAX_HIDDEN)),
     **dict.fromkeys(("max_position_embeddings", "n_positions", "n_ctx"), (1, MAX_POSITIONS)),
     **dict.fromkeys(
@@ -126,30 +128,56 @@ def hf_config_from_dict(config: dict, *, trust_remote_code: bool = False) -> Any
     values = {k: v for k, v in config.items() if k not in ("model_type", "transformers_version")}
     values = PretrainedConfig._decode_special_floats(values)  # {"__float__": "Infinity"} -> inf
     try:
-        return AutoConfig.for_model(model_type, **values)
+        hf_config = AutoConfig.for_model(model_type, **values)
     except Exception as exc:
         # transformers' validators prefix their reason ("Class validation error for validator
         # 'validate_architecture': ValueError: ..."); the reason alone is the useful part
         reason = re.sub(r"^.*?validat\w* error for [^:]*: (\w+Error: )?", "", str(exc))
+        reason = reason.rstrip(". ")
         raise ConfigError(
             f"config.json is not a valid {model_type} config: {reason}; fix config.json"
         ) from None
+    _warn_defaulted(config, hf_config)
+    return hf_config
+
+
+CORE_FIELDS = {
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "num_attention_heads": ("num_attention_heads", "n_head", "num_heads"),
+    "vocab_size": ("vocab_size",),
+}
+
+
+def _warn_defaulted(config: dict, hf_config: Any) -> None:
+    """Say when a core size is missing from config.json and transformers' default stands in."""
+    dicts = [
+        config,
+        *(v for k, v in config.items() if isinstance(v, dict) and k.endswith("_config")),
+    ]
+    for name, aliases in CORE_FIELDS.items():
+        if any(a in d for d in dicts for a in aliases):
+            continue
+        value = getattr(hf_config, name, None)
+        if value is not None:
+            log.warning(
+                "config.json does not set %s; using the %s default %s",
+                name,
+                hf_config.model_type,
+                value,
+            )
 
 
 def check_sizes(config: dict, prefix: str = "") -> None:
     """Check the size fields of a raw config dict (and its sub-configs) before any object is built."""
+    mla = "kv_lora_rank" in config or "qk_nope_head_dim" in config  # head_dim may be unused (0)
     for name, (lower, upper) in SIZE_FIELDS.items():
         if name in config:
+            lower = 0 if mla and name == "head_dim" else lower
             _check_size(prefix + name, config[name], upper, lower)
-    hidden = _raw(config, "hidden_size", "n_embd", "d_model")
     heads = _raw(config, "num_attention_heads", "n_head", "num_heads", "n_heads")
     kv_heads = _raw(config, "num_key_value_heads", "num_kv_heads", "n_head_kv")
-    if hidden and heads and config.get("head_dim") is None and hidden % heads:
-        raise ConfigError(
-            f"{prefix}hidden_size={hidden} is not divisible by {prefix}num_attention_heads={heads}; "
-            "fix config.json"
-        )
-    if heads and kv_heads and heads % kv_heads:
+    if isinstance(heads, int) and isinstance(kv_heads, int) and heads % kv_heads:
         raise ConfigError(
             f"{prefix}num_attention_heads={heads} is not a multiple of "
             f"{prefix}num_key_value_heads={kv_heads}; fix config.json"
@@ -170,6 +198,14 @@ def _raw(config: dict, *names: str) -> int | None:
 def _check_size(name: str, value: Any, upper: int, lower: int = 1) -> None:
     if value is None:
         return
+    if isinstance(value, dict) and value:  # per-part sizes (lxmert's layers)
+        value = list(value.values())
+    if isinstance(value, (list, tuple)) and value:  # per-stage sizes (swin heads, image [h, w])
+        for item in value:
+            _check_size(name, item, upper, lower)
+        return
+    if isinstance(value, float) and value.is_integer():  # some configs write 1200.0
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"config field {name} must be an integer, got {value!r}; fix config.json")
     if value < lower or value > upper:

@@ -17,6 +17,7 @@ PICKLE_WEIGHT_NAMES = (
     "tf_model.h5",
     "flax_model.msgpack",
 )
+PICKLE_WEIGHT_GLOBS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl", "*.pickle")
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -58,6 +59,10 @@ def resolve(
     source = Source(directory=directory, config=config)
     if need_weights:
         source.weight_files, source.weight_map = _weight_files(directory)
+        from mobius.weights import read_header
+
+        for file in source.weight_files:  # fail on a corrupt or truncated file before tracing
+            read_header(file)
     return source
 
 
@@ -134,27 +139,39 @@ def _weight_files(directory: Path) -> tuple[list[Path], dict[str, Path]]:
     if index.is_file():
         try:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+            weight_map = None
+        if not isinstance(weight_map, dict) or not all(
+            isinstance(v, str) for v in weight_map.values()
+        ):
             raise SourceError(
-                f"{index} is not a valid safetensors index (no 'weight_map')"
-            ) from None
+                f"{index} is not a valid safetensors index (needs a 'weight_map' from tensor "
+                "names to shard files); re-save the checkpoint or delete the index"
+            )
         files = {name: directory / name for name in set(weight_map.values())}
         for name, file in sorted(files.items()):
+            if Path(name).is_absolute() or ".." in Path(name).parts:
+                raise SourceError(
+                    f"{index.name} names the shard {name}, outside {directory}; refusing to read it"
+                )
             if not file.is_file():
                 raise SourceError(
-                    f"{index.name} names the shard {name}, which is missing from {directory}"
+                    f"{index.name} names the shard {name}, which is missing from {directory}; "
+                    "download it again"
                 )
         return sorted(files.values()), {k: files[v] for k, v in weight_map.items()}
     shards = sorted(directory.glob("*.safetensors"))
     if shards:
         return shards, {}
     pickles = [n for n in PICKLE_WEIGHT_NAMES if (directory / n).exists()]
+    pickles += sorted(p.name for g in PICKLE_WEIGHT_GLOBS for p in directory.glob(g))
     if pickles:
         raise SourceError(
-            f"{directory} has only {pickles[0]}, and loading pickle can run arbitrary code; "
-            "convert it once in a trusted environment with "
-            "AutoModel.from_pretrained(dir).save_pretrained(dir, safe_serialization=True), "
-            "then run mobius again"
+            f"{directory} has only {pickles[0]} (pickle or framework weights, no *.safetensors), "
+            "and loading pickle can run arbitrary code, so mobius never does; convert it once, "
+            "in a trusted environment, with "
+            "AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir) (transformers saves "
+            "safetensors; use AutoModel for encoders), then run mobius again"
         )
     raise SourceError(
         f"no *.safetensors weights in {directory}; pass --no-weights to build the graph only"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from torch.export.graph_signature import InputKind
 
 from lowering.dtypes import onnx_dtype
 from mobius.errors import WeightsError
+from mobius.package import NONFINITE
 
 SAFETENSORS_DTYPES: dict[str, torch.dtype] = {
     "F64": torch.float64,
@@ -61,28 +63,40 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
             raise WeightsError(
                 f"{path.name} has a corrupt header (not JSON); re-download or re-save it"
             ) from None
+    if not isinstance(header, dict):
+        raise WeightsError(
+            f"{path.name} has a corrupt header (not a JSON object); re-download or re-save it"
+        )
     data_size = size - 8 - header_len
     entries: dict[str, TensorEntry] = {}
     for key, info in header.items():
         if key == "__metadata__":
             continue
+        name = info.get("dtype") if isinstance(info, dict) else None
+        if isinstance(name, str) and name not in SAFETENSORS_DTYPES:
+            raise WeightsError(
+                f"{path.name}: tensor '{key}' has dtype {name}, which mobius cannot read "
+                f"(supported: {', '.join(SAFETENSORS_DTYPES)}); re-save the checkpoint in one of them"
+            )
         try:
             dtype = SAFETENSORS_DTYPES[info["dtype"]]
             shape = tuple(int(s) for s in info["shape"])
             begin, end = (int(o) for o in info["data_offsets"])
         except (KeyError, TypeError, ValueError):
             raise WeightsError(
-                f"{path.name}: tensor '{key}' has an unsupported or malformed header entry"
+                f"{path.name} has a corrupt header: tensor '{key}' has a malformed entry; "
+                "re-download or re-save it"
             ) from None
         if end > data_size:
             raise WeightsError(
                 f"{path.name} is truncated: tensor '{key}' needs {end} data bytes but the file holds {data_size}; "
                 "re-download or re-save it"
             )
-        expected = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
-        if end - begin != expected:
+        expected = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        if min(shape, default=0) < 0 or begin < 0 or end - begin != expected:
             raise WeightsError(
-                f"{path.name}: tensor '{key}' has {end - begin} bytes for shape {list(shape)} {info['dtype']}; the file is corrupt"
+                f"{path.name} has a corrupt header: tensor '{key}' has {end - begin} bytes for "
+                f"shape {list(shape)} {info['dtype']}; re-download or re-save it"
             )
         entries[key] = TensorEntry(key, path, dtype, shape)
     return entries
@@ -109,8 +123,16 @@ class Checkpoint:
         from safetensors import safe_open
 
         entry = self.entries[key]
-        with safe_open(str(entry.file), framework="pt") as handle:
-            return handle.get_tensor(key)
+        try:
+            with safe_open(str(entry.file), framework="pt") as handle:
+                return handle.get_tensor(key)
+        except OSError:
+            raise
+        except Exception as exc:  # safetensors' own checks (offsets, alignment) on a corrupt file
+            raise WeightsError(
+                f"cannot read tensor '{key}' from {entry.file.name} ({exc}); the file is corrupt, "
+                "re-download or re-save it"
+            ) from None
 
 
 def lazy_initializer(
@@ -120,7 +142,11 @@ def lazy_initializer(
     from onnx_ir.tensor_adapters import TorchTensor
 
     def materialize() -> ir.TensorProtocol:
-        return TorchTensor(load().to(dtype).contiguous(), name=name)
+        data = load().to(dtype).contiguous()
+        sink = NONFINITE.get()
+        if sink is not None and data.is_floating_point() and not _all_finite(data):
+            sink.append(name)  # ModelPackage.save warns once the model is written
+        return TorchTensor(data, name=name)
 
     tensor = ir.LazyTensor(
         materialize, dtype=onnx_dtype(dtype), shape=ir.Shape(list(shape)), name=name
@@ -131,6 +157,22 @@ def lazy_initializer(
         shape=ir.Shape(list(shape)),
         const_value=tensor,
     )
+
+
+def _all_finite(data: torch.Tensor, chunk: int = 1 << 22) -> bool:
+    """No NaN or Inf in ``data``, checked in slices so the temporary mask stays small."""
+    flat = data.reshape(-1)
+    return all(bool(torch.isfinite(part).all()) for part in flat.split(chunk))
+
+
+def _check_dtype(key: str, file: Path, stored: torch.dtype, name: str, wanted: torch.dtype) -> None:
+    """A float parameter must come from a float tensor (and an integer one from an integer)."""
+    if stored.is_floating_point != wanted.is_floating_point:
+        kind = "a floating-point" if wanted.is_floating_point else "an integer"
+        raise WeightsError(
+            f"tensor '{key}' in {file.name} is stored as {str(stored).removeprefix('torch.')} but "
+            f"{name} is {kind} tensor; the checkpoint is corrupt or not for this model"
+        )
 
 
 @dataclass
@@ -231,6 +273,7 @@ class WeightBinder:
                 f"tensor '{key}' in {entry.file.name} has shape {list(entry.shape)} but config.json implies "
                 f"{list(expected)} for {name}; the weights and the config do not belong together"
             )
+        _check_dtype(key, entry.file, entry.dtype, name, val.dtype)
         checkpoint = self.checkpoint
         value = lazy_initializer(key, val.dtype, expected, lambda: checkpoint.load(key))
         value.const_value.metadata_props["mobius.source_key"] = key
@@ -243,6 +286,9 @@ class WeightBinder:
         if name in self._bound:
             return self._bound[name]
         by_pattern = {p: sorted(keys, key=_natural_key) for p, keys in self.converted[name].items()}
+        for key in (k for ks in by_pattern.values() for k in ks):
+            entry = self.checkpoint.entries[key]
+            _check_dtype(key, entry.file, entry.dtype, name, val.dtype)
         checkpoint, mapping = self.checkpoint, self.mapping
         expected = tuple(int(s) for s in val.shape)
 
