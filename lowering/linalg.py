@@ -13,13 +13,25 @@ from lowering.registry import lowers
 aten = torch.ops.aten
 
 
+# Weights up to this size are stored transposed (one MatMul per call). A larger one (an untied
+# lm_head) is used through Gemm(transB=1) instead: transposing it while saving would hold a second
+# full copy of the model's largest tensor in memory.
+TRANSPOSE_LIMIT_BYTES = 256 * 1024 * 1024
+
+
+def _nbytes(value: ir.Value) -> int:
+    tensor = value.const_value
+    return int(tensor.nbytes) if tensor is not None else 0
+
+
 @lowers(aten.linear)
 def linear(ctx: LoweringContext, node: torch.fx.Node):
-    """x W^T + b. A weight used only here is stored transposed; a shared one (tied) goes via Gemm."""
+    """x W^T + b. A weight used only here is stored transposed; a shared (tied) or very large one
+    goes through Gemm(transB=1), so it is stored once and never copied."""
     x, weight = node.args[0], node.args[1]
     bias = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
     w = ctx.value(weight)
-    if w.is_initializer() and len(weight.users) == 1:
+    if w.is_initializer() and len(weight.users) == 1 and _nbytes(w) <= TRANSPOSE_LIMIT_BYTES:
         y = ctx.op.MatMul(ctx.value(x), transposed_initializer(ctx, w))
     elif ctx.rank(x) >= 2 and ctx.rank(weight) == 2:
         y = _gemm_transposed(ctx, ctx.value(x), w, ctx.rank(x))
