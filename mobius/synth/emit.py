@@ -80,15 +80,19 @@ def unsupported_ops(
 
 
 def unclaimed_attention(traced: TracedModel) -> list[str]:
-    """Attention modules (by class name, innermost) where no attention was captured or matched."""
+    """Attention modules (by class name, innermost) that ran but whose attention nobody captured."""
     program = traced.program
     claimed = {
         module_of(n)[0]
         for n in program.graph.nodes
         if n.op == "call_function" and n.target is torch.ops.mobius.attention.default
     }
-    _, claims, _ = match_all(program.graph, regions(program), traced.match_context)
+    graph_regions = regions(program)
+    _, claims, _ = match_all(program.graph, graph_regions, traced.match_context)
     claimed |= {c.module for c in claims if c.component == "Attention"}
+    # modules the traced forward never ran (a decoder-only model's cross-attention, a vision
+    # tower in a text-only trace) need no cache and must not cost the others theirs
+    ran = {r.path for r in graph_regions if r.path}
     names = [
         p for p, cls in traced.module_classes.items() if p and "Attention" in cls.rsplit(".", 1)[-1]
     ]
@@ -99,7 +103,10 @@ def unclaimed_attention(traced: TracedModel) -> list[str]:
             c == path or c.startswith(path + ".") or path.startswith(c + ".") for c in claimed
         )
 
-    return [p for p in leaves if not is_claimed(p)]
+    def ran_in_trace(path: str) -> bool:
+        return any(r == path or r.startswith(path + ".") for r in ran)
+
+    return [p for p in leaves if ran_in_trace(p) and not is_claimed(p)]
 
 
 def emit(
