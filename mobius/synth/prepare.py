@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 
 import torch
+from torch.export.graph_signature import InputKind
 
 from mobius import config as config_mod
 from mobius import source as source_mod
@@ -60,5 +61,24 @@ def prepare(
         log.warning("building without a KV cache: attention not captured in %s", shown)
         fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
         traced = trace(arch, the_task, dtype, fallback)
+    if use_cache and not _reads_input(traced, "position_ids"):
+        # positions come from the cache length inside the model (BART-style learned positions);
+        # traced without a cache, that length is always 0, so decode steps would reuse position 0
+        use_cache = False
+        log.warning(
+            "building without a KV cache: the model ignores position_ids (it counts positions itself)"
+        )
     traced.program = decompose_unlowered(traced.program)
     return Prepared(source, arch, the_task, traced, use_cache, unclaimed)
+
+
+def _reads_input(traced: TracedModel, name: str) -> bool:
+    """Whether the traced graph uses the task input ``name`` at all."""
+    program = traced.program
+    placeholders = [n for n in program.graph.nodes if n.op == "placeholder"]
+    user_inputs = [
+        node for node, spec in zip(placeholders, program.graph_signature.input_specs, strict=True)
+        if spec.kind == InputKind.USER_INPUT
+    ]  # fmt: skip
+    names = [s.name for s in traced.inputs]
+    return name in names and bool(user_inputs[names.index(name)].users)
