@@ -1,0 +1,536 @@
+"""Conversion benchmark: mobius against the exporters people use today, side by side.
+
+Random-weight checkpoints are built locally once (cached in ``--workdir``, default
+``/tmp/mobius-bench``): a tiny Llama (the bundled ``examples/tiny-llama``), a Qwen2.5-0.5B-shaped
+qwen2 and a Llama-3.2-1B-shaped llama (llama3 rope scaling), all float32 with a locally trained
+byte-level BPE tokenizer (onnxruntime-genai's builder reads one).
+
+Each checkpoint is converted by every exporter, exporters alternating inside each repeat
+(A B C D, A B C D, ...), each conversion in its own subprocess whose resident set (with children)
+is sampled with psutil:
+
+- ``mobius``: ``python -m mobius build --model CKPT --output OUT -q``
+- ``torch.onnx.export(dynamo=True)``: the HF model wrapped so the KV cache is flat tensors in/out
+- ``transformers.exporters``: transformers' own ``OnnxExporter`` (default ``OnnxConfig(dynamic=True)``),
+  one graph with the cache as inputs/outputs
+- ``onnxruntime-genai builder``: ``python -m onnxruntime_genai.models.builder -i CKPT -o OUT -p fp32 -e cpu``
+
+Recorded per run: wall time, peak RSS, the machine's 1-minute load average before and after; per
+output: size on disk, node count and op histogram (sub-graphs and functions counted too).
+A failing exporter is recorded with the tail of its error. Results: ``benchmarks/results/convert.json``.
+The produced models stay in ``WORKDIR/out/<model>/<exporter>`` for ``benchmarks/runtime.py``.
+
+    python benchmarks/convert.py [--models tiny qwen2-0.5b llama-3.2-1b] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+RESULTS = HERE / "results" / "convert.json"
+MiB = 1024 * 1024
+
+QWEN2_05B = {
+    "model_type": "qwen2",
+    "hidden_size": 896,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4864,
+    "vocab_size": 151936,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True,
+}
+LLAMA32_1B = {
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "intermediate_size": 8192,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": True,
+    "rope_parameters": {
+        "rope_type": "llama3",
+        "rope_theta": 500000.0,
+        "factor": 32.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+}
+MODELS = {"tiny": None, "qwen2-0.5b": QWEN2_05B, "llama-3.2-1b": LLAMA32_1B}
+EXPORTERS = ("mobius", "torch-dynamo", "transformers-exporters", "ort-genai-builder")
+PACKAGES = (
+    "mobius",
+    "torch",
+    "transformers",
+    "onnx",
+    "onnx-ir",
+    "onnxscript",
+    "onnxruntime",
+    "onnxruntime-genai",
+    "safetensors",
+    "tokenizers",
+    "numpy",
+)
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def make_checkpoint(name: str, workdir: Path) -> Path:
+    """Create the checkpoint ``name`` once, in a subprocess (keeps this process small); reuse it after."""
+    directory = workdir / "ckpt" / name
+    if (directory / "config.json").is_file() and any(directory.glob("*.safetensors")):
+        return directory
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    print(f"creating checkpoint {name} in {directory} (once) ...", flush=True)
+    code = (
+        f"import sys; sys.path.insert(0, {str(HERE)!r}); import convert; "
+        f"convert._create({name!r}, {str(directory)!r})"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return directory
+
+
+def _create(name: str, directory: str) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sys.path.insert(0, str(REPO / "examples"))
+    import make_tiny_llama
+
+    tmp = Path(directory + ".partial")
+    for path in (tmp, Path(directory)):
+        shutil.rmtree(path, ignore_errors=True)
+    if MODELS[name] is None:  # the bundled tiny Llama, tokenizer included
+        shutil.copytree(REPO / "examples" / "tiny-llama", tmp)
+        tmp.rename(directory)
+        return
+    torch.manual_seed(0)
+    spec = dict(MODELS[name])
+    config = AutoConfig.for_model(spec.pop("model_type"), **spec, dtype="float32")
+    tokenizer = make_tiny_llama.train_tokenizer(make_tiny_llama.VOCAB_SIZE)
+    config.bos_token_id, config.eos_token_id = tokenizer.bos_token_id, tokenizer.eos_token_id
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.save_pretrained(tmp, max_shard_size="20GB")
+    tokenizer.save_pretrained(tmp)
+    tmp.rename(directory)
+
+
+# ---------------------------------------------------------------- exporters (run in a child)
+
+
+def _wrapped_with_cache(model):
+    """The HF model with the KV cache as flat tensors: (ids, mask, pos, k0, v0, ...) -> (logits, k0, v0, ...)."""
+    import torch
+    from transformers import DynamicCache
+
+    class WithCache(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, position_ids, past):
+            cache = DynamicCache(config=self.inner.config)
+            for i in range(len(past) // 2):
+                cache.update(past[2 * i], past[2 * i + 1], i)
+            out = self.inner(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                past_key_values=cache,
+                use_cache=True,
+            )
+            presents = []
+            for layer in out.past_key_values.layers:
+                presents += [layer.keys, layer.values]
+            return (out.logits, *presents)
+
+    return WithCache(model)
+
+
+def _sample(config, batch=2, past=3, seq=4):
+    import torch
+
+    kv = config.num_key_value_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    ids = torch.randint(0, config.vocab_size, (batch, seq))
+    mask = torch.ones(batch, past + seq, dtype=torch.long)
+    pos = torch.arange(past, past + seq).expand(batch, seq).contiguous()
+    cache = [torch.randn(batch, kv, past, head_dim) for _ in range(2 * config.num_hidden_layers)]
+    return ids, mask, pos, cache
+
+
+def export_torch_dynamo(checkpoint: Path, output: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
+    ids, mask, pos, cache = _sample(model.config)
+    batch, seq, past = torch.export.Dim("batch"), torch.export.Dim("seq"), torch.export.Dim("past")
+    total = torch.export.Dim.AUTO
+    shapes = (
+        {0: batch, 1: seq},
+        {0: batch, 1: total},
+        {0: batch, 1: seq},
+        [{0: batch, 2: past} for _ in cache],
+    )
+    names = ["input_ids", "attention_mask", "position_ids"]
+    outs = ["logits"]
+    for i in range(model.config.num_hidden_layers):
+        names += [f"past_key_values.{i}.key", f"past_key_values.{i}.value"]
+        outs += [f"present.{i}.key", f"present.{i}.value"]
+    output.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad():
+        program = torch.onnx.export(
+            _wrapped_with_cache(model),
+            (ids, mask, pos, cache),
+            dynamo=True,
+            dynamic_shapes=shapes,
+            input_names=names,
+            output_names=outs,
+            external_data=True,
+        )
+    program.save(str(output / "model.onnx"), external_data=True)
+
+
+def export_transformers(checkpoint: Path, output: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, DynamicCache
+    from transformers.exporters.configs import OnnxConfig
+    from transformers.exporters.exporter_onnx import OnnxExporter
+
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
+    ids, mask, pos, flat = _sample(model.config)
+    cache = DynamicCache(config=model.config)
+    for i in range(model.config.num_hidden_layers):
+        cache.update(flat[2 * i], flat[2 * i + 1], i)
+    inputs = {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "position_ids": pos,
+        "past_key_values": cache,
+        "use_cache": True,
+    }
+    with torch.no_grad():
+        exported = OnnxExporter().export(model, inputs, config=OnnxConfig(dynamic=True))
+    exported.save_pretrained(output)
+
+
+def export_ort_genai(checkpoint: Path, output: Path) -> list[str]:
+    cache = output.parent / (output.name + ".cache")
+    return [
+        sys.executable,
+        "-m",
+        "onnxruntime_genai.models.builder",
+        "-i",
+        str(checkpoint),
+        "-o",
+        str(output),
+        "-p",
+        "fp32",
+        "-e",
+        "cpu",
+        "-c",
+        str(cache),
+    ]
+
+
+def command(exporter: str, checkpoint: Path, output: Path) -> list[str]:
+    if exporter == "mobius":
+        return [sys.executable, "-m", "mobius", "build", "--model", str(checkpoint)] + [
+            "--output",
+            str(output),
+            "--overwrite",
+            "-q",
+        ]
+    if exporter == "ort-genai-builder":
+        return export_ort_genai(checkpoint, output)
+    fn = {"torch-dynamo": "export_torch_dynamo", "transformers-exporters": "export_transformers"}
+    code = (
+        f"import sys; sys.path.insert(0, {str(HERE)!r}); import convert; "
+        f"convert.{fn[exporter]}(convert.Path({str(checkpoint)!r}), convert.Path({str(output)!r}))"
+    )
+    return [sys.executable, "-c", code]
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def tree_rss(proc: psutil.Process) -> int:
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def measure(cmd: list[str], timeout: float, interval: float = 0.05) -> dict:
+    """Run ``cmd`` in a subprocess; wall time, peak RSS (psutil samples of the tree, and the
+    kernel's ``ru_maxrss`` of the child, whichever is larger), load average, error tail."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", TOKENIZERS_PARALLELISM="false")
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryFile() as log:
+        started = time.perf_counter()
+        child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        proc = psutil.Process(child.pid)
+        peak = 0
+        timed_out = False
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            peak = max(peak, tree_rss(proc))
+            if not timed_out and time.perf_counter() - started > timeout:
+                for p in [*proc.children(recursive=True), proc]:
+                    try:
+                        p.kill()
+                    except psutil.Error:
+                        pass
+                timed_out = True
+            time.sleep(interval)
+        wall = time.perf_counter() - started
+        code = os.waitstatus_to_exitcode(status)
+        log.seek(0)
+        text = log.read().decode(errors="replace")
+    run = {
+        "wall_s": round(wall, 2),
+        "peak_rss_bytes": max(peak, usage.ru_maxrss * 1024),
+        "load_1min_before": round(load_before, 2),
+        "load_1min_after": round(os.getloadavg()[0], 2),
+        "exit_code": code,
+    }
+    if code != 0 or timed_out:
+        run["error"] = ("timed out\n" if timed_out else "") + text[-3000:]
+    return run
+
+
+def run_once(
+    exporter: str, checkpoint: Path, output: Path, interval: float, timeout: float
+) -> dict:
+    shutil.rmtree(output, ignore_errors=True)
+    shutil.rmtree(output.parent / (output.name + ".cache"), ignore_errors=True)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    run = measure(command(exporter, checkpoint, output), timeout, interval)
+    if "error" not in run and not list(output.rglob("*.onnx")):
+        run["error"] = "no .onnx file written"
+    shutil.rmtree(output.parent / (output.name + ".cache"), ignore_errors=True)
+    return run
+
+
+def graph_stats(output: Path) -> dict:
+    """Size on disk, node count and op histogram of the produced model (the biggest .onnx)."""
+    import onnx
+
+    size = sum(p.stat().st_size for p in output.rglob("*") if p.is_file())
+    models = sorted(output.rglob("*.onnx"), key=lambda p: p.stat().st_size)
+    if not models:
+        return {"output_bytes": size}
+    path = models[-1] if len(models) == 1 else _main_onnx(models)
+    model = onnx.load(str(path), load_external_data=False)
+    ops: collections.Counter = collections.Counter()
+
+    def walk(graph):
+        for node in graph.node:
+            ops[
+                (node.domain + "::" if node.domain not in ("", "ai.onnx") else "") + node.op_type
+            ] += 1
+            for attr in node.attribute:
+                if attr.g is not None and attr.g.node:
+                    walk(attr.g)
+                for g in attr.graphs:
+                    walk(g)
+
+    walk(model.graph)
+    top_level = sum(ops.values())
+    fn_ops: collections.Counter = collections.Counter()
+    for fn in model.functions:
+        for node in fn.node:
+            fn_ops[node.op_type] += 1
+    return {
+        "output_bytes": size,
+        "onnx_file": str(path.relative_to(output)),
+        "onnx_files": len(models),
+        "nodes": top_level,
+        "ops": dict(ops.most_common()),
+        "function_nodes": sum(fn_ops.values()),
+        "opset": {o.domain or "ai.onnx": o.version for o in model.opset_import},
+        "inputs": [i.name for i in model.graph.input],
+        "outputs": [o.name for o in model.graph.output],
+        "initializers": len(model.graph.initializer),
+    }
+
+
+def _main_onnx(models: list[Path]) -> Path:
+    for p in models:
+        if p.name == "model.onnx":
+            return p
+    return models[-1]
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def machine() -> dict:
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "ram_bytes": psutil.virtual_memory().total,
+    }
+
+
+def summarize(runs: list[dict]) -> dict:
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return {"ok": False}
+    walls = [r["wall_s"] for r in ok]
+    rss = [r["peak_rss_bytes"] for r in ok]
+    return {
+        "ok": True,
+        "n": len(ok),
+        "wall_s_median": round(statistics.median(walls), 2),
+        "wall_s_min": min(walls),
+        "wall_s_max": max(walls),
+        "peak_rss_mib_median": round(statistics.median(rss) / MiB),
+        "peak_rss_mib_min": round(min(rss) / MiB),
+        "peak_rss_mib_max": round(max(rss) / MiB),
+    }
+
+
+def largest_tensor_bytes(checkpoint: Path) -> int:
+    from safetensors import safe_open
+
+    best = 0
+    for f in checkpoint.glob("*.safetensors"):
+        with safe_open(str(f), "np") as st:
+            for key in st.keys():
+                sl = st.get_slice(key)
+                n = 1
+                for d in sl.get_shape():
+                    n *= d
+                best = max(best, n * 4)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/mobius-bench"))
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--exporters", nargs="+", default=list(EXPORTERS), choices=EXPORTERS)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--interval", type=float, default=0.05)
+    parser.add_argument("--timeout", type=float, default=1200.0, help="per conversion, seconds")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    result = {
+        "benchmark": "convert",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "versions": versions(),
+        "repeat": args.repeat,
+        "order": "exporters alternate inside each repeat (A B C D, A B C D, ...)",
+        "models": {},
+    }
+    old_models: dict = {}
+    if args.results.is_file():  # keep other models' (and exporters') results from an earlier run
+        old_models = json.loads(args.results.read_text()).get("models", {})
+        result["models"] = {k: v for k, v in old_models.items() if k not in args.models}
+
+    for name in args.models:
+        checkpoint = make_checkpoint(name, args.workdir)
+        ckpt_bytes = sum(p.stat().st_size for p in checkpoint.glob("*.safetensors"))
+        entry = {
+            "checkpoint": str(checkpoint),
+            "checkpoint_bytes": ckpt_bytes,
+            "largest_tensor_bytes": largest_tensor_bytes(checkpoint),
+            "config": json.loads((checkpoint / "config.json").read_text()),
+            "exporters": {e: {"runs": []} for e in args.exporters},
+        }
+        previous = result["models"].get(name) or old_models.get(name)
+        if previous:  # keep the other exporters' results from an earlier run on this model
+            for exporter, rec in previous.get("exporters", {}).items():
+                if exporter not in args.exporters:
+                    entry["exporters"][exporter] = rec
+        result["models"][name] = entry
+        failed: set[str] = set()
+        for rep in range(args.repeat):
+            for exporter in args.exporters:
+                if exporter in failed:  # a deterministic failure is recorded once, not retried
+                    continue
+                output = args.workdir / "out" / name / exporter
+                run = run_once(exporter, checkpoint, output, args.interval, args.timeout)
+                entry["exporters"][exporter]["runs"].append(run)
+                status = "FAILED" if "error" in run else "ok"
+                print(
+                    f"{name:13s} rep {rep + 1} {exporter:24s} {status:6s} {run['wall_s']:7.1f} s "
+                    f"peak {run['peak_rss_bytes'] / MiB:6.0f} MiB load {run['load_1min_before']:.1f}",
+                    flush=True,
+                )
+                if "error" in run:
+                    failed.add(exporter)
+                    print("   ", run["error"].strip().splitlines()[-1][:300], flush=True)
+                elif rep == 0:
+                    entry["exporters"][exporter]["graph"] = graph_stats(output)
+                args.results.parent.mkdir(parents=True, exist_ok=True)
+                args.results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        for exporter in entry["exporters"]:
+            e = entry["exporters"][exporter]
+            e["repeats"] = len(e["runs"])
+            e["summary"] = summarize(e["runs"])
+            if e["runs"] and "error" in e["runs"][-1]:
+                e["error"] = e["runs"][-1]["error"]
+
+    args.results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,563 @@
+"""Breadth sweep: every causal-LM model type in transformers, converted with the CLI, parity-checked.
+
+For each type in ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``, in a fresh subprocess with a timeout:
+
+1. build the tiny HF model (``mobius.testing.configs.tiny_config_for``) with eager attention,
+   randomise every parameter and ``save_pretrained`` it;
+2. convert it with ``python -m mobius build --model DIR --output OUT -q``;
+3. compare with PyTorch (atol 1e-4, batch 2, left padding): with a KV cache, a prefill of 6
+   tokens then a decode step of 3 tokens on the returned cache against the full forward; without
+   one, the prefill logits (``max_abs_diff``).
+
+Statuses: pass, pass-no-cache, mismatch, blocked (ops without a lowering, from ``mobius explain``),
+convert-error, hf-build-error, timeout. Results go to ``benchmarks/results/coverage.json`` (merged
+by type, so ``--only`` re-runs update it) and ``docs/coverage.md``.
+
+    nice -n 10 python benchmarks/coverage.py                 # the full sweep (~1 h on 2 cores)
+    python benchmarks/coverage.py --only llama mamba         # some types; merged into the results
+    python benchmarks/coverage.py --report                   # rewrite docs/coverage.md only
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "coverage.json"
+REPORT = ROOT / "docs" / "coverage.md"
+ATOL = 1e-4
+PREFILL = 6
+LENGTH = 9  # prefill 6, then a decode step of 3 tokens on the returned cache
+CLI_TIMEOUT = 200
+STATUSES = [
+    "pass",
+    "pass-no-cache",
+    "mismatch",
+    "blocked",
+    "convert-error",
+    "hf-build-error",
+    "timeout",
+]
+
+
+# ------------------------------------------------------------------------------------------ worker
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    line = lines[-1] if lines else ""
+    return line[:limit]
+
+
+def _exception_line(exc: BaseException) -> str:
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message}"[:300]
+
+
+def _innermost_frame(tb_text: str, prefer: str = "") -> str:
+    """The last ``File "...", line N, in f`` of a traceback, preferring frames under ``prefer``."""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)', tb_text)
+    if prefer:
+        ours = [f for f in frames if prefer in f[0]]
+        frames = ours or frames
+    if not frames:
+        return ""
+    path, line, func = frames[-1]
+    for anchor in ("site-packages/", str(ROOT) + "/"):
+        if anchor in path:
+            path = path.split(anchor, 1)[1]
+    return f"{path}:{line} in {func}"
+
+
+def _explain(directory: Path) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mobius", "explain", "--model", str(directory), "--json", "-"],
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+    )
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return {"exit_code": proc.returncode, "error": _one_line(proc.stderr)}
+    return {"exit_code": proc.returncode, **_summarise_explain(report)}
+
+
+def _blocked_ops(message: str) -> list[str] | None:
+    """The ops in the CLI's "no lowering for: OP (in MODULES); OP (in ...)" message."""
+    if "no lowering for" not in message:
+        return None
+    body = message.split("no lowering for", 1)[1].lstrip(": ")
+    ops = re.findall(r"(?:^|; )([\w.:]+) \(in ", body)
+    return sorted(set(ops)) or None
+
+
+def _summarise_explain(report: dict) -> dict:
+    summary = report.get("summary", {})
+    return {
+        "verdict": summary.get("verdict"),
+        "unsupported_ops": sorted(summary.get("unsupported_ops", {})),
+        "gaps": [
+            {
+                "kind": g.get("kind"),
+                "subject": g.get("subject"),
+                "modules": g.get("modules", [])[:3],
+                "next_step": g.get("next_step", "")[:400],
+            }
+            for g in summary.get("gaps", [])
+        ],
+    }
+
+
+def _package_explain(out_dir: Path) -> dict:
+    path = out_dir / "explain.json"
+    return _summarise_explain(json.loads(path.read_text())) if path.exists() else {}
+
+
+def _hf_feeds(model, feeds: dict) -> dict:
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return {k: v for k, v in feeds.items() if k in params or takes_kwargs}
+
+
+def _logits(out):
+    return (out.logits if hasattr(out, "logits") else out[0]).float().numpy()
+
+
+def _parity(model, out_dir: Path, config) -> dict:
+    import numpy as np
+    import torch
+
+    from mobius.testing.parity import OnnxCausalLM, decoder_inputs, max_abs_diff
+
+    vocab = config.get_text_config().vocab_size
+    lm = OnnxCausalLM(out_dir)
+    if not lm.has_cache:
+        diff = max_abs_diff(model, out_dir, config.get_text_config())
+        return {"cache": False, "prefill_diff": diff, "max_diff": diff}
+    feeds = decoder_inputs(vocab, length=LENGTH)
+    ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
+    with torch.no_grad():
+        expected = _logits(model(**_hf_feeds(model, feeds)))
+    keep = mask.astype(bool)
+    prefill, cache = lm.run(
+        ids[:, :PREFILL], mask[:, :PREFILL], pos[:, :PREFILL], lm.empty_cache(2)
+    )
+    prefill_diff = float(np.abs(prefill - expected[:, :PREFILL])[keep[:, :PREFILL]].max())
+    step, cache = lm.run(ids[:, PREFILL:], mask, pos[:, PREFILL:], cache)
+    decode_diff = float(np.abs(step - expected[:, PREFILL:]).max())
+    return {
+        "cache": True,
+        "prefill_diff": prefill_diff,
+        "decode_diff": decode_diff,
+        "max_diff": max(prefill_diff, decode_diff),
+    }
+
+
+def _hf_model(model_type: str):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from mobius.testing.configs import tiny_config_for
+    from mobius.testing.tiny import randomize
+
+    config = tiny_config_for(model_type)
+    if getattr(config, "is_decoder", None) is False and not config.is_encoder_decoder:
+        # encoder families (BERT, RoBERTa, ...) behind AutoModelForCausalLM: HF's *ForCausalLM /
+        # *LMHeadModel wants a decoder config (causal self-attention), as their checkpoints have
+        config.is_decoder = True
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    model = randomize(model.float().eval(), seed=0)
+    return model, config
+
+
+def work(model_type: str) -> dict:
+    """Everything for one model type, in this process; returns the result record."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import logging
+
+    logging.disable(logging.WARNING)
+    import torch
+
+    from mobius.testing.parity import decoder_inputs
+
+    result: dict = {"type": model_type}
+    with tempfile.TemporaryDirectory(prefix=f"coverage-{model_type}-") as tmp:
+        hf_dir, out_dir = Path(tmp) / "hf", Path(tmp) / "onnx"
+        # 1. the HF model: built, run once (so that a model HF cannot run is not blamed on us)
+        try:
+            model, config = _hf_model(model_type)
+            result["parameters"] = sum(p.numel() for p in model.parameters())
+            feeds = decoder_inputs(config.get_text_config().vocab_size, length=LENGTH)
+            with torch.no_grad():
+                _logits(model(**_hf_feeds(model, feeds)))
+            model.save_pretrained(hf_dir)
+        except Exception as exc:
+            result.update(
+                status="hf-build-error",
+                error=_exception_line(exc),
+                where=_innermost_frame(traceback.format_exc(), "transformers/"),
+            )
+            return result
+        # 2. convert with the CLI
+        started = time.perf_counter()
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "mobius", "build", "--model", str(hf_dir)]
+                + ["--output", str(out_dir), "-q"],
+                capture_output=True,
+                text=True,
+                timeout=CLI_TIMEOUT,
+            )
+        except subprocess.TimeoutExpired:
+            result.update(status="timeout", error=f"mobius build ran past {CLI_TIMEOUT} s")
+            return result
+        result["convert_s"] = round(time.perf_counter() - started, 1)
+        result["cli_exit"] = proc.returncode
+        if proc.returncode != 0:
+            result["error"] = _one_line(proc.stderr)
+            result["where"] = _innermost_frame(proc.stderr, "/mobius/") or _innermost_frame(
+                proc.stderr
+            )
+            ops = _blocked_ops(result["error"])
+            if ops is None and proc.returncode == 2 and "lowering" in result["error"]:
+                ops = _explain(hf_dir).get("unsupported_ops")  # the CLI's message was cut short
+            if ops:
+                result["status"] = "blocked"
+                result["ops"] = ops
+            else:
+                result["status"] = "convert-error"
+            return result
+        # 3. parity
+        try:
+            parity = _parity(model, out_dir, config)
+        except Exception as exc:
+            result.update(
+                status="convert-error",
+                error="parity run: " + _exception_line(exc),
+                where=_innermost_frame(traceback.format_exc()),
+            )
+            return result
+        result.update(parity)
+        if parity["max_diff"] <= ATOL:
+            result["status"] = "pass" if parity["cache"] else "pass-no-cache"
+        else:
+            result["status"] = "mismatch"
+        if not parity["cache"]:
+            result["explain"] = _package_explain(out_dir)  # why no cache: the gaps
+    return result
+
+
+def _worker_main(model_type: str, out_path: Path) -> None:
+    try:
+        result = work(model_type)
+    except Exception as exc:  # a bug in this script: still a record
+        result = {"type": model_type, "status": "convert-error", "error": _exception_line(exc)}
+    out_path.write_text(json.dumps(result))
+
+
+# ------------------------------------------------------------------------------------------ driver
+
+
+def run_one(model_type: str, timeout: float) -> dict:
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="coverage-result-") as tmp:
+        out_path = Path(tmp) / "result.json"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", model_type, str(out_path)]
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the worker and the CLI under it
+            proc.communicate()
+            result = {"type": model_type, "status": "timeout", "error": f"over {timeout:.0f} s"}
+        else:
+            if out_path.exists():
+                result = json.loads(out_path.read_text())
+            else:
+                result = {
+                    "type": model_type,
+                    "status": "convert-error",
+                    "error": f"worker died (exit {proc.returncode}): {_one_line(output)}",
+                }
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    return result
+
+
+def _versions() -> dict:
+    import onnx
+    import onnxruntime
+    import torch
+    import transformers
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "onnx": onnx.__version__,
+        "onnxruntime": onnxruntime.__version__,
+    }
+
+
+def _load() -> dict:
+    if RESULTS.exists():
+        return json.loads(RESULTS.read_text())
+    return {"meta": {}, "results": {}}
+
+
+def _save(data: dict, mine: dict) -> dict:
+    """Merge this run's results into the file as it is now (another run may have written it)."""
+    current = _load()
+    current["meta"] = data["meta"]
+    current["results"].update(mine)
+    current["results"] = dict(sorted(current["results"].items()))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    tmp = RESULTS.with_suffix(".tmp")
+    tmp.write_text(json.dumps(current, indent=1) + "\n")
+    tmp.replace(RESULTS)
+    return current
+
+
+# ---------------------------------------------------------------------------------- classification
+
+# Failure classes: (class name, status it applies to, regex over "error where"). The first match
+# wins; unmatched failures are grouped by their normalised message.
+CLASS_RULES: list[tuple[str, str, str]] = [
+    ("torch.export: a dynamic (sequence) dimension gets specialised (Constraints violated)",
+     "convert-error", r"Constraints violated"),
+    ("torch.export: TypeError 'NoneType' object is not subscriptable while tracing",
+     "convert-error", r"could not trace .*NoneType' object is not subscriptable"),
+    ("torch.export: other error while tracing", "convert-error", r"could not trace"),
+    ("emitted graph invalid: duplicate past_key_values input (KV shared across layers)",
+     "convert-error", r"Duplicate definition-site for \(past_key_values"),
+    ("emitted graph rejected by onnxruntime", "convert-error", r"parity run: .*ONNXRuntimeError"),
+    ("lowering: non-causal attention in a causal-LM graph", "convert-error",
+     r"non-causal attention in a causal-LM graph"),
+    ("lowering failed", "convert-error", r"lowering aten\.\S+ in .* failed"),
+    ("config loader: non-finite float (Infinity) in config.json rejected", "convert-error",
+     r"Infinity"),
+    ("config loader: per-layer list where an integer is expected", "convert-error",
+     r"must be an integer, got \["),
+    ("config loader: other validation error", "convert-error", r"not a valid \S+ config|config field"),
+    ("task detection: nested model_type has no task", "convert-error", r"no task known for model_type"),
+    ("weight mapping: a parameter has no tensor in the checkpoint", "convert-error",
+     r"has no tensor for parameter"),
+    ("HF: needs an optional library (timm / PIL)", "hf-build-error", r"ImportError|requires the .* librar"),
+    ("HF: the model cannot run on its own (needs another model's inputs, or a language set)",
+     "hf-build-error", r"shared_kv_states|set_default_language|Input language unknown"),
+    ("HF: the config class does not build its *ForCausalLM (missing attributes)", "hf-build-error",
+     r"AttributeError: '\w+Config' object has no attribute"),
+]  # fmt: skip
+
+
+def _no_cache_class(r: dict) -> str:
+    """Why a model converted without a KV cache, from explain's gaps."""
+    gaps = r.get("explain", {}).get("gaps", [])
+    text = " ".join([g.get("next_step", "") for g in gaps] + [str(g.get("modules")) for g in gaps])
+    if re.search(r"encoder_attn|crossattention|cross_attn", text):
+        return (
+            "no KV cache: unused cross-attention modules of a decoder count as uncaptured attention"
+        )
+    if re.search(r"vision|audio|visual|image", text):
+        return "no KV cache: attention in vision/audio towers counts as uncaptured attention"
+    if re.search(r"linear_attn|mamba|mixer|ssm|conv|recurrent|linear_attention|rwkv", text, re.I):
+        return "no KV cache: recurrent / linear-attention layers (no state carried)"
+    if "AttentionInterface" in text:
+        return "no KV cache: hand-written attention (does not call AttentionInterface)"
+    return "no KV cache: " + (_normalise(text) if text.strip() else "no gap named")
+
+
+def _normalise(message: str) -> str:
+    message = re.sub(r"\d+(\.\d+)?", "N", message)
+    message = re.sub(r"'[^']*'", "'…'", message)
+    return message[:160]
+
+
+def failure_class(r: dict) -> str | None:
+    status = r["status"]
+    if status in ("pass",):
+        return None
+    if status == "pass-no-cache":
+        return _no_cache_class(r)
+    if status == "blocked":
+        return "missing lowering: " + ", ".join(r.get("ops", []))
+    text = f"{r.get('error', '')} @ {r.get('where', '')}"
+    for name, applies, pattern in CLASS_RULES:
+        if applies in (status, "*") and re.search(pattern, text):
+            return name
+    if status == "mismatch":
+        return "numerical mismatch" + (" (decode only)" if r.get("prefill_diff", 1) <= ATOL else "")
+    if status == "timeout":
+        return "timeout"
+    prefix = {"hf-build-error": "HF cannot build/run the tiny model", "convert-error": "convert"}
+    return f"{prefix.get(status, status)}: {_normalise(r.get('error', ''))}"
+
+
+def grouped(results: dict) -> list[tuple[str, list[str]]]:
+    groups: dict[str, list[str]] = {}
+    for name, r in results.items():
+        if r["status"] == "blocked":
+            for op in r.get("ops", []) or ["?"]:  # a type blocked by several ops is in each
+                groups.setdefault(f"missing lowering {op}", []).append(name)
+            continue
+        cls = failure_class(r)
+        if cls:
+            groups.setdefault(cls, []).append(name)
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
+def _fmt_diff(r: dict) -> str:
+    d = r.get("max_diff")
+    return "" if d is None else f"{d:.1e}"
+
+
+def _detail(r: dict) -> str:
+    if r["status"] == "blocked":
+        return "ops: " + ", ".join(r.get("ops", []))
+    if r["status"] == "pass-no-cache":
+        steps = " ".join(g.get("next_step", "") for g in r.get("explain", {}).get("gaps", []))
+        named = re.findall(r"pattern for ([\w, ]+?) \(", steps)
+        return (failure_class(r) or "") + (f" [{named[0]}]" if named else "")
+    if r["status"] == "mismatch":
+        p, d = r.get("prefill_diff"), r.get("decode_diff")
+        return f"prefill {p:.1e}" + (f", decode {d:.1e}" if d is not None else "")
+    text = r.get("error", "")
+    if r.get("where"):
+        text += f" ({r['where']})"
+    return text
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def write_report(data: dict) -> None:
+    results = data["results"]
+    meta = data.get("meta", {})
+    counts = {s: sum(r["status"] == s for r in results.values()) for s in STATUSES}
+    lines = [
+        "# Causal-LM coverage",
+        "",
+        "Every model type in transformers' `MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`, built tiny "
+        "(`mobius.testing.configs.tiny_config_for`: hidden 64, 2 layers, vocab 256, random weights), "
+        "converted with `python -m mobius build`, and compared with eager PyTorch at atol "
+        f"{ATOL:g} (batch 2, left padding; with a KV cache, a prefill of {PREFILL} tokens then a "
+        f"decode step of {LENGTH - PREFILL} tokens on the returned cache). Generated by "
+        "`benchmarks/coverage.py`; raw results in `benchmarks/results/coverage.json`.",
+        "",
+        f"Run: {meta.get('date', '?')}; "
+        + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
+        + f"; {meta.get('types_total', len(results))} types in the mapping, "
+        f"{len(results)} with a result.",
+        "",
+        "## Totals",
+        "",
+        "| status | types |",
+        "|---|---|",
+        *[f"| {s} | {counts[s]} |" for s in STATUSES],
+        f"| **total** | **{len(results)}** |",
+        "",
+        "## Failures by class",
+        "",
+        "Each class with the types it would fix, most types first (a type blocked by several ops "
+        "is listed under each op). `pass-no-cache` types are listed under the reason explain "
+        "gives for the missing cache.",
+        "",
+    ]
+    for cls, types in grouped(results):
+        lines.append(f"- **{_cell(cls)}** ({len(types)}): {', '.join(sorted(types))}")
+    slow = sorted(results.values(), key=lambda r: -r.get("seconds", 0))[:10]
+    lines += [
+        "",
+        "## Slowest types",
+        "",
+        ", ".join(f"{r['type']} {r.get('seconds', 0):.0f} s" for r in slow),
+        "",
+        "## Per type",
+        "",
+        "| type | status | max diff | seconds | error / blocking ops / reason |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in sorted(results.items()):
+        lines.append(
+            f"| {name} | {r['status']} | {_fmt_diff(r)} | {r.get('seconds', 0):.0f} | "
+            f"{_cell(_detail(r))} |"
+        )
+    REPORT.write_text("\n".join(lines) + "\n")
+
+
+# ---------------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", metavar="TYPE", help="just these model types")
+    parser.add_argument("--jobs", type=int, default=1, help="types run at the same time")
+    parser.add_argument("--timeout", type=float, default=240, help="seconds per type")
+    parser.add_argument("--report", action="store_true", help="only rewrite docs/coverage.md")
+    parser.add_argument("--worker", nargs=2, metavar=("TYPE", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker_main(args.worker[0], Path(args.worker[1]))
+        return 0
+    data = _load()
+    if args.report:
+        write_report(data)
+        return 0
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    all_types = list(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    types = args.only or all_types
+    unknown = [t for t in types if t not in all_types]
+    if unknown:
+        parser.error(f"not causal-LM model types: {', '.join(unknown)}")
+    data["meta"] = {
+        "date": datetime.date.today().isoformat(),
+        "versions": _versions(),
+        "types_total": len(all_types),
+        "atol": ATOL,
+    }
+
+    def one(model_type: str) -> dict:
+        result = run_one(model_type, args.timeout)
+        print(
+            f"{model_type:28s} {result['status']:15s} {_fmt_diff(result):>8s} "
+            f"{result['seconds']:6.1f}s  {_detail(result)[:140]}",
+            flush=True,
+        )
+        return result
+
+    mine: dict = {}
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for result in pool.map(one, types):
+            mine[result["type"]] = result
+            data = _save(data, mine)  # after every type, so a partial sweep still has its results
+            write_report(data)
+    counts = {s: sum(r["status"] == s for r in data["results"].values()) for s in STATUSES}
+    print(" ".join(f"{k}={v}" for k, v in counts.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
