@@ -214,7 +214,10 @@ def _gaps(
         Gap("lowering", op, mods, f"add a lowering for {op} used in {describe(mods)}")
         for op, mods in unsupported.items()
     ]
-    if analysis.cache_supported and not analysis.kv_cache:
+    if analysis.cache_supported and not analysis.kv_cache and not analysis.unclaimed_attention:
+        reason = analysis.cache_blocker or "the graph cannot carry a cache"
+        gaps.append(Gap("cache", "model", [], f"no KV cache: {reason}"))
+    elif analysis.cache_supported and not analysis.kv_cache:
         where = analysis.unclaimed_attention
         classes = sorted({m.cls for m in modules if m.path in set(where)})
         gaps.append(

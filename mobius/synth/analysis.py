@@ -57,6 +57,7 @@ class Analysis:
     cache_supported: bool  # the task's contract has a KV cache at all
     unclaimed_attention: list[str]
     modules: list[ModuleAnalysis]
+    cache_blocker: str | None = None  # why no cache, when not uncaptured attention
 
     @property
     def blocked(self) -> dict[str, list[str]]:
@@ -158,6 +159,7 @@ def analyze(prepared: Prepared) -> Analysis:
         kv_cache=prepared.use_cache,
         cache_supported=prepared.task.supports_cache,
         unclaimed_attention=list(prepared.unclaimed_attention),
+        cache_blocker=prepared.cache_blocker,
         modules=[modules[p] for p in sorted(modules, key=_tree_order)],
     )
 

@@ -32,6 +32,7 @@ class Prepared:
     traced: TracedModel
     use_cache: bool
     unclaimed_attention: list[str] = field(default_factory=list)
+    cache_blocker: str | None = None  # why there is no cache, when it is not uncaptured attention
 
 
 def prepare(
@@ -61,15 +62,15 @@ def prepare(
         log.warning("building without a KV cache: attention not captured in %s", shown)
         fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
         traced = trace(arch, the_task, dtype, fallback)
+    blocker = None
     if use_cache and not _reads_input(traced, "position_ids"):
         # positions come from the cache length inside the model (BART-style learned positions);
         # traced without a cache, that length is always 0, so decode steps would reuse position 0
         use_cache = False
-        log.warning(
-            "building without a KV cache: the model ignores position_ids (it counts positions itself)"
-        )
+        blocker = "the model ignores position_ids (it counts positions from its cache length)"
+        log.warning("building without a KV cache: %s", blocker)
     traced.program = decompose_unlowered(traced.program)
-    return Prepared(source, arch, the_task, traced, use_cache, unclaimed)
+    return Prepared(source, arch, the_task, traced, use_cache, unclaimed, blocker)
 
 
 def _reads_input(traced: TracedModel, name: str) -> bool:
