@@ -35,22 +35,19 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from coverage_report import (  # sibling module
+    ATOL,
+    LENGTH,
+    PREFILL,
+    STATUSES,
+    detail,
+    fmt_diff,
+    write_report,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "coverage.json"
-REPORT = ROOT / "docs" / "coverage.md"
-ATOL = 1e-4
-PREFILL = 6
-LENGTH = 9  # prefill 6, then a decode step of 3 tokens on the returned cache
 CLI_TIMEOUT = 200
-STATUSES = [
-    "pass",
-    "pass-no-cache",
-    "mismatch",
-    "blocked",
-    "convert-error",
-    "hf-build-error",
-    "timeout",
-]
 
 
 # ------------------------------------------------------------------------------------------ worker
@@ -339,174 +336,6 @@ def _save(data: dict, mine: dict) -> dict:
     return current
 
 
-# ---------------------------------------------------------------------------------- classification
-
-# Failure classes: (class name, status it applies to, regex over "error where"). The first match
-# wins; unmatched failures are grouped by their normalised message.
-CLASS_RULES: list[tuple[str, str, str]] = [
-    ("torch.export: a dynamic (sequence) dimension gets specialised (Constraints violated)",
-     "convert-error", r"Constraints violated"),
-    ("torch.export: TypeError 'NoneType' object is not subscriptable while tracing",
-     "convert-error", r"could not trace .*NoneType' object is not subscriptable"),
-    ("torch.export: other error while tracing", "convert-error", r"could not trace"),
-    ("emitted graph invalid: duplicate past_key_values input (KV shared across layers)",
-     "convert-error", r"Duplicate definition-site for \(past_key_values"),
-    ("emitted graph rejected by onnxruntime", "convert-error", r"parity run: .*ONNXRuntimeError"),
-    ("lowering: non-causal attention in a causal-LM graph", "convert-error",
-     r"non-causal attention in a causal-LM graph"),
-    ("lowering failed", "convert-error", r"lowering aten\.\S+ in .* failed"),
-    ("config loader: non-finite float (Infinity) in config.json rejected", "convert-error",
-     r"Infinity"),
-    ("config loader: per-layer list where an integer is expected", "convert-error",
-     r"must be an integer, got \["),
-    ("config loader: other validation error", "convert-error", r"not a valid \S+ config|config field"),
-    ("task detection: nested model_type has no task", "convert-error", r"no task known for model_type"),
-    ("weight mapping: a parameter has no tensor in the checkpoint", "convert-error",
-     r"has no tensor for parameter"),
-    ("HF: needs an optional library (timm / PIL)", "hf-build-error", r"ImportError|requires the .* librar"),
-    ("HF: the model cannot run on its own (needs another model's inputs, or a language set)",
-     "hf-build-error", r"shared_kv_states|set_default_language|Input language unknown"),
-    ("HF: the config class does not build its *ForCausalLM (missing attributes)", "hf-build-error",
-     r"AttributeError: '\w+Config' object has no attribute"),
-]  # fmt: skip
-
-
-def _no_cache_class(r: dict) -> str:
-    """Why a model converted without a KV cache, from explain's gaps."""
-    gaps = r.get("explain", {}).get("gaps", [])
-    text = " ".join([g.get("next_step", "") for g in gaps] + [str(g.get("modules")) for g in gaps])
-    if re.search(r"encoder_attn|crossattention|cross_attn", text):
-        return (
-            "no KV cache: unused cross-attention modules of a decoder count as uncaptured attention"
-        )
-    if re.search(r"vision|audio|visual|image", text):
-        return "no KV cache: attention in vision/audio towers counts as uncaptured attention"
-    if re.search(r"linear_attn|mamba|mixer|ssm|conv|recurrent|linear_attention|rwkv", text, re.I):
-        return "no KV cache: recurrent / linear-attention layers (no state carried)"
-    if "AttentionInterface" in text:
-        return "no KV cache: hand-written attention (does not call AttentionInterface)"
-    return "no KV cache: " + (_normalise(text) if text.strip() else "no gap named")
-
-
-def _normalise(message: str) -> str:
-    message = re.sub(r"\d+(\.\d+)?", "N", message)
-    message = re.sub(r"'[^']*'", "'…'", message)
-    return message[:160]
-
-
-def failure_class(r: dict) -> str | None:
-    status = r["status"]
-    if status in ("pass",):
-        return None
-    if status == "pass-no-cache":
-        return _no_cache_class(r)
-    if status == "blocked":
-        return "missing lowering: " + ", ".join(r.get("ops", []))
-    text = f"{r.get('error', '')} @ {r.get('where', '')}"
-    for name, applies, pattern in CLASS_RULES:
-        if applies in (status, "*") and re.search(pattern, text):
-            return name
-    if status == "mismatch":
-        return "numerical mismatch" + (" (decode only)" if r.get("prefill_diff", 1) <= ATOL else "")
-    if status == "timeout":
-        return "timeout"
-    prefix = {"hf-build-error": "HF cannot build/run the tiny model", "convert-error": "convert"}
-    return f"{prefix.get(status, status)}: {_normalise(r.get('error', ''))}"
-
-
-def grouped(results: dict) -> list[tuple[str, list[str]]]:
-    groups: dict[str, list[str]] = {}
-    for name, r in results.items():
-        if r["status"] == "blocked":
-            for op in r.get("ops", []) or ["?"]:  # a type blocked by several ops is in each
-                groups.setdefault(f"missing lowering {op}", []).append(name)
-            continue
-        cls = failure_class(r)
-        if cls:
-            groups.setdefault(cls, []).append(name)
-    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-
-
-def _fmt_diff(r: dict) -> str:
-    d = r.get("max_diff")
-    return "" if d is None else f"{d:.1e}"
-
-
-def _detail(r: dict) -> str:
-    if r["status"] == "blocked":
-        return "ops: " + ", ".join(r.get("ops", []))
-    if r["status"] == "pass-no-cache":
-        steps = " ".join(g.get("next_step", "") for g in r.get("explain", {}).get("gaps", []))
-        named = re.findall(r"pattern for ([\w, ]+?) \(", steps)
-        return (failure_class(r) or "") + (f" [{named[0]}]" if named else "")
-    if r["status"] == "mismatch":
-        p, d = r.get("prefill_diff"), r.get("decode_diff")
-        return f"prefill {p:.1e}" + (f", decode {d:.1e}" if d is not None else "")
-    text = r.get("error", "")
-    if r.get("where"):
-        text += f" ({r['where']})"
-    return text
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def write_report(data: dict) -> None:
-    results = data["results"]
-    meta = data.get("meta", {})
-    counts = {s: sum(r["status"] == s for r in results.values()) for s in STATUSES}
-    lines = [
-        "# Causal-LM coverage",
-        "",
-        "Every model type in transformers' `MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`, built tiny "
-        "(`mobius.testing.configs.tiny_config_for`: hidden 64, 2 layers, vocab 256, random weights), "
-        "converted with `python -m mobius build`, and compared with eager PyTorch at atol "
-        f"{ATOL:g} (batch 2, left padding; with a KV cache, a prefill of {PREFILL} tokens then a "
-        f"decode step of {LENGTH - PREFILL} tokens on the returned cache). Generated by "
-        "`benchmarks/coverage.py`; raw results in `benchmarks/results/coverage.json`.",
-        "",
-        f"Run: {meta.get('date', '?')}; "
-        + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
-        + f"; {meta.get('types_total', len(results))} types in the mapping, "
-        f"{len(results)} with a result.",
-        "",
-        "## Totals",
-        "",
-        "| status | types |",
-        "|---|---|",
-        *[f"| {s} | {counts[s]} |" for s in STATUSES],
-        f"| **total** | **{len(results)}** |",
-        "",
-        "## Failures by class",
-        "",
-        "Each class with the types it would fix, most types first (a type blocked by several ops "
-        "is listed under each op). `pass-no-cache` types are listed under the reason explain "
-        "gives for the missing cache.",
-        "",
-    ]
-    for cls, types in grouped(results):
-        lines.append(f"- **{_cell(cls)}** ({len(types)}): {', '.join(sorted(types))}")
-    slow = sorted(results.values(), key=lambda r: -r.get("seconds", 0))[:10]
-    lines += [
-        "",
-        "## Slowest types",
-        "",
-        ", ".join(f"{r['type']} {r.get('seconds', 0):.0f} s" for r in slow),
-        "",
-        "## Per type",
-        "",
-        "| type | status | max diff | seconds | error / blocking ops / reason |",
-        "|---|---|---|---|---|",
-    ]
-    for name, r in sorted(results.items()):
-        lines.append(
-            f"| {name} | {r['status']} | {_fmt_diff(r)} | {r.get('seconds', 0):.0f} | "
-            f"{_cell(_detail(r))} |"
-        )
-    REPORT.write_text("\n".join(lines) + "\n")
-
-
 # ---------------------------------------------------------------------------------------- main
 
 
@@ -542,8 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     def one(model_type: str) -> dict:
         result = run_one(model_type, args.timeout)
         print(
-            f"{model_type:28s} {result['status']:15s} {_fmt_diff(result):>8s} "
-            f"{result['seconds']:6.1f}s  {_detail(result)[:140]}",
+            f"{model_type:28s} {result['status']:15s} {fmt_diff(result):>8s} "
+            f"{result['seconds']:6.1f}s  {detail(result)[:140]}",
             flush=True,
         )
         return result
