@@ -39,6 +39,7 @@ class Source:
     config: dict
     weight_files: list[Path] = field(default_factory=list)
     weight_map: dict[str, Path] = field(default_factory=dict)  # tensor key -> file, when indexed
+    tensors: dict = field(default_factory=dict)  # key -> weights.TensorEntry, from the headers
 
     @property
     def config_path(self) -> Path:
@@ -62,7 +63,7 @@ def resolve(
         from mobius.weights import read_header
 
         for file in source.weight_files:  # fail on a corrupt or truncated file before tracing
-            read_header(file)
+            source.tensors.update(read_header(file))
     return source
 
 

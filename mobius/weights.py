@@ -105,10 +105,8 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
 class Checkpoint:
     """All tensors of a (possibly sharded) safetensors checkpoint, indexed by key; data read on demand."""
 
-    def __init__(self, files: list[Path]) -> None:
-        self.entries: dict[str, TensorEntry] = {}
-        for file in files:
-            self.entries.update(read_header(file))
+    def __init__(self, entries: dict[str, TensorEntry]) -> None:
+        self.entries = entries  # read once, from the headers, by mobius.source.resolve
 
     def __contains__(self, key: str) -> bool:
         return key in self.entries

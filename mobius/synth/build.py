@@ -54,7 +54,7 @@ def build(
     report = ExplainReport.from_analysis(analyze(prepared), source=str(src))
     if report.summary.unsupported_ops:
         raise UnsupportedError(_blocked_message(report, src, task))
-    checkpoint = Checkpoint(source.weight_files) if weights else None
+    checkpoint = Checkpoint(source.tensors) if weights else None
     binder = WeightBinder(
         checkpoint,
         buffer_values=traced.buffer_values,

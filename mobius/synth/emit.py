@@ -20,7 +20,7 @@ from mobius.synth.decompose import functional_form
 from mobius.synth.trace import WRAPPER_PREFIX, TracedModel
 from patterns import attention as attention_pattern
 from patterns import match_all
-from patterns.base import MatchContext, Region, module_of
+from patterns.base import Region, module_of
 from patterns.registry import find_emitter
 
 OPSET = 23
@@ -68,11 +68,10 @@ def regions(program: torch.export.ExportedProgram) -> list[Region]:
 
 
 def unsupported_ops(
-    program: torch.export.ExportedProgram, context: MatchContext | None = None
+    program: torch.export.ExportedProgram, owner: dict[torch.fx.Node, object]
 ) -> dict[str, set[str]]:
-    """aten ops with no lowering, each with the modules that use them."""
+    """aten ops with no lowering outside the claimed nodes (``owner``), with the modules using them."""
     missing: dict[str, set[str]] = defaultdict(set)
-    owner = match_all(program.graph, regions(program), context)[0]
     for node in program.graph.nodes:
         if node.op == "call_function" and node not in owner and node_handler(node) is None:
             missing[op_name(node.target)].add(module_of(node)[0] or "<model>")
@@ -122,7 +121,8 @@ def emit(
     ``present.{i}.key/value``; the traced ``attention_mask`` input then spans past and new tokens.
     """
     program = traced.program
-    missing = unsupported_ops(program, traced.match_context)
+    owner, claims, declines = match_all(program.graph, regions(program), traced.match_context)
+    missing = unsupported_ops(program, owner)
     if missing:
         detail = "; ".join(
             f"{op} (in {', '.join(sorted(mods)[:3])})" for op, mods in sorted(missing.items())
@@ -131,7 +131,6 @@ def emit(
             f"no lowering for: {detail}; run 'mobius explain' for the full report"
         )
 
-    owner, claims, declines = match_all(program.graph, regions(program), traced.match_context)
     graph = ir.Graph([], [], nodes=[], opset_imports={"": OPSET}, name=name)
     builder = onnxscript.GraphBuilder(graph)
     ctx = LoweringContext(builder.op)
