@@ -124,46 +124,8 @@ def _package_explain(out_dir: Path) -> dict:
     return _summarise_explain(json.loads(path.read_text())) if path.exists() else {}
 
 
-def _hf_feeds(model, feeds: dict) -> dict:
-    import inspect
-
-    params = inspect.signature(model.forward).parameters
-    takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    return {k: v for k, v in feeds.items() if k in params or takes_kwargs}
-
-
 def _logits(out):
     return (out.logits if hasattr(out, "logits") else out[0]).float().numpy()
-
-
-def _parity(model, out_dir: Path, config) -> dict:
-    import numpy as np
-    import torch
-
-    from mobius.testing.parity import OnnxCausalLM, decoder_inputs, max_abs_diff
-
-    vocab = config.get_text_config().vocab_size
-    lm = OnnxCausalLM(out_dir)
-    if not lm.has_cache:
-        diff = max_abs_diff(model, out_dir, config.get_text_config())
-        return {"cache": False, "prefill_diff": diff, "max_diff": diff}
-    feeds = decoder_inputs(vocab, length=LENGTH)
-    ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
-    with torch.no_grad():
-        expected = _logits(model(**_hf_feeds(model, feeds)))
-    keep = mask.astype(bool)
-    prefill, cache = lm.run(
-        ids[:, :PREFILL], mask[:, :PREFILL], pos[:, :PREFILL], lm.empty_cache(2)
-    )
-    prefill_diff = float(np.abs(prefill - expected[:, :PREFILL])[keep[:, :PREFILL]].max())
-    step, cache = lm.run(ids[:, PREFILL:], mask, pos[:, PREFILL:], cache)
-    decode_diff = float(np.abs(step - expected[:, PREFILL:]).max())
-    return {
-        "cache": True,
-        "prefill_diff": prefill_diff,
-        "decode_diff": decode_diff,
-        "max_diff": max(prefill_diff, decode_diff),
-    }
 
 
 def _hf_model(model_type: str):
@@ -194,7 +156,7 @@ def work(model_type: str) -> dict:
     logging.disable(logging.WARNING)
     import torch
 
-    from mobius.testing.parity import decoder_inputs
+    from mobius.testing.parity import decoder_inputs, hf_feeds, prefill_decode_diffs
 
     result: dict = {"type": model_type}
     with tempfile.TemporaryDirectory(prefix=f"coverage-{model_type}-") as tmp:
@@ -205,7 +167,7 @@ def work(model_type: str) -> dict:
             result["parameters"] = sum(p.numel() for p in model.parameters())
             feeds = decoder_inputs(config.get_text_config().vocab_size, length=LENGTH)
             with torch.no_grad():
-                _logits(model(**_hf_feeds(model, feeds)))
+                _logits(model(**hf_feeds(model, feeds)))
             model.save_pretrained(hf_dir)
         except Exception as exc:
             result.update(
@@ -245,7 +207,9 @@ def work(model_type: str) -> dict:
             return result
         # 3. parity
         try:
-            parity = _parity(model, out_dir, config)
+            parity = prefill_decode_diffs(
+                model, out_dir, config.get_text_config().vocab_size, length=LENGTH, prefill=PREFILL
+            )
         except Exception as exc:
             result.update(
                 status="convert-error",

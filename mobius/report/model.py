@@ -84,7 +84,7 @@ class Summary:
     parameter_coverage: float  # component_parameters / parameters
     kv_cache: bool  # the model reads and returns a KV cache
     cache_supported: bool  # the task's contract has a cache at all
-    cache_layers: int  # attention components that keep a cache
+    cache_layers: int  # layers that keep a cache (attention components, or carried by the trace)
     unsupported_ops: dict[str, list[str]]  # aten op -> modules that use it
     gaps: list[Gap]
 
@@ -186,7 +186,7 @@ def _summary(analysis: Analysis, modules: list[ModuleReport]) -> Summary:
     unsupported = {op: mods for op, mods in sorted(analysis.blocked.items())}
     no_cache = analysis.cache_supported and not analysis.kv_cache
     attention = sum(c.component == "Attention" for m in modules for c in m.components)
-    cache_layers = attention if analysis.kv_cache else 0
+    cache_layers = (analysis.traced_cache_layers or attention) if analysis.kv_cache else 0
     verdict = "blocked" if unsupported else "fallback" if no_cache else "full"
     return Summary(
         verdict=verdict,
@@ -214,7 +214,18 @@ def _gaps(
         Gap("lowering", op, mods, f"add a lowering for {op} used in {describe(mods)}")
         for op, mods in unsupported.items()
     ]
-    if analysis.cache_supported and not analysis.kv_cache and not analysis.unclaimed_attention:
+    if analysis.traced_cache_layers:
+        gaps.append(
+            Gap(
+                "cache",
+                "traced",
+                list(analysis.unclaimed_attention),
+                "the cache is carried through the trace by transformers' own Cache, with "
+                f"attention lowered op by op, because {analysis.cache_blocker}; a pattern for "
+                "these layers would fuse them",
+            )
+        )
+    elif analysis.cache_supported and not analysis.kv_cache and not analysis.unclaimed_attention:
         reason = analysis.cache_blocker or "the graph cannot carry a cache"
         gaps.append(Gap("cache", "model", [], f"no KV cache: {reason}"))
     elif analysis.cache_supported and not analysis.kv_cache:
@@ -227,7 +238,8 @@ def _gaps(
                 list(where),
                 f"no KV cache: attention in {describe(where)} does not call transformers' "
                 f"AttentionInterface; add a structural attention pattern for "
-                f"{', '.join(classes) or 'these modules'} (or route it through the interface)",
+                f"{', '.join(classes) or 'these modules'} (or route it through the interface)"
+                + (f" ({analysis.cache_blocker})" if analysis.cache_blocker else ""),
             )
         )
     declined: dict[tuple[str, str], list[str]] = {}

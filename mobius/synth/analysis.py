@@ -57,7 +57,8 @@ class Analysis:
     cache_supported: bool  # the task's contract has a KV cache at all
     unclaimed_attention: list[str]
     modules: list[ModuleAnalysis]
-    cache_blocker: str | None = None  # why no cache, when not uncaptured attention
+    cache_blocker: str | None = None  # why captured attention could not carry the cache
+    traced_cache_layers: int = 0  # layers whose state the trace itself carries (synth/state.py)
 
     @property
     def blocked(self) -> dict[str, list[str]]:
@@ -160,8 +161,15 @@ def analyze(prepared: Prepared) -> Analysis:
         cache_supported=prepared.task.supports_cache,
         unclaimed_attention=list(prepared.unclaimed_attention),
         cache_blocker=prepared.cache_blocker,
+        traced_cache_layers=_traced_cache_layers(prepared),
         modules=[modules[p] for p in sorted(modules, key=_tree_order)],
     )
+
+
+def _traced_cache_layers(prepared: Prepared) -> int:
+    if not (prepared.use_cache and prepared.traced.cache_in_graph):
+        return 0
+    return len({s.name.split(".")[1] for s in prepared.traced.inputs if "." in s.name})
 
 
 def _claimed_only(node: torch.fx.Node, owner: dict) -> bool:

@@ -63,7 +63,8 @@ def build(
         constants=traced.constant_values,
     )
     try:
-        model = emit(traced, binder, name=arch.model_type, use_cache=use_cache)
+        captured_cache = use_cache and not traced.cache_in_graph  # else the trace has its states
+        model = emit(traced, binder, name=arch.model_type, use_cache=captured_cache)
     except UnsupportedError as exc:
         if not str(exc).startswith("no lowering for"):
             raise

@@ -12,6 +12,7 @@ from torch.export.graph_signature import InputKind
 from mobius import config as config_mod
 from mobius import source as source_mod
 from mobius.config import ArchitectureConfig
+from mobius.errors import UnsupportedError
 from mobius.registry import get_task
 from mobius.source import Source
 from mobius.synth.decompose import decompose_unlowered
@@ -32,7 +33,7 @@ class Prepared:
     traced: TracedModel
     use_cache: bool
     unclaimed_attention: list[str] = field(default_factory=list)
-    cache_blocker: str | None = None  # why there is no cache, when it is not uncaptured attention
+    cache_blocker: str | None = None  # why captured attention could not carry the cache
 
 
 def prepare(
@@ -52,25 +53,52 @@ def prepare(
     traced = trace(arch, the_task, dtype)
     use_cache = the_task.supports_cache
     unclaimed = unclaimed_attention(traced) if use_cache else []
+    blocker = _captured_cache_blocker(traced, unclaimed) if use_cache else None
+    if blocker is not None:
+        # the captured attention cannot carry this model's cache: let transformers' own Cache do
+        # it inside the trace, with the model's own attention lowered op by op
+        fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
+        log.info("carrying the cache through the trace: %s", blocker)
+        try:
+            traced = trace(arch, the_task, dtype, fallback, carry_cache=True)
+        except UnsupportedError as exc:
+            use_cache = False
+            blocker = f"{blocker}; carrying transformers' cache through the trace failed: {exc}"
+            log.warning("building without a KV cache: %s", blocker)
+            traced = trace(arch, the_task, dtype, fallback) if unclaimed else traced
+    traced.program = decompose_unlowered(traced.program)
+    return Prepared(source, arch, the_task, traced, use_cache, unclaimed, blocker)
+
+
+def _captured_cache_blocker(traced: TracedModel, unclaimed: list[str]) -> str | None:
+    """Why captured attention layers alone cannot carry this model's cache, or None if they can."""
     if unclaimed:
-        # Layers that bypass the attention interface build their own masks, which the capture
-        # switched off: trace again with transformers' own attention, and give up the cache.
-        use_cache = False
         shown = ", ".join(unclaimed[:4]) + (
             f" and {len(unclaimed) - 4} more" if len(unclaimed) > 4 else ""
         )
-        log.warning("building without a KV cache: attention not captured in %s", shown)
-        fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
-        traced = trace(arch, the_task, dtype, fallback)
-    blocker = None
-    if use_cache and not _reads_input(traced, "position_ids"):
+        return f"attention not captured in {shown}"
+    if not _reads_input(traced, "position_ids"):
         # positions come from the cache length inside the model (BART-style learned positions);
-        # traced without a cache, that length is always 0, so decode steps would reuse position 0
-        use_cache = False
-        blocker = "the model ignores position_ids (it counts positions from its cache length)"
-        log.warning("building without a KV cache: %s", blocker)
-    traced.program = decompose_unlowered(traced.program)
-    return Prepared(source, arch, the_task, traced, use_cache, unclaimed, blocker)
+        # traced without a cache, that length is always 0
+        return "the model ignores position_ids (it counts positions from its cache length)"
+    if traced.state_kinds is None:
+        return None
+    extra = sorted(traced.state_kinds - {"keys", "values"})
+    if extra:
+        return (
+            f"the model's cache also holds {', '.join(extra)} (recurrent or convolutional layers)"
+        )
+    layers = [
+        n.args[3]
+        for n in traced.program.graph.nodes
+        if n.op == "call_function" and n.target is torch.ops.mobius.attention.default
+    ]
+    if layers and (len(set(layers)) != len(layers) or len(layers) != traced.kv_layers):
+        return (
+            f"{len(layers)} captured attention calls for {traced.kv_layers} cache layers "
+            "(keys and values shared or skipped across layers)"
+        )
+    return None
 
 
 def _reads_input(traced: TracedModel, name: str) -> bool:

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.export.graph_signature import InputKind
 
 from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
 from mobius.synth.shims import make_traceable
+from mobius.synth.state import CacheLayout, probe_layout
 from mobius.tasks import Task, TensorSpec
 from mobius.weights import KeyMapping
 from patterns.base import WRAPPER_PREFIX, MatchContext
@@ -34,6 +36,9 @@ class TracedModel:
     hf_config: Any = None
     causal: bool = False  # traced for a causal-LM task
     module_classes: dict[str, str] = field(default_factory=dict)
+    cache_in_graph: bool = False  # past/present states are traced inputs/outputs (state.py)
+    state_kinds: set[str] | None = None  # cache-layer attributes the model fills (None: unknown)
+    kv_layers: int = 0  # layers whose cache holds keys and values
 
     @property
     def match_context(self) -> MatchContext:
@@ -41,16 +46,29 @@ class TracedModel:
 
 
 class _TaskWrapper(torch.nn.Module):
-    """Calls the HF model the way the task says, with inputs in the contract's order."""
+    """Calls the HF model the way the task says, with inputs in the contract's order.
 
-    def __init__(self, model: torch.nn.Module, task: Task, names: list[str]) -> None:
+    With a cache ``layout``, the contract's inputs are followed by the past states, and the
+    outputs by the states after the call.
+    """
+
+    def __init__(
+        self, model: torch.nn.Module, task: Task, names: list[str], layout: CacheLayout | None
+    ) -> None:
         super().__init__()
         self.m = model
         self._task = task
         self._names = names
+        self._layout = layout
 
     def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return self._task.call(self.m, dict(zip(self._names, args, strict=True)))
+        inputs = dict(zip(self._names, args[: len(self._names)], strict=True))
+        if self._layout is None:
+            return self._task.call(self.m, inputs)
+        cache = self._layout.fill(args[len(self._names) :])
+        grows = any(slot.grows for slot in self._layout.slots)
+        logits, cache = self._task.call_with_cache(self.m, inputs, cache, mask_spans_past=grows)
+        return (logits, *self._layout.read(cache))
 
 
 # transformers' default MoE path traces to ops nothing lowers (grouped_mm_fallback, histc);
@@ -134,18 +152,50 @@ def _export(
     args = tuple(
         torch.zeros_like(task.example_value(s, config, dtype), device=device) for s in specs
     )
+    # AUTO lets export record how the model relates the dimensions (a mask as long as the ids);
+    # a dimension it fixes to a constant instead is caught below
     dynamic = tuple(
-        {axis: torch.export.Dim.DYNAMIC for axis, d in enumerate(s.dims) if isinstance(d, str)}
+        {axis: torch.export.Dim.AUTO for axis, d in enumerate(s.dims) if isinstance(d, str)}
         for s in specs
     )
     try:
         with _quiet():
-            return torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
+            program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UnsupportedError(
             f"torch.export could not trace {config.model_type} ({type(exc).__name__}: {first[:300]})"
         ) from exc
+    fixed = _specialised_dims(program, specs)
+    if fixed:
+        raise UnsupportedError(
+            f"torch.export fixed dynamic dimensions of {config.model_type} to constants: "
+            + ", ".join(fixed)
+        )
+    return program
+
+
+def _specialised_dims(program: torch.export.ExportedProgram, specs: list[TensorSpec]) -> list[str]:
+    """``input[axis]=size`` for each named (dynamic) dimension the trace turned into a constant."""
+    user = [
+        node.meta["val"]
+        for node, spec in zip(
+            (n for n in program.graph.nodes if n.op == "placeholder"),
+            program.graph_signature.input_specs,
+            strict=True,
+        )
+        if spec.kind == InputKind.USER_INPUT
+    ]
+    return [
+        f"{spec.name}[{axis}]={val.shape[axis]}"
+        for spec, val in zip(specs, user, strict=True)
+        for axis, dim in enumerate(spec.dims)
+        if isinstance(dim, str) and _is_constant(val.shape[axis])
+    ]
+
+
+def _is_constant(size: int | torch.SymInt) -> bool:
+    return not isinstance(size, torch.SymInt) or not size.node.expr.free_symbols
 
 
 def _meta_constants(
@@ -167,6 +217,7 @@ def _recompute_constants(
     task: Task,
     dtype: torch.dtype,
     implementations: tuple[str, ...] | None,
+    layout: CacheLayout | None,
 ) -> dict[str, torch.Tensor]:
     """Trace a fresh instance on CPU with uninitialised storage to get in-forward constants' values.
 
@@ -174,9 +225,8 @@ def _recompute_constants(
     parameters' contents are never read, only the constants that forward() builds from literals.
     """
     model = instantiate_on_meta(config, task, dtype, implementations).to_empty(device="cpu")
-    program = _export(
-        _TaskWrapper(model, task, [s.name for s in specs]), specs, config, task, dtype, device="cpu"
-    )
+    wrapper = _TaskWrapper(model, task, _contract_names(specs, layout), layout)
+    program = _export(wrapper, specs, config, task, dtype, device="cpu")
     return {
         k: v
         for k, v in program.constants.items()
@@ -189,8 +239,14 @@ def trace(
     task: Task,
     dtype: torch.dtype = torch.float32,
     implementations: tuple[str, ...] | None = None,
+    *,
+    carry_cache: bool = False,
 ) -> TracedModel:
-    """Instantiate on meta and export with dynamic batch and sequence dimensions."""
+    """Instantiate on meta and export with dynamic batch and sequence dimensions.
+
+    With ``carry_cache`` the model runs on top of a transformers Cache filled from extra graph
+    inputs (``mobius.synth.state``), and returns the cache's tensors after the call.
+    """
     model = instantiate_on_meta(config, task, dtype, implementations)
     model.tie_weights()
     key_to_param = checkpoint_key_mapper(model)
@@ -203,8 +259,15 @@ def trace(
         for name, mod in model.named_modules()
     }
     model = model.to("meta")
-    specs = task.inputs(config, model)
-    wrapper = _TaskWrapper(model, task, [s.name for s in specs])
+    layout = probe_layout(model) if carry_cache else None
+    probed = layout or (_try_probe(model) if task.supports_cache else None)
+    if layout is None:
+        specs = task.inputs(config, model)
+        outputs = task.outputs(config)
+    else:
+        specs = task.cached_inputs(config, model) + [slot.spec() for slot in layout.slots]
+        outputs = task.outputs(config) + [slot.output_name for slot in layout.slots]
+    wrapper = _TaskWrapper(model, task, _contract_names(specs, layout), layout)
     program = _export(wrapper, specs, config, task, dtype, device="meta")
     constants = {
         k: v
@@ -212,11 +275,11 @@ def trace(
         if isinstance(v, torch.Tensor) and v.device.type != "meta"
     }
     if _meta_constants(program, buffer_values):
-        constants.update(_recompute_constants(specs, config, task, dtype, implementations))
+        constants.update(_recompute_constants(specs, config, task, dtype, implementations, layout))
     return TracedModel(
         program=program,
         inputs=specs,
-        outputs=task.outputs(config),
+        outputs=outputs,
         buffer_values=buffer_values,
         tied_names=tied,
         key_to_param=key_to_param,
@@ -225,4 +288,21 @@ def trace(
         hf_config=config.hf_config,
         causal=task.supports_cache,
         module_classes=classes,
+        cache_in_graph=layout is not None,
+        state_kinds=None if probed is None else {slot.attribute for slot in probed.slots},
+        kv_layers=0 if probed is None else len({s.layer for s in probed.slots if s.grows}),
     )
+
+
+def _try_probe(model: torch.nn.Module) -> CacheLayout | None:
+    """The model's own cache layout, when a meta call with a cache works (else None)."""
+    try:
+        return probe_layout(model)
+    except UnsupportedError:
+        return None
+
+
+def _contract_names(specs: list[TensorSpec], layout: CacheLayout | None) -> list[str]:
+    """The task's own inputs: every spec but the trailing cache states."""
+    count = len(specs) - (len(layout.slots) if layout is not None else 0)
+    return [s.name for s in specs[:count]]

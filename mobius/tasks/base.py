@@ -11,6 +11,8 @@ from mobius.config import ArchitectureConfig
 
 BATCH = "batch"
 SEQUENCE = "sequence_length"
+PAST = "past_sequence_length"  # tokens already in the cache
+TOTAL = "total_sequence_length"  # past plus new tokens (the attention mask's width with a cache)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,6 @@ class Task:
         self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
     ) -> torch.Tensor:
         """A meta tensor to trace with; named dims get distinct sizes so no two are unified."""
-        sizes = {BATCH: 2, SEQUENCE: 7}
+        sizes = {BATCH: 2, SEQUENCE: 7, PAST: 4, TOTAL: 11}
         shape = [d if isinstance(d, int) else sizes.get(d, 5) for d in spec.dims]
         return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from mobius.config import ArchitectureConfig
-from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
+from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 
 
 class CausalLMTask(Task):
@@ -38,6 +38,33 @@ class CausalLMTask(Task):
         out = model(**inputs, use_cache=False, return_dict=True)
         return (out.logits,)
 
+    def call_with_cache(
+        self,
+        model: torch.nn.Module,
+        inputs: dict[str, torch.Tensor],
+        cache: Any,
+        mask_spans_past: bool = True,
+    ) -> tuple[torch.Tensor, Any]:
+        """Run on top of ``cache`` (a transformers Cache holding the past): logits and the cache.
+
+        Models whose cache holds no tokens (only recurrent states) take the new tokens' mask only.
+        """
+        if not mask_spans_past:
+            new = inputs["input_ids"].shape[1]
+            inputs = {**inputs, "attention_mask": inputs["attention_mask"][:, -new:]}
+        kwarg = cache_argument(model)
+        out = model(**inputs, **{kwarg: cache}, use_cache=True, return_dict=True)
+        return out.logits, returned_cache(out) or cache
+
+    def cached_inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        """The inputs when the trace carries the cache: the mask spans past and new tokens."""
+        return [
+            TensorSpec("attention_mask", s.dtype, (BATCH, TOTAL))
+            if s.name == "attention_mask"
+            else s
+            for s in self.inputs(config, model)
+        ]
+
 
 def cache_input_name(layer: int, kind: str) -> str:
     """The contract's name for the cache fed in: ``past_key_values.{layer}.{kind}``."""
@@ -47,3 +74,22 @@ def cache_input_name(layer: int, kind: str) -> str:
 def cache_output_name(layer: int, kind: str) -> str:
     """The contract's name for the cache returned: ``present.{layer}.{kind}``."""
     return f"present.{layer}.{kind}"
+
+
+def cache_argument(model: torch.nn.Module) -> str:
+    """The name ``model.forward`` takes its cache by (``past_key_values``; recurrent models: ``cache``)."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    return next(
+        (n for n in ("past_key_values", "cache", "cache_params") if n in params), "past_key_values"
+    )
+
+
+def returned_cache(out: Any) -> Any:
+    """The cache a model output carries, under either of the names transformers uses."""
+    for name in ("past_key_values", "cache", "cache_params"):
+        found = getattr(out, name, None)
+        if found is not None:
+            return found
+    return None

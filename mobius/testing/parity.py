@@ -90,11 +90,13 @@ class OnnxCausalLM:
         return bool(self.cache_names)
 
     def empty_cache(self, batch: int) -> dict[str, np.ndarray]:
+        """The cache before the first call: no past tokens, and zero recurrent states."""
         cache = {}
         for name in self.cache_names:
             dims = self.inputs[name].shape
             dtype = np.float16 if "float16" in self.inputs[name].type else np.float32
-            cache[name] = np.zeros((batch, dims[1], 0, dims[3]), dtype=dtype)
+            shape = [batch, *(d if isinstance(d, int) else 0 for d in dims[1:])]
+            cache[name] = np.zeros(shape, dtype=dtype)
         return cache
 
     def run(
@@ -106,6 +108,7 @@ class OnnxCausalLM:
             "attention_mask": np.asarray(mask),
             "position_ids": np.asarray(positions),
         }
+        feeds = {k: v for k, v in feeds.items() if k in self.inputs}
         feeds.update(cache)
         outputs = dict(zip(self.output_names, self.session.run(None, feeds), strict=True))
         present = {
@@ -150,3 +153,44 @@ def hf_greedy(
     finally:
         model.generation_config = saved
     return out[:, ids.shape[1] :].numpy()
+
+
+def hf_feeds(model: torch.nn.Module, feeds: dict) -> dict:
+    """``feeds`` without the inputs ``model.forward`` does not take (some take no position_ids)."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return {k: v for k, v in feeds.items() if k in params or takes_kwargs}
+
+
+def prefill_decode_diffs(
+    model: torch.nn.Module, directory: Path, vocab_size: int, length: int = 9, prefill: int = 6
+) -> dict[str, float | bool]:
+    """Max |onnxruntime - torch| of a prefill and of a decode step on the returned cache.
+
+    Batch 2 with left padding: the first ``prefill`` tokens with an empty cache, then the rest in
+    one step on the returned cache, each against the full eager forward. Without a cache in the
+    built model, only the whole sequence at once (``prefill_diff``).
+    """
+    lm = OnnxCausalLM(directory)
+    feeds = decoder_inputs(vocab_size, length=length)
+    with torch.no_grad():
+        out = model(**hf_feeds(model, feeds))
+    expected = (out.logits if hasattr(out, "logits") else out[0]).float().numpy()
+    ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
+    keep = mask.astype(bool)
+    if not lm.has_cache:
+        logits, _ = lm.run(ids, mask, pos, {})
+        diff = float(np.abs(logits - expected)[keep].max())
+        return {"cache": False, "prefill_diff": diff, "max_diff": diff}
+    first, cache = lm.run(ids[:, :prefill], mask[:, :prefill], pos[:, :prefill], lm.empty_cache(2))
+    prefill_diff = float(np.abs(first - expected[:, :prefill])[keep[:, :prefill]].max())
+    step, _ = lm.run(ids[:, prefill:], mask, pos[:, prefill:], cache)
+    decode_diff = float(np.abs(step - expected[:, prefill:]).max())
+    return {
+        "cache": True,
+        "prefill_diff": prefill_diff,
+        "decode_diff": decode_diff,
+        "max_diff": max(prefill_diff, decode_diff),
+    }

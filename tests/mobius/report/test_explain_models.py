@@ -55,7 +55,24 @@ def test_layer_only_lowering_covers(checkpoints):
     assert "experts: MixtralExperts → lowered: " in text
 
 
-def test_fallback_without_cache(checkpoints):
+def test_uncaptured_attention_carries_its_cache_through_the_trace(checkpoints):
+    report = mobius.explain(checkpoints.get("bloom")[0])
+    assert report.exit_code == 0 and report.summary.verdict == "full"
+    assert report.summary.kv_cache and report.summary.cache_layers == 2
+    (gap,) = [g for g in report.summary.gaps if g.kind == "cache"]
+    assert gap.subject == "traced"
+    assert gap.modules == ["transformer.h.0.self_attention", "transformer.h.1.self_attention"]
+    assert "attention not captured in transformer.h.0.self_attention" in gap.next_step
+    assert _module(report, "transformer.h.0.self_attention").declines
+
+
+def test_fallback_without_cache_when_the_trace_cannot_carry_it(checkpoints, monkeypatch):
+    from mobius.synth import trace as trace_mod
+
+    def refuse(model):
+        raise UnsupportedError("the model keeps its state in SomeCache, not a transformers Cache")
+
+    monkeypatch.setattr(trace_mod, "probe_layout", refuse)
     report = mobius.explain(checkpoints.get("bloom")[0])
     assert report.exit_code == 1 and report.summary.verdict == "fallback"
     assert not report.summary.kv_cache

@@ -1,0 +1,152 @@
+"""A cache carried through the trace: past states are graph inputs, the updated states are outputs.
+
+When mobius cannot capture a model's attention (hand-written attention, positions counted from the
+cache, recurrent or convolutional layers), transformers' own ``Cache`` object does the bookkeeping
+inside the traced forward: we fill one with the graph's ``past_key_values.{i}.<state>`` inputs,
+call the model with it, and return what it holds afterwards as ``present.{i}.<state>``.
+
+Every layer is traced in its continuation form (it has a previous state), so one graph serves the
+prefill (states of length 0, or zeros for fixed-size recurrent states) and every decode step.
+Sliding-window layers keep the whole history, as a full-attention layer does; the model's mask
+applies the window.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+from unittest import mock
+
+import torch
+
+from mobius.errors import UnsupportedError
+from mobius.tasks.base import BATCH, PAST, TensorSpec
+from mobius.tasks.causal_lm import cache_input_name, cache_output_name, returned_cache
+
+# Cache-layer attributes that hold tensors, and the contract's name for each kind of state.
+_KV = (("keys", "key"), ("values", "value"))
+_RECURRENT = (("conv_states", "conv_state"), ("recurrent_states", "recurrent_state"))
+
+
+@dataclass(frozen=True)
+class StateSlot:
+    """One tensor a cache layer carries from one call to the next."""
+
+    layer: int
+    kind: str  # key, value, conv_state, recurrent_state (with _{j} when a layer has several)
+    attribute: str  # the cache layer's attribute: keys, values, conv_states, recurrent_states
+    index: int | None  # the entry of a per-layer dict of states (conv/recurrent), else None
+    shape: tuple[int, ...]  # as probed; the batch and, for key/value, the past length vary
+    dtype: torch.dtype
+
+    @property
+    def grows(self) -> bool:
+        """Key/value states grow by one entry per token; conv/recurrent states have a fixed size."""
+        return self.index is None
+
+    def spec(self) -> TensorSpec:
+        dims: list[str | int] = [BATCH, *self.shape[1:]]
+        if self.grows:
+            dims[-2] = PAST
+        return TensorSpec(cache_input_name(self.layer, self.kind), self.dtype, tuple(dims))
+
+    @property
+    def output_name(self) -> str:
+        return cache_output_name(self.layer, self.kind)
+
+
+@dataclass
+class CacheLayout:
+    """What the model's cache holds after a call: its slots, and an instance to copy the rest from."""
+
+    slots: list[StateSlot]
+    template: Any  # the transformers Cache the probe returned (meta tensors)
+
+    def fill(self, tensors: tuple[torch.Tensor, ...]) -> Any:
+        """A cache like the template, holding ``tensors`` as its past (in slot order)."""
+        cache = copy.copy(self.template)
+        cache.layers = [_fresh_layer(layer) for layer in self.template.layers]
+        for slot, tensor in zip(self.slots, tensors, strict=True):
+            layer = cache.layers[slot.layer]
+            if slot.index is None:
+                setattr(layer, slot.attribute, tensor)
+                layer.device = tensor.device
+            else:  # recurrent layers update these in place: give them their own copy
+                getattr(layer, slot.attribute)[slot.index] = tensor.clone()
+        return cache
+
+    def read(self, cache: Any) -> list[torch.Tensor]:
+        """The cache's tensors after the call, in slot order."""
+        layers = _layers_of(cache)
+        out = []
+        for slot in self.slots:
+            held = getattr(layers[slot.layer], slot.attribute)
+            out.append(held if slot.index is None else held[slot.index])
+        return out
+
+
+def probe_layout(model: torch.nn.Module) -> CacheLayout:
+    """Run the meta model once with a cache and describe what the cache holds afterwards."""
+    ids = torch.zeros(2, 3, dtype=torch.long, device="meta")
+    try:
+        # as while tracing: transformers then skips its data-dependent shortcuts (mask checks that
+        # read values), which meta tensors cannot answer
+        with torch.no_grad(), mock.patch.object(torch.compiler, "is_compiling", lambda: True):
+            out = model(input_ids=ids, use_cache=True, return_dict=True)
+    except Exception as exc:
+        raise UnsupportedError(f"running the model with a cache failed: {_line(exc)}") from exc
+    cache = returned_cache(out)
+    layers = _layers_of(cache)
+    slots: list[StateSlot] = []
+    for i, layer in enumerate(layers):
+        for attribute, kind in _KV:
+            held = getattr(layer, attribute, None)
+            if isinstance(held, torch.Tensor) and held.dim() == 4:
+                slots.append(StateSlot(i, kind, attribute, None, tuple(held.shape), held.dtype))
+        for attribute, kind in _RECURRENT:
+            held = getattr(layer, attribute, None) or {}
+            for j, state in sorted(held.items()):
+                if isinstance(state, torch.Tensor):
+                    name = kind if len(held) == 1 else f"{kind}_{j}"
+                    slots.append(StateSlot(i, name, attribute, j, tuple(state.shape), state.dtype))
+    if not slots:
+        raise UnsupportedError("the model's cache holds no tensors after a call")
+    return CacheLayout(slots, cache)
+
+
+def _layers_of(cache: Any) -> list[Any]:
+    self_attention = getattr(cache, "self_attention_cache", None)  # EncoderDecoderCache
+    layers = getattr(self_attention if self_attention is not None else cache, "layers", None)
+    if layers is None:
+        raise UnsupportedError(
+            f"the model keeps its state in {type(cache).__name__}, not a transformers Cache "
+            "with layers"
+        )
+    return layers
+
+
+def _fresh_layer(layer: Any) -> Any:
+    """A copy of a probed cache layer, marked as holding a past, for the traced call to fill."""
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+    if isinstance(layer, DynamicSlidingWindowLayer) and not hasattr(layer, "conv_states"):
+        fresh = DynamicLayer()  # keep every token; the sliding-window mask does the windowing
+        fresh.is_initialized = layer.is_initialized
+    else:
+        fresh = copy.copy(layer)
+    for attribute, _ in _RECURRENT:
+        if isinstance(getattr(layer, attribute, None), dict):
+            setattr(fresh, attribute, dict(getattr(layer, attribute)))
+    for flags in ("is_conv_states_initialized", "is_recurrent_states_initialized"):
+        if isinstance(getattr(layer, flags, None), dict):
+            setattr(fresh, flags, dict(getattr(layer, flags)))
+    if isinstance(getattr(layer, "has_previous_state", None), dict):
+        # continuation form: the graph always starts from a state (zeros at the first call)
+        fresh.has_previous_state = dict.fromkeys(layer.has_previous_state, True)
+    return fresh
+
+
+def _line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:300]

@@ -1,0 +1,98 @@
+"""Caches carried through the trace by transformers' own Cache (mobius/synth/state.py).
+
+One family per reason the captured attention cannot carry the cache: attention written out by
+hand (gpt_neo, bloom), positions counted from the cache length (bart's decoder), recurrent state only
+(mamba2), and convolution state next to attention layers (lfm2_moe). Each is compared with eager
+PyTorch on a prefill and a 3-token decode step, and with HF ``generate`` token for token.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import mobius
+from mobius.testing.configs import tiny_config_for
+from mobius.testing.parity import OnnxCausalLM, decoder_inputs, hf_greedy, prefill_decode_diffs
+from mobius.testing.tiny import randomize
+
+ATOL = 1e-4
+NEW_TOKENS = 16
+# model type -> a state the cache must carry besides (or instead of) keys and values
+FAMILIES = {
+    "gpt_neo": "key",
+    "bloom": "key",  # ALiBi, written out by hand
+    "bart": "key",
+    "mamba2": "recurrent_state",
+    "lfm2_moe": "conv_state",
+}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    done: dict[str, tuple] = {}
+
+    def get(model_type: str):
+        if model_type not in done:
+            config = tiny_config_for(model_type)
+            torch.manual_seed(0)
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+            randomize(model, seed=0)
+            root = tmp_path_factory.mktemp(model_type)
+            model.save_pretrained(root / "hf")
+            package = mobius.build(root / "hf")
+            out = package.save(root / "onnx")
+            done[model_type] = (out, model, config, package)
+        return done[model_type]
+
+    return get
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_prefill_and_decode_step_match_pytorch(model_type, built):
+    out, model, config, _ = built(model_type)
+    diffs = prefill_decode_diffs(model, out, config.vocab_size)
+    assert diffs["cache"], "the model was built without a cache"
+    assert diffs["prefill_diff"] <= ATOL
+    assert diffs["decode_diff"] <= ATOL
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_greedy_generation_matches_hf(model_type, built):
+    out, model, config, _ = built(model_type)
+    feeds = decoder_inputs(config.vocab_size)
+    expected = hf_greedy(model, feeds["input_ids"], feeds["attention_mask"], NEW_TOKENS)
+    lm = OnnxCausalLM(out)
+    actual = lm.generate(feeds["input_ids"].numpy(), feeds["attention_mask"].numpy(), NEW_TOKENS)
+    np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_cache_contract_and_explain(model_type, built):
+    out, _, config, _ = built(model_type)
+    lm = OnnxCausalLM(out)
+    state = FAMILIES[model_type]
+    assert any(n.endswith(f".{state}") for n in lm.cache_names), lm.cache_names
+    presents = {n for n in lm.output_names if n.startswith("present.")}
+    assert presents == {n.replace("past_key_values.", "present.", 1) for n in lm.cache_names}
+    # a recurrent state has a fixed size: only the batch axis is named
+    for name in lm.cache_names:
+        shape = lm.inputs[name].shape
+        growing = name.endswith((".key", ".value"))
+        assert [isinstance(d, str) for d in shape] == [True, False, growing, False][: len(shape)]
+    summary = json.loads((out / "explain.json").read_text())["summary"]
+    assert summary["kv_cache"] and summary["cache_layers"] == config.num_hidden_layers
+    assert any(g["kind"] == "cache" and g["subject"] == "traced" for g in summary["gaps"])
+
+
+def test_the_build_says_why_it_carries_the_cache_in_the_trace(checkpoints, caplog, tmp_path):
+    directory, _, _ = checkpoints.get("bloom")
+    with caplog.at_level("INFO", logger="mobius"):
+        mobius.build(directory, weights=False)
+    assert "carrying the cache through the trace: attention not captured in" in caplog.text
+    assert "transformer.h.0.self_attention" in caplog.text  # names the modules
