@@ -12,6 +12,7 @@ from lowering import (  # noqa: F401  (imported for their registrations)
     reduction,
     shape,
     symbolic,
+    triangular,
 )
 from lowering.context import LoweringContext
 from lowering.dtypes import onnx_dtype

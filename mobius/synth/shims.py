@@ -6,7 +6,13 @@ the exported model computes what HF computes for every input, not just for the t
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
+import sys
+from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import torch
 
@@ -50,3 +56,37 @@ def _dynamic_ntk_rope(module: torch.nn.Module) -> None:
 
     module.rope_type = "default"  # the decorator's Python-side update must not run
     module.register_forward_pre_hook(recompute, with_kwargs=True)
+
+
+@contextlib.contextmanager
+def tracing_branches(model: torch.nn.Module) -> Iterator[None]:
+    """While tracing, let modeling code that has a triangular solve use it instead of its loop.
+
+    Gated delta-rule layers (qwen3_next and its kin) call ``torch.linalg.solve_triangular`` unless
+    ``is_torchdynamo_exporting()``; when exporting they run a Python loop of ``chunk_size`` row
+    updates, thousands of traced ops that take minutes to export. mobius lowers the solve without
+    a loop (``lowering/triangular.py``), so in such modules that check answers False.
+    """
+    with contextlib.ExitStack() as stack:
+        for module in _modeling_modules(model):
+            if _solves_unless_exporting(module):
+                stack.enter_context(
+                    mock.patch.object(module, "is_torchdynamo_exporting", lambda: False)
+                )
+        yield
+
+
+def _modeling_modules(model: torch.nn.Module) -> set[Any]:
+    names = {type(m).__module__ for m in model.modules()}
+    return {sys.modules[n] for n in names if n in sys.modules}
+
+
+@functools.cache
+def _solves_unless_exporting(module: Any) -> bool:
+    if "is_torchdynamo_exporting" not in vars(module):
+        return False
+    try:
+        source = inspect.getsource(module)
+    except (OSError, TypeError):
+        return False
+    return "solve_triangular" in source
