@@ -124,64 +124,20 @@ def _package_explain(out_dir: Path) -> dict:
     return _summarise_explain(json.loads(path.read_text())) if path.exists() else {}
 
 
-def _hf_feeds(model, feeds: dict) -> dict:
-    import inspect
-
-    params = inspect.signature(model.forward).parameters
-    takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    return {k: v for k, v in feeds.items() if k in params or takes_kwargs}
-
-
 def _logits(out):
     return (out.logits if hasattr(out, "logits") else out[0]).float().numpy()
 
 
 def _parity(model, out_dir: Path, config) -> dict:
-    import numpy as np
-    import torch
+    from mobius.testing.parity import causal_lm_parity
 
-    from mobius.testing.parity import OnnxCausalLM, decoder_inputs, max_abs_diff
-
-    vocab = config.get_text_config().vocab_size
-    lm = OnnxCausalLM(out_dir)
-    if not lm.has_cache:
-        diff = max_abs_diff(model, out_dir, config.get_text_config())
-        return {"cache": False, "prefill_diff": diff, "max_diff": diff}
-    feeds = decoder_inputs(vocab, length=LENGTH)
-    ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
-    with torch.no_grad():
-        expected = _logits(model(**_hf_feeds(model, feeds)))
-    keep = mask.astype(bool)
-    prefill, cache = lm.run(
-        ids[:, :PREFILL], mask[:, :PREFILL], pos[:, :PREFILL], lm.empty_cache(2)
-    )
-    prefill_diff = float(np.abs(prefill - expected[:, :PREFILL])[keep[:, :PREFILL]].max())
-    step, cache = lm.run(ids[:, PREFILL:], mask, pos[:, PREFILL:], cache)
-    decode_diff = float(np.abs(step - expected[:, PREFILL:]).max())
-    return {
-        "cache": True,
-        "prefill_diff": prefill_diff,
-        "decode_diff": decode_diff,
-        "max_diff": max(prefill_diff, decode_diff),
-    }
+    return causal_lm_parity(model, out_dir, config, prefill=PREFILL, length=LENGTH)
 
 
 def _hf_model(model_type: str):
-    import torch
-    from transformers import AutoModelForCausalLM
+    from mobius.testing.causal_lm import tiny_causal_lm
 
-    from mobius.testing.configs import tiny_config_for
-    from mobius.testing.tiny import randomize
-
-    config = tiny_config_for(model_type)
-    if getattr(config, "is_decoder", None) is False and not config.is_encoder_decoder:
-        # encoder families (BERT, RoBERTa, ...) behind AutoModelForCausalLM: HF's *ForCausalLM /
-        # *LMHeadModel wants a decoder config (causal self-attention), as their checkpoints have
-        config.is_decoder = True
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
-    model = randomize(model.float().eval(), seed=0)
-    return model, config
+    return tiny_causal_lm(model_type)
 
 
 def work(model_type: str) -> dict:
@@ -194,7 +150,7 @@ def work(model_type: str) -> dict:
     logging.disable(logging.WARNING)
     import torch
 
-    from mobius.testing.parity import decoder_inputs
+    from mobius.testing.parity import decoder_inputs, hf_feeds
 
     result: dict = {"type": model_type}
     with tempfile.TemporaryDirectory(prefix=f"coverage-{model_type}-") as tmp:
@@ -205,7 +161,7 @@ def work(model_type: str) -> dict:
             result["parameters"] = sum(p.numel() for p in model.parameters())
             feeds = decoder_inputs(config.get_text_config().vocab_size, length=LENGTH)
             with torch.no_grad():
-                _logits(model(**_hf_feeds(model, feeds)))
+                _logits(model(**hf_feeds(model, feeds)))
             model.save_pretrained(hf_dir)
         except Exception as exc:
             result.update(

@@ -258,6 +258,18 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "axial_pos_embds_dim": [32, 32],
         "max_position_embeddings": 32,
     },
+    # DBRX: transformers' DbrxAttention reads attn_config.rope_theta, which DbrxAttentionConfig no
+    # longer declares (rope moved to the top-level rope_parameters); released DBRX config.json files
+    # still carry it in attn_config, so the tiny config does too
+    # (and it clamps q/k/v to clip_qkv unconditionally, which fails for the default None; released
+    # DBRX uses 8)
+    "dbrx": {"attn_config": {"rope_theta": 10000.0, "clip_qkv": 8.0}},
+    # MusicGen (and Melody): the causal LM is the decoder, which takes one row per codebook
+    # (batch x num_codebooks rows); one codebook keeps the tests' batch of token rows as it is
+    "musicgen": {"decoder": {"num_codebooks": 1}},
+    "musicgen_melody": {"decoder": {"num_codebooks": 1}},
+    # X-MOD: the language adapters need a default language to run without a `lang_ids` input
+    "xmod": {"default_language": "en_XX"},
     # HRM: num_hidden_layers is the cache size, num_layers_per_stack x H_cycles x (L_cycles + 1)
     "hrm_text": {
         "num_layers_per_stack": 1,

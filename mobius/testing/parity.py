@@ -150,3 +150,46 @@ def hf_greedy(
     finally:
         model.generation_config = saved
     return out[:, ids.shape[1] :].numpy()
+
+
+def hf_feeds(model: torch.nn.Module, feeds: dict) -> dict:
+    """The feeds that ``model.forward`` accepts (all of them where it takes ``**kwargs``)."""
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return {k: v for k, v in feeds.items() if k in params or takes_kwargs}
+
+
+def causal_lm_parity(
+    model: torch.nn.Module, directory: Path, config, prefill: int = 6, length: int = 9
+) -> dict:
+    """Max |onnxruntime - torch| of a converted causal LM (batch 2, left padding).
+
+    With a KV cache: a prefill of ``prefill`` tokens, then one decode step of the rest on the
+    returned cache, each against the full forward. Without one: the prefill logits. Returns
+    ``cache``, ``prefill_diff``, ``decode_diff`` (with a cache) and ``max_diff``.
+    """
+    text = config.get_text_config()
+    lm = OnnxCausalLM(directory)
+    if not lm.has_cache:
+        diff = max_abs_diff(model, directory, text)
+        return {"cache": False, "prefill_diff": diff, "max_diff": diff}
+    feeds = decoder_inputs(text.vocab_size, length=length)
+    ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
+    with torch.no_grad():
+        out = model(**hf_feeds(model, feeds))
+    expected = (out.logits if hasattr(out, "logits") else out[0]).float().numpy()
+    keep = mask.astype(bool)
+    first, cache = lm.run(
+        ids[:, :prefill], mask[:, :prefill], pos[:, :prefill], lm.empty_cache(len(ids))
+    )
+    prefill_diff = float(np.abs(first - expected[:, :prefill])[keep[:, :prefill]].max())
+    step, cache = lm.run(ids[:, prefill:], mask, pos[:, prefill:], cache)
+    decode_diff = float(np.abs(step - expected[:, prefill:]).max())
+    return {
+        "cache": True,
+        "prefill_diff": prefill_diff,
+        "decode_diff": decode_diff,
+        "max_diff": max(prefill_diff, decode_diff),
+    }
