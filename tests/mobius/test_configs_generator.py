@@ -58,6 +58,10 @@ def test_overrides_win():
         ("dbrx", "attn_config needs rope_theta and clip_qkv that transformers reads unguarded"),
         ("xmod", "the language adapters need a default language"),
         ("musicgen", "the causal LM is built from the `decoder` sub-config"),
+        (
+            "blt",
+            "hidden_size_global and the hash-group vocab shrink; HF's cache needs use_cache off",
+        ),
     ],
 )
 def test_sweep_builds_and_runs(model_type, why):
@@ -70,3 +74,4 @@ def test_sweep_builds_and_runs(model_type, why):
         logits = model(**hf_feeds(model, feeds)).logits
     assert logits.shape[:2] == (2, 7), why
     assert torch.isfinite(logits).all(), why
+    assert sum(p.numel() for p in model.parameters()) < 2_000_000, why  # tiny
