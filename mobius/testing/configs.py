@@ -388,6 +388,7 @@ def _shrink(values: dict[str, Any], sub_defaults: dict[str, Any] | None = None) 
             continue
         if (
             "vocab" in key
+            and "offset" not in key  # Gemma-3n's per-modality token offsets stay distinct
             and isinstance(value, int)
             and not isinstance(value, bool)
             and value > VOCAB
