@@ -128,22 +128,16 @@ def _logits(out):
     return (out.logits if hasattr(out, "logits") else out[0]).float().numpy()
 
 
+def _parity(model, out_dir: Path, config) -> dict:
+    from mobius.testing.parity import causal_lm_parity
+
+    return causal_lm_parity(model, out_dir, config, prefill=PREFILL, length=LENGTH)
+
+
 def _hf_model(model_type: str):
-    import torch
-    from transformers import AutoModelForCausalLM
+    from mobius.testing.causal_lm import tiny_causal_lm
 
-    from mobius.testing.configs import tiny_config_for
-    from mobius.testing.tiny import randomize
-
-    config = tiny_config_for(model_type)
-    if getattr(config, "is_decoder", None) is False and not config.is_encoder_decoder:
-        # encoder families (BERT, RoBERTa, ...) behind AutoModelForCausalLM: HF's *ForCausalLM /
-        # *LMHeadModel wants a decoder config (causal self-attention), as their checkpoints have
-        config.is_decoder = True
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager")
-    model = randomize(model.float().eval(), seed=0)
-    return model, config
+    return tiny_causal_lm(model_type)
 
 
 def work(model_type: str) -> dict:
@@ -156,7 +150,7 @@ def work(model_type: str) -> dict:
     logging.disable(logging.WARNING)
     import torch
 
-    from mobius.testing.parity import decoder_inputs, hf_feeds, prefill_decode_diffs
+    from mobius.testing.parity import decoder_inputs, hf_feeds
 
     result: dict = {"type": model_type}
     with tempfile.TemporaryDirectory(prefix=f"coverage-{model_type}-") as tmp:
@@ -207,9 +201,7 @@ def work(model_type: str) -> dict:
             return result
         # 3. parity
         try:
-            parity = prefill_decode_diffs(
-                model, out_dir, config.get_text_config().vocab_size, length=LENGTH, prefill=PREFILL
-            )
+            parity = _parity(model, out_dir, config)
         except Exception as exc:
             result.update(
                 status="convert-error",

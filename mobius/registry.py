@@ -5,6 +5,7 @@ from __future__ import annotations
 from mobius.config import ArchitectureConfig
 from mobius.errors import ConfigError
 from mobius.tasks import TASKS, Task
+from mobius.tasks.nested import nested_model_class
 
 _DECODER_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 
@@ -13,6 +14,7 @@ def detect_task(config: ArchitectureConfig) -> Task:
     """Causal LM for decoder models, feature extraction for encoders."""
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING,
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_MASKED_LM_MAPPING,
         MODEL_MAPPING,
     )
@@ -32,6 +34,11 @@ def detect_task(config: ArchitectureConfig) -> Task:
             return TASKS["causal-lm"]
     if supports(MODEL_MAPPING):
         return TASKS["feature-extraction"]
+    # a text sub-config saved by a *ForCausalLM that AutoModelForCausalLM builds from its parent
+    if nested_model_class(
+        config.hf_config, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_CAUSAL_LM_MAPPING
+    ):
+        return TASKS["causal-lm"]
     raise ConfigError(
         f"no task known for model_type '{model_type}'; pass --task ({', '.join(TASKS)})"
     )

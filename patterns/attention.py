@@ -7,8 +7,8 @@ model-level mask construction is skipped entirely; the mask is rebuilt from the 
 ``attention_mask`` input. The node is then emitted as the ``Attention`` component with the
 ``past_key_values.{i}`` / ``present.{i}`` cache of the causal-LM contract.
 
-A call the op cannot express exactly (an extra positional bias, attention sinks, a non-standard
-mask) declines: it runs transformers' sdpa path instead, so the layer is lowered op by op, and the
+A call the op cannot express exactly (an extra positional bias, attention sinks, a mask the module
+built itself) declines: it runs transformers' sdpa path instead, so the layer is lowered op by op, and the
 reason is kept on the module as ``_mobius_declined``.
 """
 
@@ -95,6 +95,11 @@ def mobius_attention_forward(
     reason = decline_reason(module, kwargs) or (
         None if causal else "bidirectional attention (is_causal=False) has no causal KV cache"
     )
+    if reason is None and attention_mask is not None:
+        # "mobius" has no mask function, so the model-level mask is None here: a mask that still
+        # arrives was made by the module itself (Doge's dynamic mask: a learned per-key bias), and
+        # the op, which rebuilds a plain causal mask, would drop it
+        reason = "the module passes its own attention mask or bias, which the op cannot carry"
     if reason is not None:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 

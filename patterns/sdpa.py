@@ -5,7 +5,7 @@ Models that do not call transformers' AttentionInterface still reach one
 over the model's padding mask, it is emitted as the same ``Attention`` component (with the KV
 cache) as captured attention. The mask argument is not reused: it is checked to be a boolean
 allow/deny mask built from the inputs alone (so it cannot carry an ALiBi or other bias), and the
-config to have no sliding window or chunking, and then rebuilt from ``attention_mask`` like
+config (and its text sub-config) to have no sliding window or chunking, and then rebuilt from ``attention_mask`` like
 everywhere else. The mask must also compare query and key positions somewhere (a causal mask
 does; a bidirectional padding mask does not). The layer index comes from the module path.
 """
@@ -46,8 +46,17 @@ def _inputs_only(mask: torch.fx.Node) -> bool:
     return True
 
 
+def _has_window(config: Any) -> bool:
+    """The config, or its text sub-config (where a composite model keeps the decoder's window, as
+    Gemma-3's does), sets a sliding window or chunked attention."""
+    configs = [config]
+    if hasattr(config, "get_text_config"):
+        configs.append(config.get_text_config())
+    return any(getattr(c, f, None) for c in configs for f in _WINDOW_FIELDS)
+
+
 def _mask_reason(mask: Any, is_causal: bool, config: Any) -> str | None:
-    if any(getattr(config, f, None) for f in _WINDOW_FIELDS):
+    if _has_window(config):
         return "the config has a sliding window or chunked attention the mask may encode"
     if mask is None:
         return None if is_causal else "the attention is not causal"

@@ -8,6 +8,7 @@ import torch
 
 from mobius.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
+from mobius.tasks.nested import FromConfig, nested_model_class
 
 
 class CausalLMTask(Task):
@@ -19,8 +20,17 @@ class CausalLMTask(Task):
 
     def auto_class(self, config: ArchitectureConfig) -> Any:
         from transformers import AutoModelForCausalLM
+        from transformers.models.auto.modeling_auto import (
+            MODEL_FOR_CAUSAL_LM_MAPPING,
+            MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        )
 
-        return AutoModelForCausalLM
+        if type(config.hf_config) in MODEL_FOR_CAUSAL_LM_MAPPING:
+            return AutoModelForCausalLM
+        nested = nested_model_class(  # e.g. Emu3ForCausalLM from a saved emu3_text_model config
+            config.hf_config, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_CAUSAL_LM_MAPPING
+        )
+        return FromConfig(nested) if nested is not None else AutoModelForCausalLM
 
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
         return [

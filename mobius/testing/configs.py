@@ -38,6 +38,7 @@ SIZES: dict[str, int] = {
         HIDDEN,
     ),
     "word_embed_proj_dim": HIDDEN,  # OPT: projection to the embedding width
+    "hidden_size_global": HIDDEN,  # BLT: the global transformer's width, seen from its sub-configs
     "embedding_size": HIDDEN,  # ELECTRA/ALBERT-style factorised embeddings
     # depth
     **dict.fromkeys(
@@ -258,6 +259,22 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "axial_pos_embds_dim": [32, 32],
         "max_position_embeddings": 32,
     },
+    # DBRX: transformers' DbrxAttention reads attn_config.rope_theta, which DbrxAttentionConfig no
+    # longer declares (rope moved to the top-level rope_parameters); released DBRX config.json files
+    # still carry it in attn_config, so the tiny config does too
+    # (and it clamps q/k/v to clip_qkv unconditionally, which fails for the default None; released
+    # DBRX uses 8)
+    "dbrx": {"attn_config": {"rope_theta": 10000.0, "clip_qkv": 8.0}},
+    # MusicGen (and Melody): the causal LM is the decoder, which takes one row per codebook
+    # (batch x num_codebooks rows); one codebook keeps the tests' batch of token rows as it is
+    "musicgen": {"decoder": {"num_codebooks": 1}},
+    "musicgen_melody": {"decoder": {"num_codebooks": 1}},
+    # BLT: transformers' BltModel builds its DynamicCache from the top-level config, which has no
+    # num_hidden_layers, so a forward with use_cache fails for any BLT config; mobius traces with
+    # use_cache=False, and so the tiny config defaults to it
+    "blt": {"use_cache": False},
+    # X-MOD: the language adapters need a default language to run without a `lang_ids` input
+    "xmod": {"default_language": "en_XX"},
     # HRM: num_hidden_layers is the cache size, num_layers_per_stack x H_cycles x (L_cycles + 1)
     "hrm_text": {
         "num_layers_per_stack": 1,
@@ -369,8 +386,14 @@ def _shrink(values: dict[str, Any], sub_defaults: dict[str, Any] | None = None) 
             if old_layers and len(value) == old_layers:
                 values[key] = [SIZES[key]] * LAYERS
             continue
-        if key.endswith("vocab_size") and isinstance(value, int) and value > VOCAB:
-            values[key] = VOCAB  # other vocab sizes (e.g. unpadded_vocab_size) stay consistent
+        if (
+            "vocab" in key
+            and "offset" not in key  # Gemma-3n's per-modality token offsets stay distinct
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+            and value > VOCAB
+        ):
+            values[key] = VOCAB  # other vocabs (unpadded_vocab_size, BLT's hash-group vocab) too
             continue
         if value is None and key in FILL_NONE:
             values[key] = FILL_NONE[key]

@@ -156,7 +156,7 @@ def hf_greedy(
 
 
 def hf_feeds(model: torch.nn.Module, feeds: dict) -> dict:
-    """``feeds`` without the inputs ``model.forward`` does not take (some take no position_ids)."""
+    """The feeds that ``model.forward`` accepts (all of them where it takes ``**kwargs``)."""
     import inspect
 
     params = inspect.signature(model.forward).parameters
@@ -164,29 +164,31 @@ def hf_feeds(model: torch.nn.Module, feeds: dict) -> dict:
     return {k: v for k, v in feeds.items() if k in params or takes_kwargs}
 
 
-def prefill_decode_diffs(
-    model: torch.nn.Module, directory: Path, vocab_size: int, length: int = 9, prefill: int = 6
-) -> dict[str, float | bool]:
-    """Max |onnxruntime - torch| of a prefill and of a decode step on the returned cache.
+def causal_lm_parity(
+    model: torch.nn.Module, directory: Path, config, prefill: int = 6, length: int = 9
+) -> dict:
+    """Max |onnxruntime - torch| of a converted causal LM (batch 2, left padding).
 
-    Batch 2 with left padding: the first ``prefill`` tokens with an empty cache, then the rest in
-    one step on the returned cache, each against the full eager forward. Without a cache in the
-    built model, only the whole sequence at once (``prefill_diff``).
+    With a KV cache: a prefill of ``prefill`` tokens, then one decode step of the rest on the
+    returned cache, each against the full forward. Without one: the prefill logits. Returns
+    ``cache``, ``prefill_diff``, ``decode_diff`` (with a cache) and ``max_diff``.
     """
+    text = config.get_text_config()
     lm = OnnxCausalLM(directory)
-    feeds = decoder_inputs(vocab_size, length=length)
+    if not lm.has_cache:
+        diff = max_abs_diff(model, directory, text)
+        return {"cache": False, "prefill_diff": diff, "max_diff": diff}
+    feeds = decoder_inputs(text.vocab_size, length=length)
+    ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
     with torch.no_grad():
         out = model(**hf_feeds(model, feeds))
     expected = (out.logits if hasattr(out, "logits") else out[0]).float().numpy()
-    ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
     keep = mask.astype(bool)
-    if not lm.has_cache:
-        logits, _ = lm.run(ids, mask, pos, {})
-        diff = float(np.abs(logits - expected)[keep].max())
-        return {"cache": False, "prefill_diff": diff, "max_diff": diff}
-    first, cache = lm.run(ids[:, :prefill], mask[:, :prefill], pos[:, :prefill], lm.empty_cache(2))
+    first, cache = lm.run(
+        ids[:, :prefill], mask[:, :prefill], pos[:, :prefill], lm.empty_cache(len(ids))
+    )
     prefill_diff = float(np.abs(first - expected[:, :prefill])[keep[:, :prefill]].max())
-    step, _ = lm.run(ids[:, prefill:], mask, pos[:, prefill:], cache)
+    step, cache = lm.run(ids[:, prefill:], mask, pos[:, prefill:], cache)
     decode_diff = float(np.abs(step - expected[:, prefill:]).max())
     return {
         "cache": True,

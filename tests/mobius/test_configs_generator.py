@@ -50,3 +50,28 @@ def test_moe_and_layer_lists_are_shrunk():
 
 def test_overrides_win():
     assert tiny_config_for("llama", intermediate_size=96).intermediate_size == 96
+
+
+@pytest.mark.parametrize(
+    ("model_type", "why"),
+    [
+        ("dbrx", "attn_config needs rope_theta and clip_qkv that transformers reads unguarded"),
+        ("xmod", "the language adapters need a default language"),
+        ("musicgen", "the causal LM is built from the `decoder` sub-config"),
+        (
+            "blt",
+            "hidden_size_global and the hash-group vocab shrink; HF's cache needs use_cache off",
+        ),
+    ],
+)
+def test_sweep_builds_and_runs(model_type, why):
+    from mobius.testing.causal_lm import tiny_causal_lm
+    from mobius.testing.parity import decoder_inputs, hf_feeds
+
+    model, config = tiny_causal_lm(model_type)
+    feeds = decoder_inputs(config.get_text_config().vocab_size)
+    with torch.no_grad():
+        logits = model(**hf_feeds(model, feeds)).logits
+    assert logits.shape[:2] == (2, 7), why
+    assert torch.isfinite(logits).all(), why
+    assert sum(p.numel() for p in model.parameters()) < 2_000_000, why  # tiny

@@ -16,7 +16,7 @@ import torch
 
 import mobius
 from mobius.testing.configs import tiny_config_for
-from mobius.testing.parity import OnnxCausalLM, decoder_inputs, hf_greedy, prefill_decode_diffs
+from mobius.testing.parity import OnnxCausalLM, causal_lm_parity, decoder_inputs, hf_greedy
 from mobius.testing.tiny import randomize
 
 ATOL = 1e-4
@@ -56,7 +56,7 @@ def built(tmp_path_factory):
 @pytest.mark.parametrize("model_type", FAMILIES)
 def test_prefill_and_decode_step_match_pytorch(model_type, built):
     out, model, config, _ = built(model_type)
-    diffs = prefill_decode_diffs(model, out, config.vocab_size)
+    diffs = causal_lm_parity(model, out, config)
     assert diffs["cache"], "the model was built without a cache"
     assert diffs["prefill_diff"] <= ATOL
     assert diffs["decode_diff"] <= ATOL

@@ -1,0 +1,58 @@
+"""Failure classes of the causal-LM coverage sweep, each on one tiny model type that showed it.
+
+Built the way the sweep builds them (``mobius.testing.causal_lm.tiny_causal_lm``: the class that
+``AutoModelForCausalLM`` maps the type to, randomised), saved, converted with ``mobius.build`` and
+compared with eager PyTorch at atol 1e-4 (with a KV cache: prefill, then a decode step on it).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import mobius
+from mobius.testing.causal_lm import tiny_causal_lm
+from mobius.testing.parity import causal_lm_parity
+
+ATOL = 1e-4
+
+
+def convert(model_type: str, tmp_path, **kwargs) -> tuple[dict, object]:
+    model, config = tiny_causal_lm(model_type, **kwargs)
+    model.save_pretrained(tmp_path / "hf")
+    out = mobius.build(tmp_path / "hf").save(tmp_path / "onnx")
+    return causal_lm_parity(model, out, config), config
+
+
+@pytest.mark.parametrize("model_type", ["emu3", "mllama"])
+def test_nested_text_config_converts_as_causal_lm_with_cache(model_type, tmp_path):
+    # the *ForCausalLM is built from the text sub-config, so the saved config.json has the nested
+    # type (emu3_text_model), which no auto mapping names
+    result, config = convert(model_type, tmp_path)
+    assert config.model_type.endswith("_text_model")
+    assert result["cache"] and result["max_diff"] <= ATOL, result
+
+
+def test_encoder_family_as_decoder_keeps_a_cache(tmp_path):
+    # (BERT with and without is_decoder: tests/patterns/test_sdpa_pattern.py)
+    result, config = convert("roberta", tmp_path)
+    assert config.is_decoder
+    assert result["cache"] and result["max_diff"] <= ATOL, result
+
+
+def test_encoder_family_bidirectional_converts_without_cache(tmp_path):
+    result, config = convert("roberta", tmp_path, is_decoder=False)
+    assert not config.is_decoder
+    assert not result["cache"] and result["max_diff"] <= ATOL, result
+
+
+def test_module_built_mask_declines_capture(tmp_path):
+    # Doge adds a learned per-key bias (its dynamic mask) that the captured op would drop
+    result, _ = convert("doge", tmp_path)
+    assert not result["cache"] and result["max_diff"] <= ATOL, result
+
+
+def test_composite_with_decoder_sub_config(tmp_path):
+    # MusicGen's causal LM is built from its `decoder` sub-config (not `text_config`)
+    result, config = convert("musicgen", tmp_path)
+    assert config.model_type == "musicgen_decoder"
+    assert result["max_diff"] <= ATOL, result
