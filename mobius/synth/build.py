@@ -16,6 +16,7 @@ from mobius.report import ExplainReport
 from mobius.synth.analysis import analyze
 from mobius.synth.emit import emit
 from mobius.synth.prepare import prepare
+from mobius.synth.token_loop import loop_over_tokens
 from mobius.weights import Checkpoint, WeightBinder
 
 log = logging.getLogger("mobius")
@@ -65,6 +66,8 @@ def build(
     try:
         captured_cache = use_cache and not traced.cache_in_graph  # else the trace has its states
         model = emit(traced, binder, name=arch.model_type, use_cache=captured_cache)
+        if traced.loop_inputs:
+            model = loop_over_tokens(model, traced.loop_inputs, traced.inputs)
     except UnsupportedError as exc:
         if not str(exc).startswith("no lowering for"):
             raise

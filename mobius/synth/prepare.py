@@ -17,7 +17,7 @@ from mobius.registry import get_task
 from mobius.source import Source
 from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.emit import unclaimed_attention
-from mobius.synth.trace import TracedModel, trace
+from mobius.synth.trace import SpecialisedShapeError, TracedModel, trace
 from mobius.tasks import Task
 
 log = logging.getLogger("mobius")
@@ -50,24 +50,44 @@ def prepare(
     arch = config_mod.from_hf(hf_config)
     the_task = get_task(task, arch)
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
-    traced = trace(arch, the_task, dtype)
     use_cache = the_task.supports_cache
-    unclaimed = unclaimed_attention(traced) if use_cache else []
-    blocker = _captured_cache_blocker(traced, unclaimed) if use_cache else None
+    fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
+    try:
+        traced: TracedModel | None = trace(arch, the_task, dtype)
+    except SpecialisedShapeError as exc:
+        if not use_cache:
+            raise
+        traced = None  # e.g. a Python loop over tokens: only a one-token trace can work
+        unclaimed, blocker = [], str(exc)
+    else:
+        unclaimed = unclaimed_attention(traced) if use_cache else []
+        blocker = _captured_cache_blocker(traced, unclaimed) if use_cache else None
     if blocker is not None:
         # the captured attention cannot carry this model's cache: let transformers' own Cache do
         # it inside the trace, with the model's own attention lowered op by op
-        fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
         log.info("carrying the cache through the trace: %s", blocker)
         try:
-            traced = trace(arch, the_task, dtype, fallback, carry_cache=True)
+            traced = _trace_carrying_cache(arch, the_task, dtype, fallback)
         except UnsupportedError as exc:
+            if traced is None:
+                raise
             use_cache = False
             blocker = f"{blocker}; carrying transformers' cache through the trace failed: {exc}"
             log.warning("building without a KV cache: %s", blocker)
             traced = trace(arch, the_task, dtype, fallback) if unclaimed else traced
     traced.program = decompose_unlowered(traced.program)
     return Prepared(source, arch, the_task, traced, use_cache, unclaimed, blocker)
+
+
+def _trace_carrying_cache(
+    arch: ArchitectureConfig, task: Task, dtype: torch.dtype, implementations: tuple[str, ...]
+) -> TracedModel:
+    """The trace with the cache as inputs and outputs; one token at a time if the model loops."""
+    try:
+        return trace(arch, task, dtype, implementations, carry_cache=True)
+    except SpecialisedShapeError as exc:
+        log.info("tracing one token at a time (%s)", exc)
+        return trace(arch, task, dtype, implementations, carry_cache=True, one_token=True)
 
 
 def _captured_cache_blocker(traced: TracedModel, unclaimed: list[str]) -> str | None:

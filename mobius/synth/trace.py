@@ -17,6 +17,7 @@ from mobius.errors import UnsupportedError
 from mobius.synth.shims import make_traceable, tracing_branches
 from mobius.synth.state import CacheLayout, probe_layout
 from mobius.tasks import Task, TensorSpec
+from mobius.tasks.base import SEQUENCE
 from mobius.weights import KeyMapping
 from patterns.base import WRAPPER_PREFIX, MatchContext
 
@@ -39,10 +40,16 @@ class TracedModel:
     cache_in_graph: bool = False  # past/present states are traced inputs/outputs (state.py)
     state_kinds: set[str] | None = None  # cache-layer attributes the model fills (None: unknown)
     kv_layers: int = 0  # layers whose cache holds keys and values
+    # traced for one new token: the contract's inputs, which token_loop.py loops the step over
+    loop_inputs: list[TensorSpec] = field(default_factory=list)
 
     @property
     def match_context(self) -> MatchContext:
         return MatchContext(self.hf_config, self.causal)
+
+
+class SpecialisedShapeError(UnsupportedError):
+    """The trace fixed a dimension that should vary (a Python loop over tokens, for instance)."""
 
 
 class _TaskWrapper(torch.nn.Module):
@@ -168,7 +175,7 @@ def _export(
         ) from exc
     fixed = _specialised_dims(program, specs)
     if fixed:
-        raise UnsupportedError(
+        raise SpecialisedShapeError(
             f"torch.export fixed dynamic dimensions of {config.model_type} to constants: "
             + ", ".join(fixed)
         )
@@ -241,11 +248,14 @@ def trace(
     implementations: tuple[str, ...] | None = None,
     *,
     carry_cache: bool = False,
+    one_token: bool = False,
 ) -> TracedModel:
     """Instantiate on meta and export with dynamic batch and sequence dimensions.
 
     With ``carry_cache`` the model runs on top of a transformers Cache filled from extra graph
-    inputs (``mobius.synth.state``), and returns the cache's tensors after the call.
+    inputs (``mobius.synth.state``), and returns the cache's tensors after the call. With
+    ``one_token`` as well, the sequence axis is traced as 1 (for models that loop over tokens in
+    Python); ``synth/token_loop.py`` runs that graph once per token.
     """
     model = instantiate_on_meta(config, task, dtype, implementations)
     model.tie_weights()
@@ -259,6 +269,7 @@ def trace(
         for name, mod in model.named_modules()
     }
     model = model.to("meta")
+    loop_inputs: list[TensorSpec] = []
     layout = probe_layout(model) if carry_cache else None
     probed = layout or (_try_probe(model) if task.supports_cache else None)
     if layout is None:
@@ -266,6 +277,9 @@ def trace(
         outputs = task.outputs(config)
     else:
         specs = task.cached_inputs(config, model) + [slot.spec() for slot in layout.slots]
+        if one_token:
+            loop_inputs = specs
+            specs = [TensorSpec(s.name, s.dtype, one_token_dims(s.dims)) for s in specs]
         outputs = task.outputs(config) + [slot.output_name for slot in layout.slots]
     wrapper = _TaskWrapper(model, task, _contract_names(specs, layout), layout)
     program = _export(wrapper, specs, config, task, dtype, device="meta")
@@ -291,7 +305,13 @@ def trace(
         cache_in_graph=layout is not None,
         state_kinds=None if probed is None else {slot.attribute for slot in probed.slots},
         kv_layers=0 if probed is None else len({s.layer for s in probed.slots if s.grows}),
+        loop_inputs=loop_inputs,
     )
+
+
+def one_token_dims(dims: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    """``dims`` with the sequence axis fixed to one token."""
+    return tuple(1 if d == SEQUENCE else d for d in dims)
 
 
 def _try_probe(model: torch.nn.Module) -> CacheLayout | None:

@@ -1,0 +1,114 @@
+"""Run a one-token graph once per token with an ONNX ``Loop``, for models that loop in Python.
+
+Recurrent models written as a Python loop over time steps (mamba1, RWKV, xLSTM, RecurrentGemma)
+trace only at a fixed length. Traced for one token with the cache carried (``trace(...,
+one_token=True)``), their graph is one exact decode step; this module wraps it so the model keeps
+the causal-LM contract for any number of new tokens:
+
+    for t in range(sequence_length):
+        logits[:, t], states = step(input_ids[:, t], attention_mask[:, :past + t + 1],
+                                    position_ids[:, t], states)
+
+The step's nodes become the ``Loop`` body, its weights stay initializers of the outer graph (the
+body reads them from the outer scope), and its state inputs and outputs become loop-carried values.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+import onnxscript
+
+from mobius.tasks.base import SEQUENCE, TOTAL, TensorSpec
+
+_TOKEN_AXIS = 1
+
+
+def loop_over_tokens(
+    step: ir.Model, specs: list[TensorSpec], step_specs: list[TensorSpec]
+) -> ir.Model:
+    """The model that runs ``step`` (traced for one token) over every new token.
+
+    ``specs`` are the contract's inputs with a sequence axis; ``step_specs`` the step's, in the
+    same order. Inputs whose sequence axis became 1 are sliced per token; the mask (``TOTAL``)
+    grows by one column per token; the rest (the cache) is carried through the loop.
+    """
+    old = step.graph
+    outer = ir.Graph([], [], nodes=[], opset_imports=dict(old.opset_imports), name=old.name)
+    builder = onnxscript.GraphBuilder(outer)
+    op = builder.op
+    by_name = {v.name: v for v in old.inputs}
+    outer_inputs = {
+        s.name: builder.input(s.name, by_name[s.name].dtype, ir.Shape(list(s.dims))) for s in specs
+    }
+    per_token = [
+        s.name
+        for s, t in zip(specs, step_specs, strict=True)
+        if SEQUENCE in s.dims and SEQUENCE not in t.dims
+    ]
+    growing = [s.name for s in specs if TOTAL in s.dims]
+    carried = [s.name for s in specs if s.name not in per_token and s.name not in growing]
+    for name, value in list(old.initializers.items()):  # weights stay in the outer graph
+        old.initializers.pop(name)
+        outer.register_initializer(value)
+    tokens = op.Shape(outer_inputs[per_token[0]], start=_TOKEN_AXIS, end=_TOKEN_AXIS + 1)
+    past = {n: op.Sub(op.Shape(outer_inputs[n], start=1, end=2), tokens) for n in growing}
+
+    prologue: list[ir.Node] = []
+
+    def node(op_type: str, *inputs: ir.Value, **attributes) -> ir.Value:
+        made = ir.node(op_type, inputs=list(inputs), attributes=attributes)
+        prologue.append(made)
+        return made.outputs[0]
+
+    index = ir.Value(name="token_index", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([]))
+    condition = ir.Value(name="cond_in", type=ir.TensorType(ir.DataType.BOOL), shape=ir.Shape([]))
+    one = node("Constant", value_ints=[1])
+    start = node("Reshape", index, one)
+    after = node("Add", start, one)
+    axis = node("Constant", value_ints=[_TOKEN_AXIS])
+    replacements = {
+        name: node("Slice", outer_inputs[name], start, after, axis) for name in per_token
+    }
+    for name in growing:
+        zero = node("Constant", value_ints=[0])
+        replacements[name] = node(
+            "Slice", outer_inputs[name], zero, node("Add", past[name], after), axis
+        )
+
+    step_nodes = list(old)
+    logits, *states = old.outputs
+    state_names = [v.name for v in states]
+    carried_inputs = [by_name[n] for n in carried]
+    old.outputs.clear()
+    old.inputs.clear()
+    for n in step_nodes:
+        old.remove(n)
+    for name, value in replacements.items():
+        ir.convenience.replace_all_uses_with(by_name[name], value)
+    epilogue = [
+        ir.node("Identity", inputs=[v]) for v in [condition, *states, logits]
+    ]  # body outputs must be values of their own
+    body = ir.Graph(
+        [index, condition, *carried_inputs],
+        [e.outputs[0] for e in epilogue],
+        nodes=[*prologue, *step_nodes, *epilogue],
+        opset_imports=dict(old.opset_imports),
+        name="token_step",
+    )
+    loop = ir.node(
+        "Loop",
+        inputs=[op.Squeeze(tokens), None, *(outer_inputs[n] for n in carried)],
+        attributes={"body": body},
+        num_outputs=len(carried) + 1,
+    )
+    outer.append(loop)
+    *finals, stacked = loop.outputs
+    # per-token logits stacked as [tokens, batch, 1, vocab] -> [batch, tokens, vocab]
+    merged = op.Transpose(op.Squeeze(stacked, op.Constant(value_ints=[2])), perm=[1, 0, 2])
+    builder.add_output(merged, "logits")
+    for name, value in zip(state_names, finals, strict=True):
+        builder.add_output(value, name)
+    model = ir.Model(outer, ir_version=step.ir_version, producer_name=step.producer_name)
+    model.metadata_props.update(step.metadata_props)
+    model.meta.update(step.meta)
+    return model
