@@ -13,7 +13,14 @@ import torch
 import torch.fx
 from torch.export.graph_signature import InputKind, OutputKind
 
-from lowering import LoweringContext, find_lowering, onnx_dtype, op_name
+from lowering import (
+    LoweringContext,
+    find_complex_lowering,
+    find_lowering,
+    involves_complex,
+    onnx_dtype,
+    op_name,
+)
 from mobius.errors import UnsupportedError
 from mobius.synth.cleanup import tidy
 from mobius.synth.decompose import functional_form
@@ -40,7 +47,12 @@ def handler(target: object) -> Callable | None:
 
 
 def node_handler(node: torch.fx.Node) -> Callable | None:
-    """``handler`` for a node, including safe in-place ops (lowered functionally, input rebound)."""
+    """``handler`` for a node, including safe in-place ops (lowered functionally, input rebound).
+
+    Nodes that read or make complex tensors have their own table (``lowering/complex_ops.py``).
+    """
+    if involves_complex(node):
+        return find_emitter(node.target) or find_complex_lowering(node.target)
     found = handler(node.target)
     if found is not None:
         return found
@@ -242,7 +254,7 @@ def _annotate(result: object, node: torch.fx.Node) -> None:
     """Record the traced dtype on single tensor outputs (shape inference fills in the rest)."""
     val = node.meta.get("val")
     if isinstance(result, ir.Value) and isinstance(val, torch.Tensor) and result.type is None:
-        result.dtype = onnx_dtype(val.dtype)
+        result.dtype = onnx_dtype(val.dtype.to_real())  # complex: carried as real pairs
 
 
 def _user_outputs(program: torch.export.ExportedProgram, node: torch.fx.Node) -> list:
