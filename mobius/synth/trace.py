@@ -13,6 +13,7 @@ import torch
 
 from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
+from mobius.synth.inline import inline_grad_regions
 from mobius.synth.shims import make_traceable
 from mobius.tasks import Task, TensorSpec
 from mobius.weights import KeyMapping
@@ -140,12 +141,13 @@ def _export(
     )
     try:
         with _quiet():
-            return torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
+            program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UnsupportedError(
             f"torch.export could not trace {config.model_type} ({type(exc).__name__}: {first[:300]})"
         ) from exc
+    return inline_grad_regions(program)  # grad modes mean nothing here
 
 
 def _meta_constants(
