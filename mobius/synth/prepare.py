@@ -12,6 +12,7 @@ from torch.export.graph_signature import InputKind
 from mobius import config as config_mod
 from mobius import source as source_mod
 from mobius.config import ArchitectureConfig
+from mobius.errors import UnsupportedError
 from mobius.registry import get_task
 from mobius.source import Source
 from mobius.synth.decompose import decompose_unlowered
@@ -49,8 +50,8 @@ def prepare(
     arch = config_mod.from_hf(hf_config)
     the_task = get_task(task, arch)
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
-    traced = trace(arch, the_task, dtype)
-    use_cache = the_task.supports_cache
+    traced, blocker = _trace_or_fall_back(arch, the_task, dtype)
+    use_cache = the_task.supports_cache and blocker is None
     unclaimed = unclaimed_attention(traced) if use_cache else []
     if unclaimed:
         # Layers that bypass the attention interface build their own masks, which the capture
@@ -62,7 +63,6 @@ def prepare(
         log.warning("building without a KV cache: attention not captured in %s", shown)
         fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
         traced = trace(arch, the_task, dtype, fallback)
-    blocker = None
     if use_cache and not _reads_input(traced, "position_ids"):
         # positions come from the cache length inside the model (BART-style learned positions);
         # traced without a cache, that length is always 0, so decode steps would reuse position 0
@@ -71,6 +71,28 @@ def prepare(
         log.warning("building without a KV cache: %s", blocker)
     traced.program = decompose_unlowered(traced.program)
     return Prepared(source, arch, the_task, traced, use_cache, unclaimed, blocker)
+
+
+def _trace_or_fall_back(
+    arch: ArchitectureConfig, task: Task, dtype: torch.dtype
+) -> tuple[TracedModel, str | None]:
+    """Trace with the task's attention implementations; if the captured attention breaks the trace
+    (a model that reads the attention mask outside attention, like DSA's indexer, sees no mask),
+    trace with transformers' own attention instead, with no cache. Returns why there is none."""
+    try:
+        return trace(arch, task, dtype), None
+    except UnsupportedError as exc:
+        fallback = tuple(i for i in task.attention_implementations if i != "mobius")
+        if fallback == task.attention_implementations:
+            raise
+        try:
+            traced = trace(arch, task, dtype, fallback)
+        except UnsupportedError:
+            raise exc from None
+        reason = str(exc).removeprefix("torch.export could not trace ")
+    blocker = f"the model cannot be traced with the captured attention ({reason})"
+    log.warning("building without a KV cache: %s", blocker)
+    return traced, blocker
 
 
 def _reads_input(traced: TracedModel, name: str) -> bool:
