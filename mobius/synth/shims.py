@@ -6,6 +6,7 @@ the exported model computes what HF computes for every input, not just for the t
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -16,6 +17,8 @@ def make_traceable(model: torch.nn.Module) -> torch.nn.Module:
     for module in model.modules():
         if getattr(module, "rope_type", None) == "dynamic" and hasattr(module, "inv_freq"):
             _dynamic_ntk_rope(module)
+        if _is_looped_experts(module):
+            _gathered_experts(module)
     return model
 
 
@@ -50,3 +53,51 @@ def _dynamic_ntk_rope(module: torch.nn.Module) -> None:
 
     module.rope_type = "default"  # the decorator's Python-side update must not run
     module.register_forward_pre_hook(recompute, with_kwargs=True)
+
+
+EXPERTS_SIGNATURE = ["hidden_states", "top_k_index", "top_k_weights"]
+
+
+def _is_looped_experts(module: torch.nn.Module) -> bool:
+    """Fused experts (``gate_up_proj`` [E, 2I, H], ``down_proj`` [E', H, I]) whose class is not
+    routed through transformers' experts interface (that sets ``has_gate``), so their forward loops
+    over the experts some token picked: a loop of data-dependent length."""
+    gate_up, down = getattr(module, "gate_up_proj", None), getattr(module, "down_proj", None)
+    if not isinstance(gate_up, torch.Tensor) or not isinstance(down, torch.Tensor):
+        return False
+    if hasattr(module, "has_gate") or not hasattr(module, "act_fn"):
+        return False
+    params = list(inspect.signature(type(module).forward).parameters)[1:]
+    if params != EXPERTS_SIGNATURE or gate_up.dim() != 3 or down.dim() != 3:
+        return False
+    hidden, inner = down.shape[1], down.shape[2]
+    shapes_match = gate_up.shape[1] == 2 * inner and gate_up.shape[2] == hidden
+    # experts past the last down projection are zero-compute (identity) experts (LongCat-Flash)
+    extra_ok = gate_up.shape[0] == down.shape[0] or hasattr(module, "identity_expert")
+    return shapes_match and extra_ok
+
+
+def _gathered_experts(module: torch.nn.Module) -> None:
+    """The same experts computed for every (token, pick) pair with gathered expert weights.
+
+    Each of a token's ``k`` picks runs its expert's gated MLP (``act(gate) * up``, then down),
+    weighted by its routing weight, and the picks are summed: what the loop computes, in a fixed
+    shape. A pick of an expert with no down projection (an identity expert) passes the token through.
+    """
+    routed = module.down_proj.shape[0]
+
+    def forward(hidden_states, top_k_index, top_k_weights):
+        tokens, k = top_k_index.shape[0], top_k_index.shape[-1]
+        x = hidden_states.unsqueeze(1).expand(-1, k, -1).reshape(tokens * k, -1)
+        ids = top_k_index.reshape(-1)
+        safe = ids.clamp(max=routed - 1)
+        projected = torch.bmm(module.gate_up_proj[safe], x.unsqueeze(-1)).squeeze(-1)
+        gate, up = projected.chunk(2, dim=-1)
+        out = torch.bmm(module.down_proj[safe], (module.act_fn(gate) * up).unsqueeze(-1))
+        out = out.squeeze(-1)
+        if module.gate_up_proj.shape[0] > routed:
+            out = torch.where((ids < routed).unsqueeze(-1), out, x)
+        out = out * top_k_weights.reshape(-1, 1).to(out.dtype)
+        return out.view(tokens, k, -1).sum(1).to(hidden_states.dtype)
+
+    module.forward = forward
