@@ -69,6 +69,12 @@ def node_handler(node: torch.fx.Node) -> Callable | None:
     return in_place
 
 
+def blocked_op_name(node: torch.fx.Node) -> str:
+    """How a node without a handler is reported: its op, marked when its values are complex."""
+    name = op_name(node.target)
+    return f"{name}:complex" if involves_complex(node) else name
+
+
 def regions(program: torch.export.ExportedProgram) -> list[Region]:
     """The traced nodes grouped by the innermost module instance that produced them."""
     by_path: dict[str, Region] = {}
@@ -86,7 +92,7 @@ def unsupported_ops(
     missing: dict[str, set[str]] = defaultdict(set)
     for node in program.graph.nodes:
         if node.op == "call_function" and node not in owner and node_handler(node) is None:
-            missing[op_name(node.target)].add(module_of(node)[0] or "<model>")
+            missing[blocked_op_name(node)].add(module_of(node)[0] or "<model>")
     return dict(missing)
 
 

@@ -83,3 +83,13 @@ CASES = [
 @pytest.mark.parametrize("fn,args,dynamic,other", CASES)
 def test_complex(fn, args, dynamic, other):
     run(fn, args, dynamic, other)
+
+
+def test_unlowered_complex_op_is_named():
+    from cases import Fn
+
+    from mobius.errors import UnsupportedError
+    from mobius.testing.lowering import lower_module
+
+    with pytest.raises(UnsupportedError, match=r"aten\.exp\.default:complex"):
+        lower_module(Fn(lambda x: r(c(x).exp())), [X], [BS])
