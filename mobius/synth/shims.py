@@ -80,11 +80,20 @@ def _is_looped_experts(module: torch.nn.Module) -> bool:
 def _gathered_experts(module: torch.nn.Module) -> None:
     """The same experts computed for every (token, pick) pair with gathered expert weights.
 
-    Each of a token's ``k`` picks runs its expert's gated MLP (``act(gate) * up``, then down),
-    weighted by its routing weight, and the picks are summed: what the loop computes, in a fixed
-    shape. A pick of an expert with no down projection (an identity expert) passes the token through.
+    Each of a token's ``k`` picks runs its expert's gated MLP (the module's own ``_apply_gate``
+    when it has one, else ``act(gate) * up``), then the down projection, weighted by its routing
+    weight, and the picks are summed: what the loop computes, in a fixed shape. A pick past the
+    last down projection passes the token through when the module has identity experts, and adds
+    nothing otherwise (a sentinel the loop skips).
     """
     routed = module.down_proj.shape[0]
+    identity = hasattr(module, "identity_expert")
+
+    def gated(projected: torch.Tensor) -> torch.Tensor:
+        if hasattr(module, "_apply_gate"):
+            return module._apply_gate(projected)
+        gate, up = projected.chunk(2, dim=-1)
+        return module.act_fn(gate) * up
 
     def forward(hidden_states, top_k_index, top_k_weights):
         tokens, k = top_k_index.shape[0], top_k_index.shape[-1]
@@ -92,11 +101,9 @@ def _gathered_experts(module: torch.nn.Module) -> None:
         ids = top_k_index.reshape(-1)
         safe = ids.clamp(max=routed - 1)
         projected = torch.bmm(module.gate_up_proj[safe], x.unsqueeze(-1)).squeeze(-1)
-        gate, up = projected.chunk(2, dim=-1)
-        out = torch.bmm(module.down_proj[safe], (module.act_fn(gate) * up).unsqueeze(-1))
-        out = out.squeeze(-1)
-        if module.gate_up_proj.shape[0] > routed:
-            out = torch.where((ids < routed).unsqueeze(-1), out, x)
+        out = torch.bmm(module.down_proj[safe], gated(projected).unsqueeze(-1)).squeeze(-1)
+        past = (ids >= routed).unsqueeze(-1)
+        out = torch.where(past, x if identity else torch.zeros_like(out), out)
         out = out * top_k_weights.reshape(-1, 1).to(out.dtype)
         return out.view(tokens, k, -1).sum(1).to(hidden_states.dtype)
 

@@ -30,6 +30,22 @@ class LoopedExperts(torch.nn.Module):
         return out
 
 
+class ClampedExperts(LoopedExperts):
+    """Step3p7's kind: its own gate (clamped), and an index past the experts is a skipped sentinel."""
+
+    def _apply_gate(self, gate_up):
+        gate, up = gate_up.chunk(2, dim=-1)
+        return self.act_fn(gate).clamp(max=0.5) * up.clamp(min=-0.5, max=0.5)
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        out = torch.zeros_like(hidden_states)
+        for e in range(self.gate_up_proj.shape[0]):
+            tok, pos = torch.where(top_k_index == e)
+            h = self._apply_gate(hidden_states[tok] @ self.gate_up_proj[e].T) @ self.down_proj[e].T
+            out.index_add_(0, tok, h * top_k_weights[tok, pos, None])
+        return out
+
+
 class Routed(torch.nn.Module):
     """Routing (top-k of a projection) then the experts, so indices come from the input."""
 
@@ -76,3 +92,7 @@ def test_interface_experts_untouched():
     experts = LoopedExperts()
     experts.has_gate = True  # what transformers' experts interface sets
     assert not _is_looped_experts(experts)
+
+
+def test_own_gate_and_sentinel_index():
+    _check_shim(ClampedExperts().eval(), 5, 8, k=2)  # index 4 is the sentinel
