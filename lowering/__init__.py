@@ -4,6 +4,7 @@ Importing this package fills the table (``LOWERINGS``).
 """
 
 from lowering import (  # noqa: F401  (imported for their registrations)
+    complex_ops,
     creation,
     elementwise,
     indexing,
@@ -14,8 +15,18 @@ from lowering import (  # noqa: F401  (imported for their registrations)
     symbolic,
     triangular,
 )
+from lowering.complex_ops import find_complex_lowering, involves_complex
 from lowering.context import LoweringContext
 from lowering.dtypes import onnx_dtype
 from lowering.registry import LOWERINGS, find_lowering, lowers, op_name
 
-__all__ = ["LOWERINGS", "LoweringContext", "find_lowering", "lowers", "onnx_dtype", "op_name"]
+__all__ = [
+    "LOWERINGS",
+    "LoweringContext",
+    "find_complex_lowering",
+    "find_lowering",
+    "involves_complex",
+    "lowers",
+    "onnx_dtype",
+    "op_name",
+]

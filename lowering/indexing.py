@@ -180,3 +180,58 @@ def copy(ctx: LoweringContext, node: torch.fx.Node):
     """Functional copy_: the result is ``src`` cast and broadcast to ``self``'s dtype and shape."""
     dst, src = node.args[0], node.args[1]
     return ctx.op.Expand(ctx.value(src, ctx.torch_dtype(dst)), ctx.op.Shape(ctx.value(dst)))
+
+
+@lowers(aten.index_put, aten._unsafe_index_put)
+def index_put(ctx: LoweringContext, node: torch.fx.Node):
+    """x[i0, i1, ...] = v (or += v with accumulate), index tensors on consecutive dims, via ScatterND."""
+    x, indices, values = node.args[0], list(node.args[1]), node.args[2]
+    accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+    dtype, rank = ctx.out_dtype(node), ctx.rank(x)
+    positions = [i for i, idx in enumerate(indices) if idx is not None]
+    if positions != list(range(positions[0], positions[-1] + 1)):
+        raise NotImplementedError("index_put on non-adjacent dimensions")
+    first, value = positions[0], ctx.value(x)
+    idx_vals: list = []
+    for i in positions:
+        if ctx.torch_dtype(indices[i]) == torch.bool:  # a mask: one index row per masked dim
+            if len(positions) != 1:
+                raise NotImplementedError("boolean mask index_put combined with other indices")
+            rows = ctx.op.NonZero(ctx.value(indices[i]))  # [mask_rank, n]
+            count = ctx.rank(indices[i])
+            parts = ctx.op.Split(rows, axis=0, num_outputs=count, _outputs=count)
+            parts = parts if count > 1 else [parts]
+            idx_vals += [ctx.op.Squeeze(p, ctx.ints([0])) for p in parts]
+            index_rank = 1
+        else:
+            idx_vals.append(ctx.value(indices[i], torch.int64))
+            index_rank = max(ctx.rank(indices[j]) for j in positions)
+    count = len(idx_vals)
+    # negative indices count from the end of their dimension
+    dims = ctx.op.Shape(value)
+    idx_vals = [
+        ctx.op.Mod(v, ctx.op.Gather(dims, ctx.ints([first + k]), axis=0))
+        for k, v in enumerate(idx_vals)
+    ]
+    broadcast = idx_vals[0]
+    for v in idx_vals[1:]:
+        broadcast = ctx.op.Add(broadcast, v)
+    index_shape = ctx.op.Shape(broadcast)
+    last = ctx.ints([-1])
+    stacked = ctx.op.Concat(
+        *[ctx.op.Unsqueeze(ctx.op.Expand(v, index_shape), last) for v in idx_vals], axis=-1
+    )
+    # the updates, broadcast to x.shape[:first] + index shape + x.shape[first + count:]
+    update_shape = ctx.op.Concat(
+        ctx.op.Shape(value, start=0, end=first) if first else ctx.ints([]),
+        index_shape,
+        ctx.op.Shape(value, start=first + count),
+        axis=0,
+    )
+    updates = ctx.op.Expand(ctx.value(values, dtype), update_shape)
+    updates = _move_front(
+        ctx, updates, first, first + index_rank + rank - first - count, index_rank
+    )
+    moved = _move_front(ctx, value, first, rank, count=count)
+    scattered = ctx.op.ScatterND(moved, stacked, updates, reduction="add" if accumulate else "none")
+    return _move_back(ctx, scattered, first, rank, count=count)

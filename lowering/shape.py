@@ -184,7 +184,18 @@ def _output_sizes(ctx: LoweringContext, node: torch.fx.Node, dim: int):
 def split(ctx: LoweringContext, node: torch.fx.Node):
     dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
     dim = _norm_dim(ctx, node.args[0], dim)
-    return _split(ctx, node, _output_sizes(ctx, node, dim), len(ctx.val(node)), dim)
+    count = len(ctx.val(node))
+    if node.target.overloadpacket is aten.chunk and _dynamic_parts(ctx, node, dim):
+        if count != node.args[1]:
+            raise NotImplementedError("chunk of a dynamic axis into fewer parts than asked")
+        # ONNX's equal split has torch.chunk's sizes: ceil(size / n) each, the last one smaller
+        outputs = ctx.op.Split(ctx.value(node.args[0]), axis=dim, num_outputs=count, _outputs=count)
+        return tuple(outputs) if count > 1 else (outputs,)
+    return _split(ctx, node, _output_sizes(ctx, node, dim), count, dim)
+
+
+def _dynamic_parts(ctx: LoweringContext, node: torch.fx.Node, dim: int) -> bool:
+    return not all(isinstance(v.shape[dim], int) for v in ctx.val(node))
 
 
 @lowers(aten.unbind)

@@ -26,6 +26,12 @@ def sym_numel(ctx: LoweringContext, node: torch.fx.Node):
     return ctx.op.Size(ctx.value(node.args[0]))
 
 
+@lowers(aten._local_scalar_dense, aten.item)
+def item(ctx: LoweringContext, node: torch.fx.Node):
+    """tensor.item(): the one element as a 0-d tensor, in the type its (unbacked) symbol computes in."""
+    return ctx.op.Reshape(ctx.value(node.args[0], ctx.torch_dtype(node)), ctx.ints([]))
+
+
 @lowers(operator.getitem)
 def getitem(ctx: LoweringContext, node: torch.fx.Node):
     container, index = node.args

@@ -14,7 +14,7 @@ import torch.fx
 from torch.export.graph_signature import InputKind
 
 from lowering import op_name
-from mobius.synth.emit import module_of, node_handler, regions, strip_prefix
+from mobius.synth.emit import blocked_op_name, module_of, node_handler, regions, strip_prefix
 from mobius.synth.prepare import Prepared
 from patterns import match_all, rotary
 from patterns.base import NO_OPS, Claim, is_op
@@ -136,7 +136,7 @@ def analyze(prepared: Prepared) -> Analysis:
             report.claimed_nodes += 1
             report.components.append(_attention_use(node))
         elif node_handler(node) is None:
-            report.blocked_ops[op_name(node.target)] += 1
+            report.blocked_ops[blocked_op_name(node)] += 1
         elif op_name(node.target) not in BOOKKEEPING:
             report.lowered_ops[op_name(node.target)] += 1
     for node, spec in zip(

@@ -48,7 +48,7 @@ def decompose_unlowered(
 def _composite(op: object) -> bool:
     """An op torch defines in terms of other ops (CompositeImplicitAutograd): it decomposes itself."""
     name = getattr(op, "name", None)
-    if not callable(name):
+    if not isinstance(op, torch._ops.OpOverload) or not callable(name):  # e.g. higher-order ops
         return False
     return torch._C._dispatch_has_kernel_for_dispatch_key(name(), "CompositeImplicitAutograd")
 

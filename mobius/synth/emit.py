@@ -13,7 +13,14 @@ import torch
 import torch.fx
 from torch.export.graph_signature import InputKind, OutputKind
 
-from lowering import LoweringContext, find_lowering, onnx_dtype, op_name
+from lowering import (
+    LoweringContext,
+    find_complex_lowering,
+    find_lowering,
+    involves_complex,
+    onnx_dtype,
+    op_name,
+)
 from mobius.errors import UnsupportedError
 from mobius.synth.cleanup import tidy
 from mobius.synth.decompose import functional_form
@@ -40,7 +47,12 @@ def handler(target: object) -> Callable | None:
 
 
 def node_handler(node: torch.fx.Node) -> Callable | None:
-    """``handler`` for a node, including safe in-place ops (lowered functionally, input rebound)."""
+    """``handler`` for a node, including safe in-place ops (lowered functionally, input rebound).
+
+    Nodes that read or make complex tensors have their own table (``lowering/complex_ops.py``).
+    """
+    if involves_complex(node):
+        return find_emitter(node.target) or find_complex_lowering(node.target)
     found = handler(node.target)
     if found is not None:
         return found
@@ -55,6 +67,12 @@ def node_handler(node: torch.fx.Node) -> Callable | None:
         return result
 
     return in_place
+
+
+def blocked_op_name(node: torch.fx.Node) -> str:
+    """How a node without a handler is reported: its op, marked when its values are complex."""
+    name = op_name(node.target)
+    return f"{name}:complex" if involves_complex(node) else name
 
 
 def regions(program: torch.export.ExportedProgram) -> list[Region]:
@@ -74,7 +92,7 @@ def unsupported_ops(
     missing: dict[str, set[str]] = defaultdict(set)
     for node in program.graph.nodes:
         if node.op == "call_function" and node not in owner and node_handler(node) is None:
-            missing[op_name(node.target)].add(module_of(node)[0] or "<model>")
+            missing[blocked_op_name(node)].add(module_of(node)[0] or "<model>")
     return dict(missing)
 
 
@@ -242,7 +260,7 @@ def _annotate(result: object, node: torch.fx.Node) -> None:
     """Record the traced dtype on single tensor outputs (shape inference fills in the rest)."""
     val = node.meta.get("val")
     if isinstance(result, ir.Value) and isinstance(val, torch.Tensor) and result.type is None:
-        result.dtype = onnx_dtype(val.dtype)
+        result.dtype = onnx_dtype(val.dtype.to_real())  # complex: carried as real pairs
 
 
 def _user_outputs(program: torch.export.ExportedProgram, node: torch.fx.Node) -> list:

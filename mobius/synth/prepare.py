@@ -52,31 +52,53 @@ def prepare(
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
     use_cache = the_task.supports_cache
     fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
+    first_error: UnsupportedError | None = None
+    traced: TracedModel | None
     try:
-        traced: TracedModel | None = trace(arch, the_task, dtype)
-    except SpecialisedShapeError as exc:
-        if not use_cache:
+        traced = trace(arch, the_task, dtype)
+    except UnsupportedError as exc:
+        if fallback == the_task.attention_implementations:
             raise
-        traced = None  # e.g. a Python loop over tokens: only a one-token trace can work
-        unclaimed, blocker = [], str(exc)
+        # a model that reads the mask outside attention (DSA's indexer) sees none when captured;
+        # a Python loop over tokens fixes the sequence length: trace the model's own attention
+        first_error, traced, unclaimed = exc, None, []
+        reason = str(exc).removeprefix("torch.export could not trace ")
+        blocker: str | None = f"the model cannot be traced with the captured attention ({reason})"
     else:
         unclaimed = unclaimed_attention(traced) if use_cache else []
         blocker = _captured_cache_blocker(traced, unclaimed) if use_cache else None
-    if blocker is not None:
+    if blocker is not None and use_cache:
         # the captured attention cannot carry this model's cache: let transformers' own Cache do
         # it inside the trace, with the model's own attention lowered op by op
         log.info("carrying the cache through the trace: %s", blocker)
         try:
             traced = _trace_carrying_cache(arch, the_task, dtype, fallback)
         except UnsupportedError as exc:
-            if traced is None:
-                raise
             use_cache = False
             blocker = f"{blocker}; carrying transformers' cache through the trace failed: {exc}"
             log.warning("building without a KV cache: %s", blocker)
-            traced = trace(arch, the_task, dtype, fallback) if unclaimed else traced
+            if traced is None or unclaimed:
+                traced = _trace_without_cache(arch, the_task, dtype, fallback, first_error)
+    elif traced is None:
+        traced = _trace_without_cache(arch, the_task, dtype, fallback, first_error)
     traced.program = decompose_unlowered(traced.program)
     return Prepared(source, arch, the_task, traced, use_cache, unclaimed, blocker)
+
+
+def _trace_without_cache(
+    arch: ArchitectureConfig,
+    task: Task,
+    dtype: torch.dtype,
+    implementations: tuple[str, ...],
+    first_error: UnsupportedError | None,
+) -> TracedModel:
+    """transformers' own attention, no cache; if that fails too, the first trace's error."""
+    try:
+        return trace(arch, task, dtype, implementations)
+    except UnsupportedError:
+        if first_error is not None:
+            raise first_error from None
+        raise
 
 
 def _trace_carrying_cache(

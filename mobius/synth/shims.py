@@ -22,6 +22,8 @@ def make_traceable(model: torch.nn.Module) -> torch.nn.Module:
     for module in model.modules():
         if getattr(module, "rope_type", None) == "dynamic" and hasattr(module, "inv_freq"):
             _dynamic_ntk_rope(module)
+        if _is_looped_experts(module):
+            _gathered_experts(module)
     return model
 
 
@@ -90,3 +92,58 @@ def _solves_unless_exporting(module: Any) -> bool:
     except (OSError, TypeError):
         return False
     return "solve_triangular" in source
+
+
+EXPERTS_SIGNATURE = ["hidden_states", "top_k_index", "top_k_weights"]
+
+
+def _is_looped_experts(module: torch.nn.Module) -> bool:
+    """Fused experts (``gate_up_proj`` [E, 2I, H], ``down_proj`` [E', H, I]) whose class is not
+    routed through transformers' experts interface (that sets ``has_gate``), so their forward loops
+    over the experts some token picked: a loop of data-dependent length."""
+    gate_up, down = getattr(module, "gate_up_proj", None), getattr(module, "down_proj", None)
+    if not isinstance(gate_up, torch.Tensor) or not isinstance(down, torch.Tensor):
+        return False
+    if hasattr(module, "has_gate") or not hasattr(module, "act_fn"):
+        return False
+    params = list(inspect.signature(type(module).forward).parameters)[1:]
+    if params != EXPERTS_SIGNATURE or gate_up.dim() != 3 or down.dim() != 3:
+        return False
+    hidden, inner = down.shape[1], down.shape[2]
+    shapes_match = gate_up.shape[1] == 2 * inner and gate_up.shape[2] == hidden
+    # experts past the last down projection are zero-compute (identity) experts (LongCat-Flash)
+    extra_ok = gate_up.shape[0] == down.shape[0] or hasattr(module, "identity_expert")
+    return shapes_match and extra_ok
+
+
+def _gathered_experts(module: torch.nn.Module) -> None:
+    """The same experts computed for every (token, pick) pair with gathered expert weights.
+
+    Each of a token's ``k`` picks runs its expert's gated MLP (the module's own ``_apply_gate``
+    when it has one, else ``act(gate) * up``), then the down projection, weighted by its routing
+    weight, and the picks are summed: what the loop computes, in a fixed shape. A pick past the
+    last down projection passes the token through when the module has identity experts, and adds
+    nothing otherwise (a sentinel the loop skips).
+    """
+    routed = module.down_proj.shape[0]
+    identity = hasattr(module, "identity_expert")
+
+    def gated(projected: torch.Tensor) -> torch.Tensor:
+        if hasattr(module, "_apply_gate"):
+            return module._apply_gate(projected)
+        gate, up = projected.chunk(2, dim=-1)
+        return module.act_fn(gate) * up
+
+    def forward(hidden_states, top_k_index, top_k_weights):
+        tokens, k = top_k_index.shape[0], top_k_index.shape[-1]
+        x = hidden_states.unsqueeze(1).expand(-1, k, -1).reshape(tokens * k, -1)
+        ids = top_k_index.reshape(-1)
+        safe = ids.clamp(max=routed - 1)
+        projected = torch.bmm(module.gate_up_proj[safe], x.unsqueeze(-1)).squeeze(-1)
+        out = torch.bmm(module.down_proj[safe], gated(projected).unsqueeze(-1)).squeeze(-1)
+        past = (ids >= routed).unsqueeze(-1)
+        out = torch.where(past, x if identity else torch.zeros_like(out), out)
+        out = out * top_k_weights.reshape(-1, 1).to(out.dtype)
+        return out.view(tokens, k, -1).sum(1).to(hidden_states.dtype)
+
+    module.forward = forward

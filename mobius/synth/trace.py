@@ -14,6 +14,7 @@ from torch.export.graph_signature import InputKind
 
 from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
+from mobius.synth.inline import inline_grad_regions
 from mobius.synth.shims import make_traceable, tracing_branches
 from mobius.synth.state import CacheLayout, probe_layout
 from mobius.tasks import Task, TensorSpec
@@ -179,7 +180,7 @@ def _export(
             f"torch.export fixed dynamic dimensions of {config.model_type} to constants: "
             + ", ".join(fixed)
         )
-    return program
+    return inline_grad_regions(program)  # grad modes mean nothing here
 
 
 def _specialised_dims(program: torch.export.ExportedProgram, specs: list[TensorSpec]) -> list[str]:

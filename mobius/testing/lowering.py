@@ -10,6 +10,7 @@ import torch
 from torch.export.graph_signature import InputKind
 
 from mobius.synth.emit import emit
+from mobius.synth.inline import inline_grad_regions
 from mobius.synth.trace import WRAPPER_PREFIX, TracedModel
 from mobius.tasks.base import TensorSpec
 
@@ -34,6 +35,7 @@ def lower_module(
     dynamic = list(dynamic) if dynamic is not None else [{} for _ in args]
     shapes = tuple({axis: torch.export.Dim.DYNAMIC for axis in axes} for axes in dynamic)
     program = torch.export.export(wrapper, tuple(args), dynamic_shapes=(shapes,), strict=False)
+    program = inline_grad_regions(program)
     program = program.run_decompositions({}) if _mutates(program) else program
     with torch.no_grad():
         n_out = len(wrapper(*args))

@@ -126,6 +126,10 @@ SPLIT = [
     one("split_one_part", lambda x: _sum_parts(x.split(4, -1))),
     one("chunk", lambda x: _sum_parts(x.chunk(2, -1))),
     one("chunk_static_dim", lambda x: _sum_parts(x.chunk(3, 0)), (X, X2b), {1: "s"}),
+    one(
+        "chunk_dynamic_dim",
+        lambda x: [p * (i + 1) for i, p in enumerate(torch.cat([x, -x, x], 1).chunk(3, 1))],
+    ),
     one("split_symbolic_sizes", lambda x: _sum_parts(x.split([1, x.shape[1] - 1], 1))),
     one("tensor_split", lambda x: _sum_parts(x.tensor_split(3, -1))),
     one("unbind", lambda x: _sum_parts(x.unbind(-1))),
