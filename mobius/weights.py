@@ -113,12 +113,26 @@ class Checkpoint:
         return key in self.entries
 
     def load(self, key: str) -> torch.Tensor:
-        """One tensor, as a zero-copy view of the file's memory map.
+        """One tensor, read into a fresh buffer (freed with the tensor).
 
-        A fresh handle per call, not one cached per file: pages read through a handle stay in this
-        process's RSS until the handle closes, so a cached handle ends the save with the whole
-        checkpoint resident. Here the mapping lives only as long as the returned tensor.
+        A plain read, not a memory map: faulting a map in page by page costs several times the
+        CPU of one read, and a map's pages would stay in RSS as long as any handle lived.
         """
+        entry = self.entries[key]
+        if entry.offset < 0:
+            return self._load_mapped(key)
+        tensor = torch.empty(entry.shape, dtype=entry.dtype)
+        view = memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+        with entry.file.open("rb", buffering=0) as source:
+            source.seek(entry.offset)
+            if _read_into(source, view) < len(view):
+                raise WeightsError(
+                    f"{entry.file.name} ended inside tensor '{key}'; re-download or re-save it"
+                )
+        return tensor
+
+    def _load_mapped(self, key: str) -> torch.Tensor:
+        """Through safetensors (for an entry made without its file offset)."""
         from safetensors import safe_open
 
         entry = self.entries[key]

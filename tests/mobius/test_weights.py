@@ -103,3 +103,20 @@ def test_a_cast_tensor_is_not_copied(tmp_path):
     )
     assert not isinstance(value.const_value, CopiedTensor)
     assert value.const_value.numpy().dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int8, torch.bool])
+def test_checkpoint_load_reads_what_safetensors_reads(tmp_path, dtype):
+    tensors = {
+        "a": torch.randn(5, 7).to(dtype),
+        "s": torch.tensor(3).to(dtype),
+        "e": torch.ones(0, 2),
+    }
+    path = tmp_path / "model.safetensors"
+    save_file(tensors, str(path))
+    checkpoint = Checkpoint(read_header(path))
+    for key, expected in tensors.items():
+        loaded = checkpoint.load(key)
+        assert loaded.dtype == expected.dtype and loaded.shape == expected.shape
+        assert torch.equal(loaded, expected)
+        assert torch.equal(checkpoint._load_mapped(key), expected)
