@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
 import onnx_ir as ir
 import torch
 import torch.fx
 
 from lowering.context import LoweringContext
 from lowering.registry import lowers
+from lowering.transposed import TransposedTensor
 
 aten = torch.ops.aten
 
@@ -56,18 +56,11 @@ def transposed_initializer(ctx: LoweringContext, w: ir.Value) -> ir.Value:
     It is named ``<key>.T`` and keeps the source key in ``mobius.source_key`` metadata.
     """
     source = w.const_value
-    rows, cols = (int(d) for d in w.shape)
-
-    def materialize() -> ir.TensorProtocol:
-        return ir.tensor(np.ascontiguousarray(source.numpy().T))
-
-    tensor = ir.LazyTensor(
-        materialize, dtype=source.dtype, shape=ir.Shape([cols, rows]), name=f"{w.name}.T"
-    )
+    tensor = TransposedTensor(source, name=f"{w.name}.T")
     value = ir.Value(
         name=f"{w.name}.T",
         type=ir.TensorType(source.dtype),
-        shape=ir.Shape([cols, rows]),
+        shape=tensor.shape,
         const_value=tensor,
     )
     tensor.metadata_props["mobius.source_key"] = source.metadata_props.get(

@@ -41,6 +41,7 @@ class TensorEntry:
     file: Path
     dtype: torch.dtype
     shape: tuple[int, ...]
+    offset: int = -1  # of the first data byte in the file; -1: unknown
 
 
 def read_header(path: Path) -> dict[str, TensorEntry]:
@@ -98,7 +99,7 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
                 f"{path.name} has a corrupt header: tensor '{key}' has {end - begin} bytes for "
                 f"shape {list(shape)} {info['dtype']}; re-download or re-save it"
             )
-        entries[key] = TensorEntry(key, path, dtype, shape)
+        entries[key] = TensorEntry(key, path, dtype, shape, 8 + header_len + begin)
     return entries
 
 
@@ -112,12 +113,26 @@ class Checkpoint:
         return key in self.entries
 
     def load(self, key: str) -> torch.Tensor:
-        """One tensor, as a zero-copy view of the file's memory map.
+        """One tensor, read into a fresh buffer (freed with the tensor).
 
-        A fresh handle per call, not one cached per file: pages read through a handle stay in this
-        process's RSS until the handle closes, so a cached handle ends the save with the whole
-        checkpoint resident. Here the mapping lives only as long as the returned tensor.
+        A plain read, not a memory map: faulting a map in page by page costs several times the
+        CPU of one read, and a map's pages would stay in RSS as long as any handle lived.
         """
+        entry = self.entries[key]
+        if entry.offset < 0:
+            return self._load_mapped(key)
+        tensor = torch.empty(entry.shape, dtype=entry.dtype)
+        view = memoryview(tensor.reshape(-1).view(torch.uint8).numpy())
+        with entry.file.open("rb", buffering=0) as source:
+            source.seek(entry.offset)
+            if _read_into(source, view) < len(view):
+                raise WeightsError(
+                    f"{entry.file.name} ended inside tensor '{key}'; re-download or re-save it"
+                )
+        return tensor
+
+    def _load_mapped(self, key: str) -> torch.Tensor:
+        """Through safetensors (for an entry made without its file offset)."""
         from safetensors import safe_open
 
         entry = self.entries[key]
@@ -134,32 +149,96 @@ class Checkpoint:
 
 
 def lazy_initializer(
-    name: str, dtype: torch.dtype, shape: tuple[int, ...], load: Callable[[], torch.Tensor]
+    name: str,
+    dtype: torch.dtype,
+    shape: tuple[int, ...],
+    load: Callable[[], torch.Tensor],
+    *,
+    copy_from: TensorEntry | None = None,
 ) -> ir.Value:
-    """An initializer whose bytes are produced only when the model is saved."""
+    """An initializer whose bytes are produced only when the model is saved.
+
+    With ``copy_from`` (a checkpoint tensor already in ``dtype``) saving copies the tensor's bytes
+    straight from the file instead of going through a torch tensor.
+    """
     from onnx_ir.tensor_adapters import TorchTensor
 
     def materialize() -> ir.TensorProtocol:
         data = load().to(dtype).contiguous()
-        sink = NONFINITE.get()
-        if sink is not None and data.is_floating_point() and not _all_finite(data):
-            sink.append(name)  # ModelPackage.save warns once the model is written
+        if data.is_floating_point() and not _all_finite(data):
+            _note_nonfinite(name)
         return TorchTensor(data, name=name)
 
-    tensor = ir.LazyTensor(
-        materialize, dtype=onnx_dtype(dtype), shape=ir.Shape(list(shape)), name=name
-    )
-    return ir.Value(
-        name=name,
-        type=ir.TensorType(onnx_dtype(dtype)),
-        shape=ir.Shape(list(shape)),
-        const_value=tensor,
-    )
+    ir_dtype, ir_shape = onnx_dtype(dtype), ir.Shape(list(shape))
+    if copy_from is not None and copy_from.dtype == dtype and copy_from.offset >= 0:
+        tensor: ir.LazyTensor = CopiedTensor(materialize, copy_from, ir_dtype, ir_shape, name)
+    else:
+        tensor = ir.LazyTensor(materialize, dtype=ir_dtype, shape=ir_shape, name=name)
+    return ir.Value(name=name, type=ir.TensorType(ir_dtype), shape=ir_shape, const_value=tensor)
+
+
+def _read_into(source, view: memoryview) -> int:
+    """Fill ``view`` from ``source`` (retrying short reads); the count read, short only at EOF."""
+    done = 0
+    while done < len(view):
+        got = source.readinto(view[done:])
+        if not got:
+            break
+        done += got
+    return done
+
+
+def _note_nonfinite(name: str) -> None:
+    sink = NONFINITE.get()
+    if sink is not None:
+        sink.append(name)  # ModelPackage.save warns once the model is written
+
+
+class CopiedTensor(ir.LazyTensor):
+    """A checkpoint tensor saved by copying its bytes from the safetensors file in chunks.
+
+    safetensors stores little-endian, row-major data, the layout of ONNX external data, so no
+    tensor is built: each chunk is read, checked for NaN/Inf, and written. Memory stays at one chunk.
+    """
+
+    CHUNK = 16 << 20
+
+    def __init__(self, materialize, entry: TensorEntry, dtype, shape, name: str) -> None:
+        super().__init__(materialize, dtype=dtype, shape=shape, name=name)
+        self.entry = entry
+
+    def tofile(self, file) -> None:
+        entry, floating = self.entry, self.entry.dtype.is_floating_point
+        remaining = self.nbytes
+        buffer = bytearray(min(self.CHUNK, remaining))
+        view = memoryview(buffer)
+        finite = True
+        with entry.file.open("rb", buffering=0) as source:
+            source.seek(entry.offset)
+            while remaining:
+                got = _read_into(source, view[: min(len(buffer), remaining)])
+                if got < min(len(buffer), remaining):
+                    raise WeightsError(
+                        f"{entry.file.name} ended inside tensor '{entry.key}'; re-download or re-save it"
+                    )
+                if floating and finite:
+                    finite = _all_finite(torch.frombuffer(view[:got], dtype=entry.dtype))
+                file.write(view[:got])
+                remaining -= got
+        if not finite:
+            _note_nonfinite(self.name)
 
 
 def _all_finite(data: torch.Tensor, chunk: int = 1 << 22) -> bool:
-    """No NaN or Inf in ``data``, checked in slices so the temporary mask stays small."""
+    """No NaN or Inf in ``data``.
+
+    A finite sum proves it (IEEE arithmetic carries any NaN or Inf into the sum), and one sum is a
+    single fast pass; only a sum that is not finite (NaN/Inf present, or finite values that
+    overflow when added) needs the element-wise check, in slices so the temporary mask stays small.
+    """
     flat = data.reshape(-1)
+    if bool(torch.isfinite(flat.sum())):
+        return True
     return all(bool(torch.isfinite(part).all()) for part in flat.split(chunk))
 
 
@@ -273,7 +352,9 @@ class WeightBinder:
             )
         _check_dtype(key, entry.file, entry.dtype, name, val.dtype)
         checkpoint = self.checkpoint
-        value = lazy_initializer(key, val.dtype, expected, lambda: checkpoint.load(key))
+        value = lazy_initializer(
+            key, val.dtype, expected, lambda: checkpoint.load(key), copy_from=entry
+        )
         value.const_value.metadata_props["mobius.source_key"] = key
         self.used_keys.add(key)
         self._bound[key] = value

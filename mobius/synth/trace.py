@@ -118,14 +118,20 @@ def instantiate_on_meta(
 
 @contextlib.contextmanager
 def _quiet():
+    """transformers' warnings and prints off; FX stack traces off (mobius never reads
+    ``node.meta["stack_trace"]``, and capturing one per node costs a few % of a trace)."""
+    import torch.fx.config as fx_config
+
     logger = logging.getLogger("transformers")
-    level = logger.level
+    level, stack_traces = logger.level, fx_config.do_not_emit_stack_traces
     logger.setLevel(logging.ERROR)
+    fx_config.do_not_emit_stack_traces = True
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             yield
     finally:
         logger.setLevel(level)
+        fx_config.do_not_emit_stack_traces = stack_traces
 
 
 def checkpoint_key_mapper(model: torch.nn.Module) -> KeyMapping:

@@ -1,0 +1,58 @@
+"""A lazily transposed 2-D initializer, transposed block by block (cache friendly) as it is written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import onnx_ir as ir
+
+# Square tiles of this many rows and columns: one source tile and its transpose fit in L1/L2, which
+# makes the copy several times faster than numpy's element-strided ``ascontiguousarray(a.T)``.
+TILE = 256
+
+
+def transposed_slabs(source: np.ndarray, rows_per_slab: int = TILE) -> Iterator[np.ndarray]:
+    """The rows of ``source.T``, ``rows_per_slab`` at a time, each slab contiguous."""
+    rows, cols = source.shape
+    for start in range(0, cols, rows_per_slab):
+        stop = min(start + rows_per_slab, cols)
+        slab = np.empty((stop - start, rows), dtype=source.dtype)
+        for r in range(0, rows, TILE):
+            slab[:, r : r + TILE] = source[r : r + TILE, start:stop].T
+        yield slab
+
+
+def transpose(source: np.ndarray) -> np.ndarray:
+    """``np.ascontiguousarray(source.T)`` for a 2-D array, computed tile by tile."""
+    if source.ndim != 2:
+        return np.ascontiguousarray(source.T)
+    out = np.empty(source.shape[::-1], dtype=source.dtype)
+    row = 0
+    for slab in transposed_slabs(source):
+        out[row : row + len(slab)] = slab
+        row += len(slab)
+    return out
+
+
+class TransposedTensor(ir.LazyTensor):
+    """W^T of a 2-D tensor, made only when needed; ``tofile`` streams it slab by slab, so writing
+    holds one slab of the transpose in memory, not a second copy of the whole weight."""
+
+    def __init__(self, source: ir.TensorProtocol, name: str) -> None:
+        rows, cols = (int(d) for d in source.shape)
+        super().__init__(
+            self._materialize, dtype=source.dtype, shape=ir.Shape([cols, rows]), name=name
+        )
+        self._source: Callable[[], np.ndarray] = source.numpy
+
+    def _materialize(self) -> ir.TensorProtocol:
+        return ir.tensor(transpose(self._source()))
+
+    def tofile(self, file) -> None:
+        source = self._source()
+        if source.ndim != 2 or source.dtype.itemsize * 8 != self.dtype.bitwidth:
+            super().tofile(file)  # packed sub-byte types: let onnx_ir lay the bytes out
+            return
+        for slab in transposed_slabs(source):
+            file.write(slab.reshape(-1).view(np.uint8))
