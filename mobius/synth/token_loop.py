@@ -85,6 +85,10 @@ def loop_over_tokens(
         old.remove(n)
     for name, value in replacements.items():
         ir.convenience.replace_all_uses_with(by_name[name], value)
+    for step_node in step_nodes:  # outer and body values share one namespace (SSA)
+        for out in step_node.outputs:
+            if out.name:
+                out.name = f"token_step.{out.name}"
     epilogue = [
         ir.node("Identity", inputs=[v]) for v in [condition, *states, logits]
     ]  # body outputs must be values of their own
