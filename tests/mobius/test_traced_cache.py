@@ -2,7 +2,8 @@
 
 One family per reason the captured attention cannot carry the cache: attention written out by
 hand (gpt_neo, bloom), positions counted from the cache length (bart's decoder), recurrent state only
-(mamba2), and convolution state next to attention layers (lfm2_moe). Each is compared with eager
+(mamba2; mamba, whose per-token Python loop is traced for one token and run in an ONNX
+``Loop``), and convolution state next to attention layers (lfm2_moe). Each is compared with eager
 PyTorch on a prefill and a 3-token decode step, and with HF ``generate`` token for token.
 """
 
@@ -27,6 +28,7 @@ FAMILIES = {
     "bloom": "key",  # ALiBi, written out by hand
     "bart": "key",
     "mamba2": "recurrent_state",
+    "mamba": "recurrent_state",  # a Python loop over tokens: one-token graph in an ONNX Loop
     "lfm2_moe": "conv_state",
 }
 
