@@ -24,8 +24,15 @@ from mobius.errors import UnsupportedError
 from mobius.tasks.base import BATCH, PAST, TensorSpec
 from mobius.tasks.causal_lm import cache_input_name, cache_output_name, returned_cache
 
-# Cache-layer attributes that hold tensors, and the contract's name for each kind of state.
-_KV = (("keys", "key"), ("values", "value"))
+# Cache-layer attributes holding a tensor that grows by one entry per token: the contract's name
+# for the state, its batch axis and its token axis.
+_GROWING = (
+    ("keys", "key", 0, 2),  # [batch, heads, tokens, head_dim]
+    ("values", "value", 0, 2),
+    ("indexer_keys", "indexer_key", 0, 1),  # DSA's indexer: [batch, tokens, index_dim]
+    ("indexer_position_ids", "indexer_position_ids", 1, 2),  # [position_dims, batch, tokens]
+)
+# Attributes holding a dict of fixed-size states (batch first), and the contract's name for them.
 _RECURRENT = (("conv_states", "conv_state"), ("recurrent_states", "recurrent_state"))
 
 
@@ -37,18 +44,21 @@ class StateSlot:
     kind: str  # key, value, conv_state, recurrent_state (with _{j} when a layer has several)
     attribute: str  # the cache layer's attribute: keys, values, conv_states, recurrent_states
     index: int | None  # the entry of a per-layer dict of states (conv/recurrent), else None
-    shape: tuple[int, ...]  # as probed; the batch and, for key/value, the past length vary
+    shape: tuple[int, ...]  # as probed; the batch and, for growing states, the past length vary
     dtype: torch.dtype
+    batch_axis: int = 0
+    token_axis: int | None = None  # the axis that grows by one entry per token, if any
 
     @property
     def grows(self) -> bool:
-        """Key/value states grow by one entry per token; conv/recurrent states have a fixed size."""
-        return self.index is None
+        """Key/value states grow with every token; conv/recurrent states have a fixed size."""
+        return self.token_axis is not None
 
     def spec(self) -> TensorSpec:
-        dims: list[str | int] = [BATCH, *self.shape[1:]]
-        if self.grows:
-            dims[-2] = PAST
+        dims: list[str | int] = list(self.shape)
+        dims[self.batch_axis] = BATCH
+        if self.token_axis is not None:
+            dims[self.token_axis] = PAST
         return TensorSpec(cache_input_name(self.layer, self.kind), self.dtype, tuple(dims))
 
     @property
@@ -100,10 +110,13 @@ def probe_layout(model: torch.nn.Module) -> CacheLayout:
     layers = _layers_of(cache)
     slots: list[StateSlot] = []
     for i, layer in enumerate(layers):
-        for attribute, kind in _KV:
+        for attribute, kind, batch_axis, token_axis in _GROWING:
             held = getattr(layer, attribute, None)
-            if isinstance(held, torch.Tensor) and held.dim() == 4:
-                slots.append(StateSlot(i, kind, attribute, None, tuple(held.shape), held.dtype))
+            if isinstance(held, torch.Tensor) and held.dim() > token_axis:
+                shape = tuple(held.shape)
+                slots.append(
+                    StateSlot(i, kind, attribute, None, shape, held.dtype, batch_axis, token_axis)
+                )
         for attribute, kind in _RECURRENT:
             held = getattr(layer, attribute, None) or {}
             for j, state in sorted(held.items()):

@@ -95,7 +95,7 @@ class OnnxCausalLM:
         for name in self.cache_names:
             dims = self.inputs[name].shape
             dtype = np.float16 if "float16" in self.inputs[name].type else np.float32
-            shape = [batch, *(d if isinstance(d, int) else 0 for d in dims[1:])]
+            shape = [batch if d == "batch" else d if isinstance(d, int) else 0 for d in dims]
             cache[name] = np.zeros(shape, dtype=dtype)
         return cache
 
