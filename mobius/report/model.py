@@ -220,9 +220,14 @@ def _gaps(
                 "cache",
                 "traced",
                 list(analysis.unclaimed_attention),
-                "the cache is carried through the trace by transformers' own Cache, with "
-                f"attention lowered op by op, because {analysis.cache_blocker}; a pattern for "
-                "these layers would fuse them",
+                "the cache is carried through the trace by transformers' own Cache (its layers "
+                f"lowered op by op), because {analysis.cache_blocker}"
+                + (
+                    "; the model is traced for one token and run over the sequence in an ONNX Loop"
+                    if analysis.token_loop
+                    else ""
+                )
+                + "; a pattern for these layers would fuse them",
             )
         )
     elif analysis.cache_supported and not analysis.kv_cache and not analysis.unclaimed_attention:

@@ -108,7 +108,7 @@ def _children(g: Group, indent: str, lines: list[str], color: bool) -> None:
 
 def cache_text(s: Summary) -> str:
     if s.kv_cache and any(g.kind == "cache" and g.subject == "traced" for g in s.gaps):
-        return f"yes, {s.cache_layers} layers, carried through the trace (attention op by op)"
+        return f"yes, {s.cache_layers} layers, carried through the trace (lowered op by op)"
     if s.kv_cache:
         return f"yes, {s.cache_layers} attention layers"
     if not s.cache_supported:

@@ -59,6 +59,7 @@ class Analysis:
     modules: list[ModuleAnalysis]
     cache_blocker: str | None = None  # why captured attention could not carry the cache
     traced_cache_layers: int = 0  # layers whose state the trace itself carries (synth/state.py)
+    token_loop: bool = False  # traced for one token, run over the sequence in an ONNX Loop
 
     @property
     def blocked(self) -> dict[str, list[str]]:
@@ -162,6 +163,7 @@ def analyze(prepared: Prepared) -> Analysis:
         unclaimed_attention=list(prepared.unclaimed_attention),
         cache_blocker=prepared.cache_blocker,
         traced_cache_layers=_traced_cache_layers(prepared),
+        token_loop=bool(prepared.traced.loop_inputs),
         modules=[modules[p] for p in sorted(modules, key=_tree_order)],
     )
 
