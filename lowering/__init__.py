@@ -15,6 +15,7 @@ from lowering import (  # noqa: F401  (imported for their registrations)
     special,
     symbolic,
     triangular,
+    windows,
 )
 from lowering.complex_ops import find_complex_lowering, involves_complex
 from lowering.context import LoweringContext
