@@ -14,6 +14,7 @@ applies the window.
 from __future__ import annotations
 
 import copy
+import types
 from dataclasses import dataclass
 from typing import Any
 from unittest import mock
@@ -143,11 +144,12 @@ def _fresh_layer(layer: Any) -> Any:
     """A copy of a probed cache layer, marked as holding a past, for the traced call to fill."""
     from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
-    if isinstance(layer, DynamicSlidingWindowLayer) and not hasattr(layer, "conv_states"):
-        fresh = DynamicLayer()  # keep every token; the sliding-window mask does the windowing
-        fresh.is_initialized = layer.is_initialized
-    else:
-        fresh = copy.copy(layer)
+    fresh = copy.copy(layer)
+    if isinstance(layer, DynamicSlidingWindowLayer):
+        # keep every token, as a full layer does; the sliding-window mask does the windowing (the
+        # window layer's own bookkeeping counts tokens in a Python int, fixed at trace time)
+        for method in ("update", "get_mask_sizes", "get_seq_length"):
+            setattr(fresh, method, types.MethodType(getattr(DynamicLayer, method), fresh))
     for attribute, _ in _RECURRENT:
         if isinstance(getattr(layer, attribute, None), dict):
             setattr(fresh, attribute, dict(getattr(layer, attribute)))
