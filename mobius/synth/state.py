@@ -76,10 +76,10 @@ class CacheLayout:
 
     def fill(self, tensors: tuple[torch.Tensor, ...]) -> Any:
         """A cache like the template, holding ``tensors`` as its past (in slot order)."""
-        cache = copy.copy(self.template)
-        cache.layers = [_fresh_layer(layer) for layer in self.template.layers]
+        cache = _fresh_cache(self.template)
+        layers = _layers_of(cache)
         for slot, tensor in zip(self.slots, tensors, strict=True):
-            layer = cache.layers[slot.layer]
+            layer = layers[slot.layer]
             if slot.index is None:
                 setattr(layer, slot.attribute, tensor)
                 layer.device = tensor.device
@@ -127,6 +127,20 @@ def probe_layout(model: torch.nn.Module) -> CacheLayout:
     if not slots:
         raise UnsupportedError("the model's cache holds no tensors after a call")
     return CacheLayout(slots, cache)
+
+
+def _fresh_cache(template: Any) -> Any:
+    """A copy of the probed cache whose layers can be filled without touching the template's."""
+    cache = copy.copy(template)
+    self_attention = getattr(template, "self_attention_cache", None)
+    if self_attention is not None:  # EncoderDecoderCache: a decoder-only call uses the self part
+        cache.self_attention_cache = _fresh_cache(self_attention)
+        cache.cross_attention_cache = copy.deepcopy(template.cross_attention_cache)
+        if isinstance(getattr(template, "is_updated", None), dict):
+            cache.is_updated = dict(template.is_updated)
+        return cache
+    cache.layers = [_fresh_layer(layer) for layer in template.layers]
+    return cache
 
 
 def _layers_of(cache: Any) -> list[Any]:
