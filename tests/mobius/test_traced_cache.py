@@ -2,7 +2,9 @@
 
 One family per reason the captured attention cannot carry the cache: attention written out by
 hand (gpt_neo, bloom), positions counted from the cache length (bart's decoder), recurrent state only
-(mamba2), and convolution state next to attention layers (lfm2_moe). Each is compared with eager
+(mamba2), convolution state next to attention layers (lfm2_moe), and hybrids whose Python loops
+over tokens, traced for one token and run in an ONNX Loop (jamba: left padding must reach the
+recurrent layers token by token; zamba: per-head states written through no-op casts). Each is compared with eager
 PyTorch on a prefill and a 3-token decode step, and with HF ``generate`` token for token.
 """
 
@@ -28,6 +30,8 @@ FAMILIES = {
     "bart": "key",
     "mamba2": "recurrent_state",
     "lfm2_moe": "conv_state",
+    "jamba": "conv_state",
+    "zamba": "recurrent_state",
 }
 
 
