@@ -19,6 +19,9 @@ import torch
 
 def make_traceable(model: torch.nn.Module) -> torch.nn.Module:
     """Install every shim that applies to ``model``'s modules; returns the model."""
+    from mobius.synth.overrides import install_overrides
+
+    install_overrides(model)
     for module in model.modules():
         if getattr(module, "rope_type", None) == "dynamic" and hasattr(module, "inv_freq"):
             _dynamic_ntk_rope(module)

@@ -14,15 +14,16 @@ applies the window.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from unittest import mock
 
 import torch
 
 from mobius.errors import UnsupportedError
 from mobius.tasks.base import BATCH, PAST, TensorSpec
-from mobius.tasks.causal_lm import cache_input_name, cache_output_name, returned_cache
+from mobius.tasks.causal_lm import cache_input_name, cache_output_name
 
 # Cache-layer attributes that hold tensors, and the contract's name for each kind of state.
 _KV = (("keys", "key"), ("values", "value"))
@@ -31,19 +32,17 @@ _RECURRENT = (("conv_states", "conv_state"), ("recurrent_states", "recurrent_sta
 
 @dataclass(frozen=True)
 class StateSlot:
-    """One tensor a cache layer carries from one call to the next."""
+    """One tensor a model carries from one call to the next."""
 
     layer: int
     kind: str  # key, value, conv_state, recurrent_state (with _{j} when a layer has several)
-    attribute: str  # the cache layer's attribute: keys, values, conv_states, recurrent_states
-    index: int | None  # the entry of a per-layer dict of states (conv/recurrent), else None
+    attribute: str  # where the mechanism keeps it: keys, values, conv_states, a module attribute
+    index: Any  # the mechanism's own address within ``attribute`` (None for key/value)
     shape: tuple[int, ...]  # as probed; the batch and, for key/value, the past length vary
     dtype: torch.dtype
-
-    @property
-    def grows(self) -> bool:
-        """Key/value states grow by one entry per token; conv/recurrent states have a fixed size."""
-        return self.index is None
+    grows: bool = (
+        False  # key/value states grow by one entry per token; the others have a fixed size
+    )
 
     def spec(self) -> TensorSpec:
         dims: list[str | int] = [BATCH, *self.shape[1:]]
@@ -56,15 +55,26 @@ class StateSlot:
         return cache_output_name(self.layer, self.kind)
 
 
+class StateMechanism(Protocol):
+    """One way a model exposes its state (``state_adapters.py`` has the others)."""
+
+    slots: list[StateSlot]
+
+    def fill(self, model: torch.nn.Module, tensors: Sequence[torch.Tensor]) -> Any:
+        """Install ``tensors`` as the past; the object to pass as the model's cache, or None."""
+
+    def read(self, model: torch.nn.Module, returned: Any) -> list[torch.Tensor]:
+        """The states after the call (``returned``: the cache the call returned), in slot order."""
+
+
 @dataclass
-class CacheLayout:
-    """What the model's cache holds after a call: its slots, and an instance to copy the rest from."""
+class TransformersCache:
+    """A transformers ``Cache`` with layers: key/value and conv/recurrent states per layer."""
 
     slots: list[StateSlot]
     template: Any  # the transformers Cache the probe returned (meta tensors)
 
-    def fill(self, tensors: tuple[torch.Tensor, ...]) -> Any:
-        """A cache like the template, holding ``tensors`` as its past (in slot order)."""
+    def fill(self, model: torch.nn.Module, tensors: Sequence[torch.Tensor]) -> Any:
         cache = copy.copy(self.template)
         cache.layers = [_fresh_layer(layer) for layer in self.template.layers]
         for slot, tensor in zip(self.slots, tensors, strict=True):
@@ -76,43 +86,85 @@ class CacheLayout:
                 getattr(layer, slot.attribute)[slot.index] = tensor.clone()
         return cache
 
-    def read(self, cache: Any) -> list[torch.Tensor]:
-        """The cache's tensors after the call, in slot order."""
-        layers = _layers_of(cache)
+    def read(self, model: torch.nn.Module, returned: Any) -> list[torch.Tensor]:
+        layers = _layers_of(returned)
         out = []
         for slot in self.slots:
             held = getattr(layers[slot.layer], slot.attribute)
             out.append(held if slot.index is None else held[slot.index])
         return out
 
+    @classmethod
+    def probe(cls, cache: Any) -> TransformersCache | None:
+        layers = getattr(cache, "layers", None)
+        if cache is not None and getattr(cache, "self_attention_cache", None) is not None:
+            layers = cache.self_attention_cache.layers  # EncoderDecoderCache
+        if layers is None:
+            return None
+        slots: list[StateSlot] = []
+        for i, layer in enumerate(layers):
+            for attribute, kind in _KV:
+                held = getattr(layer, attribute, None)
+                if isinstance(held, torch.Tensor) and held.dim() == 4:
+                    slots.append(
+                        StateSlot(i, kind, attribute, None, tuple(held.shape), held.dtype, True)
+                    )
+            for attribute, kind in _RECURRENT:
+                held = getattr(layer, attribute, None) or {}
+                for j, state in sorted(held.items()):
+                    if isinstance(state, torch.Tensor):
+                        name = kind if len(held) == 1 else f"{kind}_{j}"
+                        shape = tuple(state.shape)
+                        slots.append(StateSlot(i, name, attribute, j, shape, state.dtype))
+        return cls(slots, cache) if slots else None
+
+
+@dataclass
+class CacheLayout:
+    """Every state a model carries, by the mechanisms that hold it; the first one's object (if
+    any) is what the model takes as its cache argument."""
+
+    mechanisms: list[StateMechanism]
+
+    @property
+    def slots(self) -> list[StateSlot]:
+        return [slot for m in self.mechanisms for slot in m.slots]
+
+    def fill(self, model: torch.nn.Module, tensors: Sequence[torch.Tensor]) -> Any:
+        """Install ``tensors`` (in slot order) as the past; the cache object to pass, or None."""
+        passed, start = None, 0
+        for mechanism in self.mechanisms:
+            count = len(mechanism.slots)
+            made = mechanism.fill(model, tensors[start : start + count])
+            passed = made if passed is None else passed
+            start += count
+        return passed
+
+    def read(self, model: torch.nn.Module, returned: Any) -> list[torch.Tensor]:
+        """The states after the call, in slot order."""
+        return [t for m in self.mechanisms for t in m.read(model, returned)]
+
 
 def probe_layout(model: torch.nn.Module) -> CacheLayout:
-    """Run the meta model once with a cache and describe what the cache holds afterwards."""
+    """Run the meta model once with a cache and describe what it carries afterwards."""
+    from mobius.synth.state_adapters import probe_mechanisms
+
+    mechanisms = probe_mechanisms(model, _probe_call)
+    if not mechanisms:
+        raise UnsupportedError("the model's cache holds no tensors after a call")
+    return CacheLayout(mechanisms)
+
+
+def _probe_call(model: torch.nn.Module, **extra: Any) -> Any:
+    """The model's output for a meta call of two sequences of three tokens, with a cache."""
     ids = torch.zeros(2, 3, dtype=torch.long, device="meta")
     try:
         # as while tracing: transformers then skips its data-dependent shortcuts (mask checks that
         # read values), which meta tensors cannot answer
         with torch.no_grad(), mock.patch.object(torch.compiler, "is_compiling", lambda: True):
-            out = model(input_ids=ids, use_cache=True, return_dict=True)
+            return model(input_ids=ids, use_cache=True, return_dict=True, **extra)
     except Exception as exc:
         raise UnsupportedError(f"running the model with a cache failed: {_line(exc)}") from exc
-    cache = returned_cache(out)
-    layers = _layers_of(cache)
-    slots: list[StateSlot] = []
-    for i, layer in enumerate(layers):
-        for attribute, kind in _KV:
-            held = getattr(layer, attribute, None)
-            if isinstance(held, torch.Tensor) and held.dim() == 4:
-                slots.append(StateSlot(i, kind, attribute, None, tuple(held.shape), held.dtype))
-        for attribute, kind in _RECURRENT:
-            held = getattr(layer, attribute, None) or {}
-            for j, state in sorted(held.items()):
-                if isinstance(state, torch.Tensor):
-                    name = kind if len(held) == 1 else f"{kind}_{j}"
-                    slots.append(StateSlot(i, name, attribute, j, tuple(state.shape), state.dtype))
-    if not slots:
-        raise UnsupportedError("the model's cache holds no tensors after a call")
-    return CacheLayout(slots, cache)
 
 
 def _layers_of(cache: Any) -> list[Any]:

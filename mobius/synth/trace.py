@@ -73,10 +73,10 @@ class _TaskWrapper(torch.nn.Module):
         inputs = dict(zip(self._names, args[: len(self._names)], strict=True))
         if self._layout is None:
             return self._task.call(self.m, inputs)
-        cache = self._layout.fill(args[len(self._names) :])
+        cache = self._layout.fill(self.m, args[len(self._names) :])
         grows = any(slot.grows for slot in self._layout.slots)
         logits, cache = self._task.call_with_cache(self.m, inputs, cache, mask_spans_past=grows)
-        return (logits, *self._layout.read(cache))
+        return (logits, *self._layout.read(self.m, cache))
 
 
 # transformers' default MoE path traces to ops nothing lowers (grouped_mm_fallback, histc);
