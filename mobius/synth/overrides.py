@@ -55,9 +55,28 @@ def _rwkv_feed_forward_mix(module: torch.nn.Module) -> None:
     module.forward = forward
 
 
+def _rwkv_rescaled_at_use(module: torch.nn.Module) -> None:
+    # In eval mode RWKV divides its output weights by 2**(layer // rescale_every) in place on the
+    # first call (and halves the hidden states every rescale_every layers). The graph binds the
+    # checkpoint's weights as saved, so the division happens on the projections' outputs instead:
+    # the same numbers, as both are exact powers of two (these projections have no bias)
+    every = module.config.rescale_every
+    if every <= 0:
+        return
+    module.layers_are_rescaled = True  # no in-place division of the weights
+
+    def scaled(factor: int):
+        return lambda _module, _args, out: out / factor
+
+    for block_id, block in enumerate(module.blocks):
+        for linear in (block.attention.output, block.feed_forward.value):
+            linear.register_forward_hook(scaled(2 ** (block_id // every)))
+
+
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.rwkv.modeling_rwkv.RwkvSelfAttention": _rwkv_attention_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvFeedForward": _rwkv_feed_forward_mix,
+    "transformers.models.rwkv.modeling_rwkv.RwkvModel": _rwkv_rescaled_at_use,
 }
 
 
