@@ -76,5 +76,25 @@ def functional_form(node: torch.fx.Node) -> torch._ops.OpOverload | None:
     return overload if overload is not None and find_lowering(overload) is not None else None
 
 
+# ops that return their input itself when there is nothing to do (same dtype and device, already
+# contiguous): ``state.to(state.dtype).copy_(new)`` then writes into ``state``
+MAYBE_SELF_OPS = {aten.to, aten.contiguous, aten.type_as}
+
+
 def _is_view(node: torch.fx.Node) -> bool:
-    return getattr(node.target, "overloadpacket", None) in VIEW_OPS
+    packet = getattr(node.target, "overloadpacket", None)
+    return packet in VIEW_OPS or (packet in MAYBE_SELF_OPS and _returns_self(node))
+
+
+def _returns_self(node: torch.fx.Node) -> bool:
+    """Whether a ``MAYBE_SELF_OPS`` node hands back its input unchanged (as traced)."""
+    source = node.args[0] if node.args else None
+    before = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
+    after = node.meta.get("val")
+    if not isinstance(before, torch.Tensor) or not isinstance(after, torch.Tensor):
+        return True  # unknown: assume it aliases
+    return (
+        before.dtype == after.dtype
+        and before.device == after.device
+        and before.is_contiguous() == after.is_contiguous()
+    )

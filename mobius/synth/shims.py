@@ -19,6 +19,9 @@ import torch
 
 def make_traceable(model: torch.nn.Module) -> torch.nn.Module:
     """Install every shim that applies to ``model``'s modules; returns the model."""
+    from mobius.synth.overrides import install_overrides
+
+    install_overrides(model)
     for module in model.modules():
         if getattr(module, "rope_type", None) == "dynamic" and hasattr(module, "inv_freq"):
             _dynamic_ntk_rope(module)
@@ -61,13 +64,16 @@ def _dynamic_ntk_rope(module: torch.nn.Module) -> None:
 
 
 @contextlib.contextmanager
-def tracing_branches(model: torch.nn.Module) -> Iterator[None]:
-    """While tracing, let modeling code that has a triangular solve use it instead of its loop.
+def tracing_branches(model: torch.nn.Module, one_token: bool = False) -> Iterator[None]:
+    """While tracing, take the branches that serve every input, not just the traced one.
 
     Gated delta-rule layers (qwen3_next and its kin) call ``torch.linalg.solve_triangular`` unless
     ``is_torchdynamo_exporting()``; when exporting they run a Python loop of ``chunk_size`` row
     updates, thousands of traced ops that take minutes to export. mobius lowers the solve without
     a loop (``lowering/triangular.py``), so in such modules that check answers False.
+
+    With ``one_token`` (a step graph that ``token_loop.py`` also runs over a padded prefill), the
+    recurrent layers' padding mask is kept for a single token too (``_padding_mask_per_token``).
     """
     with contextlib.ExitStack() as stack:
         for module in _modeling_modules(model):
@@ -75,7 +81,28 @@ def tracing_branches(model: torch.nn.Module) -> Iterator[None]:
                 stack.enter_context(
                     mock.patch.object(module, "is_torchdynamo_exporting", lambda: False)
                 )
+            if one_token and _RECURRENT_MASK in vars(module):
+                stack.enter_context(
+                    mock.patch.object(module, _RECURRENT_MASK, _padding_mask_per_token)
+                )
         yield
+
+
+_RECURRENT_MASK = "create_recurrent_attention_mask"
+
+
+def _padding_mask_per_token(
+    config: Any, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs: Any
+) -> torch.Tensor | None:
+    """transformers' 2D padding mask for recurrent layers, also for a single-token call.
+
+    transformers returns None for one token (a generated token is never padding), but a one-token
+    step graph also runs the prefill token by token, where left padding must not reach the
+    recurrent state; for a real decode token the mask is 1 and the product changes nothing.
+    """
+    if attention_mask is None or attention_mask.ndim != 2:
+        return None
+    return attention_mask[:, -inputs_embeds.shape[1] :]
 
 
 def _modeling_modules(model: torch.nn.Module) -> set[Any]:

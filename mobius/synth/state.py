@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import copy
 import types
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from unittest import mock
 
 import torch
 
 from mobius.errors import UnsupportedError
 from mobius.tasks.base import BATCH, PAST, TensorSpec
-from mobius.tasks.causal_lm import cache_input_name, cache_output_name, returned_cache
+from mobius.tasks.causal_lm import cache_input_name, cache_output_name
 
 # Cache-layer attributes holding a tensor that grows by one entry per token: the contract's name
 # for the state, its batch axis and its token axis.
@@ -39,12 +40,12 @@ _RECURRENT = (("conv_states", "conv_state"), ("recurrent_states", "recurrent_sta
 
 @dataclass(frozen=True)
 class StateSlot:
-    """One tensor a cache layer carries from one call to the next."""
+    """One tensor a model carries from one call to the next."""
 
     layer: int
     kind: str  # key, value, conv_state, recurrent_state (with _{j} when a layer has several)
-    attribute: str  # the cache layer's attribute: keys, values, conv_states, recurrent_states
-    index: int | None  # the entry of a per-layer dict of states (conv/recurrent), else None
+    attribute: str  # where the mechanism keeps it: keys, values, conv_states, a module attribute
+    index: Any  # the mechanism's own address within ``attribute`` (None for growing states)
     shape: tuple[int, ...]  # as probed; the batch and, for growing states, the past length vary
     dtype: torch.dtype
     batch_axis: int = 0
@@ -67,15 +68,26 @@ class StateSlot:
         return cache_output_name(self.layer, self.kind)
 
 
+class StateMechanism(Protocol):
+    """One way a model exposes its state (``state_adapters.py`` has the others)."""
+
+    slots: list[StateSlot]
+
+    def fill(self, model: torch.nn.Module, tensors: Sequence[torch.Tensor]) -> Any:
+        """Install ``tensors`` as the past; the object to pass as the model's cache, or None."""
+
+    def read(self, model: torch.nn.Module, returned: Any) -> list[torch.Tensor]:
+        """The states after the call (``returned``: the cache the call returned), in slot order."""
+
+
 @dataclass
-class CacheLayout:
-    """What the model's cache holds after a call: its slots, and an instance to copy the rest from."""
+class TransformersCache:
+    """A transformers ``Cache`` with layers: key/value and conv/recurrent states per layer."""
 
     slots: list[StateSlot]
     template: Any  # the transformers Cache the probe returned (meta tensors)
 
-    def fill(self, tensors: tuple[torch.Tensor, ...]) -> Any:
-        """A cache like the template, holding ``tensors`` as its past (in slot order)."""
+    def fill(self, model: torch.nn.Module, tensors: Sequence[torch.Tensor]) -> Any:
         cache = _fresh_cache(self.template)
         layers = _layers_of(cache)
         for slot, tensor in zip(self.slots, tensors, strict=True):
@@ -87,46 +99,98 @@ class CacheLayout:
                 getattr(layer, slot.attribute)[slot.index] = tensor.clone()
         return cache
 
-    def read(self, cache: Any) -> list[torch.Tensor]:
-        """The cache's tensors after the call, in slot order."""
-        layers = _layers_of(cache)
+    def read(self, model: torch.nn.Module, returned: Any) -> list[torch.Tensor]:
+        layers = _layers_of(returned)
         out = []
         for slot in self.slots:
             held = getattr(layers[slot.layer], slot.attribute)
             out.append(held if slot.index is None else held[slot.index])
         return out
 
+    @classmethod
+    def probe(cls, cache: Any) -> TransformersCache | None:
+        if cache is None:
+            return None
+        self_attention = getattr(cache, "self_attention_cache", None)  # EncoderDecoderCache
+        layers = getattr(self_attention if self_attention is not None else cache, "layers", None)
+        if layers is None:
+            return None
+        slots: list[StateSlot] = []
+        for i, layer in enumerate(layers):
+            for attribute, kind, batch_axis, token_axis in _GROWING:
+                held = getattr(layer, attribute, None)
+                if isinstance(held, torch.Tensor) and held.dim() > token_axis:
+                    shape = tuple(held.shape)
+                    slots.append(
+                        StateSlot(i, kind, attribute, None, shape, held.dtype, batch_axis, token_axis)
+                    )
+            for attribute, kind in _RECURRENT:
+                held = getattr(layer, attribute, None) or {}
+                for j, state in sorted(held.items()):
+                    if isinstance(state, torch.Tensor):
+                        name = kind if len(held) == 1 else f"{kind}_{j}"
+                        shape = tuple(state.shape)
+                        slots.append(StateSlot(i, name, attribute, j, shape, state.dtype))
+        return cls(slots, cache) if slots else None
+
+
+@dataclass
+class CacheLayout:
+    """Every state a model carries, by the mechanisms that hold it; the first one's object (if
+    any) is what the model takes as its cache argument."""
+
+    mechanisms: list[StateMechanism]
+
+    @property
+    def slots(self) -> list[StateSlot]:
+        return [slot for m in self.mechanisms for slot in m.slots]
+
+    def fill(self, model: torch.nn.Module, tensors: Sequence[torch.Tensor]) -> Any:
+        """Install ``tensors`` (in slot order) as the past; the cache object to pass, or None."""
+        passed, start = None, 0
+        for mechanism in self.mechanisms:
+            count = len(mechanism.slots)
+            made = mechanism.fill(model, tensors[start : start + count])
+            passed = made if passed is None else passed
+            start += count
+        return passed
+
+    def read(self, model: torch.nn.Module, returned: Any) -> list[torch.Tensor]:
+        """The states after the call, in slot order."""
+        return [t for m in self.mechanisms for t in m.read(model, returned)]
+
 
 def probe_layout(model: torch.nn.Module) -> CacheLayout:
-    """Run the meta model once with a cache and describe what the cache holds afterwards."""
+    """Run the meta model once with a cache and describe what it carries afterwards."""
+    from mobius.synth.state_adapters import probe_mechanisms
+
+    mechanisms = probe_mechanisms(model, _probe_call)
+    if not mechanisms:
+        raise UnsupportedError("the model's cache holds no tensors after a call")
+    return CacheLayout(mechanisms)
+
+
+def _probe_call(model: torch.nn.Module, **extra: Any) -> Any:
+    """The model's output for a meta call of two sequences of three tokens, with a cache."""
     ids = torch.zeros(2, 3, dtype=torch.long, device="meta")
     try:
         # as while tracing: transformers then skips its data-dependent shortcuts (mask checks that
         # read values), which meta tensors cannot answer
         with torch.no_grad(), mock.patch.object(torch.compiler, "is_compiling", lambda: True):
-            out = model(input_ids=ids, use_cache=True, return_dict=True)
+            return model(input_ids=ids, use_cache=True, return_dict=True, **extra)
     except Exception as exc:
         raise UnsupportedError(f"running the model with a cache failed: {_line(exc)}") from exc
-    cache = returned_cache(out)
-    layers = _layers_of(cache)
-    slots: list[StateSlot] = []
-    for i, layer in enumerate(layers):
-        for attribute, kind, batch_axis, token_axis in _GROWING:
-            held = getattr(layer, attribute, None)
-            if isinstance(held, torch.Tensor) and held.dim() > token_axis:
-                shape = tuple(held.shape)
-                slots.append(
-                    StateSlot(i, kind, attribute, None, shape, held.dtype, batch_axis, token_axis)
-                )
-        for attribute, kind in _RECURRENT:
-            held = getattr(layer, attribute, None) or {}
-            for j, state in sorted(held.items()):
-                if isinstance(state, torch.Tensor):
-                    name = kind if len(held) == 1 else f"{kind}_{j}"
-                    slots.append(StateSlot(i, name, attribute, j, tuple(state.shape), state.dtype))
-    if not slots:
-        raise UnsupportedError("the model's cache holds no tensors after a call")
-    return CacheLayout(slots, cache)
+
+
+def _layers_of(cache: Any) -> list[Any]:
+    self_attention = getattr(cache, "self_attention_cache", None)  # EncoderDecoderCache
+    layers = getattr(self_attention if self_attention is not None else cache, "layers", None)
+    if layers is None:
+        raise UnsupportedError(
+            f"the model keeps its state in {type(cache).__name__}, not a transformers Cache "
+            "with layers"
+        )
+    return layers
 
 
 def _fresh_cache(template: Any) -> Any:
@@ -141,17 +205,6 @@ def _fresh_cache(template: Any) -> Any:
         return cache
     cache.layers = [_fresh_layer(layer) for layer in template.layers]
     return cache
-
-
-def _layers_of(cache: Any) -> list[Any]:
-    self_attention = getattr(cache, "self_attention_cache", None)  # EncoderDecoderCache
-    layers = getattr(self_attention if self_attention is not None else cache, "layers", None)
-    if layers is None:
-        raise UnsupportedError(
-            f"the model keeps its state in {type(cache).__name__}, not a transformers Cache "
-            "with layers"
-        )
-    return layers
 
 
 def _fresh_layer(layer: Any) -> Any:

@@ -73,10 +73,10 @@ class _TaskWrapper(torch.nn.Module):
         inputs = dict(zip(self._names, args[: len(self._names)], strict=True))
         if self._layout is None:
             return self._task.call(self.m, inputs)
-        cache = self._layout.fill(args[len(self._names) :])
+        cache = self._layout.fill(self.m, args[len(self._names) :])
         grows = any(slot.grows for slot in self._layout.slots)
         logits, cache = self._task.call_with_cache(self.m, inputs, cache, mask_spans_past=grows)
-        return (logits, *self._layout.read(cache))
+        return (logits, *self._layout.read(self.m, cache))
 
 
 # transformers' default MoE path traces to ops nothing lowers (grouped_mm_fallback, histc);
@@ -162,6 +162,7 @@ def _export(
     task: Task,
     dtype: torch.dtype,
     device: str,
+    one_token: bool = False,
 ) -> torch.export.ExportedProgram:
     args = tuple(
         torch.zeros_like(task.example_value(s, config, dtype), device=device) for s in specs
@@ -173,7 +174,7 @@ def _export(
         for s in specs
     )
     try:
-        with _quiet(), tracing_branches(wrapper):
+        with _quiet(), tracing_branches(wrapper, one_token):
             program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -232,6 +233,7 @@ def _recompute_constants(
     dtype: torch.dtype,
     implementations: tuple[str, ...] | None,
     layout: CacheLayout | None,
+    one_token: bool = False,
 ) -> dict[str, torch.Tensor]:
     """Trace a fresh instance on CPU with uninitialised storage to get in-forward constants' values.
 
@@ -240,7 +242,7 @@ def _recompute_constants(
     """
     model = instantiate_on_meta(config, task, dtype, implementations).to_empty(device="cpu")
     wrapper = _TaskWrapper(model, task, _contract_names(specs, layout), layout)
-    program = _export(wrapper, specs, config, task, dtype, device="cpu")
+    program = _export(wrapper, specs, config, task, dtype, "cpu", one_token)
     return {
         k: v
         for k, v in program.constants.items()
@@ -289,14 +291,16 @@ def trace(
             specs = [TensorSpec(s.name, s.dtype, one_token_dims(s.dims)) for s in specs]
         outputs = task.outputs(config) + [slot.output_name for slot in layout.slots]
     wrapper = _TaskWrapper(model, task, _contract_names(specs, layout), layout)
-    program = _export(wrapper, specs, config, task, dtype, device="meta")
+    program = _export(wrapper, specs, config, task, dtype, "meta", one_token)
     constants = {
         k: v
         for k, v in program.constants.items()
         if isinstance(v, torch.Tensor) and v.device.type != "meta"
     }
     if _meta_constants(program, buffer_values):
-        constants.update(_recompute_constants(specs, config, task, dtype, implementations, layout))
+        constants.update(
+            _recompute_constants(specs, config, task, dtype, implementations, layout, one_token)
+        )
     return TracedModel(
         program=program,
         inputs=specs,

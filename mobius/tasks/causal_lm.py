@@ -86,19 +86,21 @@ def cache_output_name(layer: int, kind: str) -> str:
     return f"present.{layer}.{kind}"
 
 
+# the names models take and return their cache (or state, RWKV) by
+CACHE_ARGUMENTS = ("past_key_values", "cache", "cache_params", "state")
+
+
 def cache_argument(model: torch.nn.Module) -> str:
-    """The name ``model.forward`` takes its cache by (``past_key_values``; recurrent models: ``cache``)."""
+    """The name ``model.forward`` takes its cache by (``past_key_values``; recurrent models: ``cache``, ``state``)."""
     import inspect
 
     params = inspect.signature(model.forward).parameters
-    return next(
-        (n for n in ("past_key_values", "cache", "cache_params") if n in params), "past_key_values"
-    )
+    return next((n for n in CACHE_ARGUMENTS if n in params), "past_key_values")
 
 
 def returned_cache(out: Any) -> Any:
     """The cache a model output carries, under either of the names transformers uses."""
-    for name in ("past_key_values", "cache", "cache_params"):
+    for name in CACHE_ARGUMENTS:
         found = getattr(out, name, None)
         if found is not None:
             return found

@@ -2,8 +2,11 @@
 
 One family per reason the captured attention cannot carry the cache: attention written out by
 hand (gpt_neo, bloom), positions counted from the cache length (bart's decoder), recurrent state only
-(mamba2; mamba, whose per-token Python loop is traced for one token and run in an ONNX
-``Loop``), and convolution state next to attention layers (lfm2_moe). Each is compared with eager
+(mamba2), convolution state next to attention layers (lfm2_moe), models whose Python loops over
+tokens are traced for one token and run in an ONNX Loop (mamba; jamba: left padding must reach the
+recurrent layers token by token; zamba: per-head states written through no-op casts), and states
+that are no transformers Cache (``state_adapters.py``: rwkv's ``state`` list, recurrent_gemma's
+module attributes next to its attention cache). Each is compared with eager
 PyTorch on a prefill and a 3-token decode step, and with HF ``generate`` token for token.
 """
 
@@ -17,7 +20,13 @@ import torch
 
 import mobius
 from mobius.testing.configs import tiny_config_for
-from mobius.testing.parity import OnnxCausalLM, causal_lm_parity, decoder_inputs, hf_greedy
+from mobius.testing.parity import (
+    OnnxCausalLM,
+    causal_lm_parity,
+    decoder_inputs,
+    hf_feeds,
+    hf_greedy,
+)
 from mobius.testing.tiny import randomize
 
 ATOL = 1e-4
@@ -28,9 +37,33 @@ FAMILIES = {
     "bloom": "key",  # ALiBi, written out by hand
     "bart": "key",
     "mamba2": "recurrent_state",
-    "mamba": "recurrent_state",  # a Python loop over tokens: one-token graph in an ONNX Loop
+    "mamba": "recurrent_state",
     "lfm2_moe": "conv_state",
+    "jamba": "conv_state",
+    "zamba": "recurrent_state",
+    "rwkv": "state_2",
+    "recurrent_gemma": "recurrent_states",
 }
+
+
+# model type -> why HF ``generate`` is no reference for it: greedy decoding over the full forward is
+FULL_FORWARD_GREEDY = {
+    # its single-token branch broadcasts [batch, hidden] over [batch, 1, hidden] (synth/overrides.py)
+    "rwkv": "HF's cached decode is wrong for a batch over 1",
+}
+
+
+def full_forward_greedy(model, ids: torch.Tensor, mask: torch.Tensor, new_tokens: int):
+    """Greedy tokens from the full forward over the whole sequence at every step (no cache)."""
+    picked = []
+    with torch.no_grad():
+        for _ in range(new_tokens):
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+            feeds = {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
+            token = model(**hf_feeds(model, feeds)).logits[:, -1].argmax(-1, keepdim=True)
+            picked.append(token)
+            ids, mask = torch.cat([ids, token], 1), torch.cat([mask, torch.ones_like(token)], 1)
+    return torch.cat(picked, 1).numpy()
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +101,8 @@ def test_prefill_and_decode_step_match_pytorch(model_type, built):
 def test_greedy_generation_matches_hf(model_type, built):
     out, model, config, _ = built(model_type)
     feeds = decoder_inputs(config.vocab_size)
-    expected = hf_greedy(model, feeds["input_ids"], feeds["attention_mask"], NEW_TOKENS)
+    greedy = full_forward_greedy if model_type in FULL_FORWARD_GREEDY else hf_greedy
+    expected = greedy(model, feeds["input_ids"], feeds["attention_mask"], NEW_TOKENS)
     lm = OnnxCausalLM(out)
     actual = lm.generate(feeds["input_ids"].numpy(), feeds["attention_mask"].numpy(), NEW_TOKENS)
     np.testing.assert_array_equal(actual, expected)
