@@ -79,6 +79,22 @@ def tracing_branches(model: torch.nn.Module) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def unchecked_distributions() -> Iterator[None]:
+    """While tracing, ``torch.distributions`` does not check its arguments' values.
+
+    A distribution built from traced tensors (BLT's ``Categorical(logits=...).entropy()``) checks
+    them in Python (``(logits == logits).all()``, a NaN test): a branch on tensor values that
+    torch.export cannot trace. The check only raises on invalid input and never changes a value.
+    """
+    previous = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(previous)
+
+
 def _modeling_modules(model: torch.nn.Module) -> set[Any]:
     names = {type(m).__module__ for m in model.modules()}
     return {sys.modules[n] for n in names if n in sys.modules}
