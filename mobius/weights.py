@@ -262,32 +262,65 @@ class KeyMapping:
     meta_state: dict
 
     def rename(self, key: str) -> tuple[str, str | None]:
-        """(parameter name, the converter source pattern that matched, or None for a plain rename)."""
+        """(parameter name, the converter source pattern that matched, or None for a plain rename).
+
+        As transformers' loader does, a key whose renamed form is no parameter but whose own name
+        is one keeps its name: a broad renaming (``.norm.`` to ``.kv_norm.``) must not capture a
+        key it was not written for (``model.norm.weight``).
+        """
         from transformers.core_model_loading import rename_source_key
 
         prefix = getattr(self.model, "base_model_prefix", None)
-        return rename_source_key(key, self.renamings, self.converters, prefix, self.meta_state)
+        param, pattern = rename_source_key(
+            key, self.renamings, self.converters, prefix, self.meta_state
+        )
+        if param not in self.meta_state:
+            plain, _ = rename_source_key(key, [], [], prefix, self.meta_state)
+            if plain in self.meta_state:
+                return plain, None
+        return param, pattern
 
-    def assemble(self, param: str, by_pattern: dict[str, list[torch.Tensor]]) -> torch.Tensor:
-        """Run the converter whose source patterns produced ``by_pattern`` (e.g. stack experts)."""
-        converter = next(c for c in self.converters if set(by_pattern) <= set(c.source_patterns))
+    def targets(self, group: str, patterns: set[str]) -> list[str]:
+        """The parameters one converter fills: ``group`` (its first target, the name every source
+        key renames to) and, for a split (one fused tensor into q/k/v), the sibling targets."""
+        converter = self._converter(patterns)
+        first = converter.target_patterns[0]
+        if len(converter.target_patterns) == 1 or first not in group:
+            return [group]
+        head, _, tail = group.partition(first)
+        return [head + target + tail for target in converter.target_patterns]
+
+    def assemble(
+        self, group: str, by_pattern: dict[str, list[torch.Tensor]]
+    ) -> dict[str, torch.Tensor]:
+        """Run the converter whose source patterns produced ``by_pattern`` (stack experts, split a
+        fused projection); every tensor it makes, by full parameter name."""
+        converter = self._converter(set(by_pattern))
         tensors: dict[str, Any] = dict(by_pattern)
         for op in converter.operations:
             tensors = op.convert(
                 tensors,
                 source_patterns=list(converter.source_patterns),
                 target_patterns=list(converter.target_patterns),
-                full_layer_name=param,
+                full_layer_name=group,
                 model=self.model,
                 config=self.model.config,
                 missing_keys=set(),
             )
-        for target, tensor in tensors.items():
-            if param.endswith(target) or target in param:
-                return tensor[0] if isinstance(tensor, list) else tensor
+        tensors = {k: v[0] if isinstance(v, list) else v for k, v in tensors.items()}
+        full = group.replace("*.", "0.")
+        hit = next((k for k in tensors if k in full), None)
+        if hit is not None:  # outputs are named by target pattern: add the group's prefix/suffix
+            head, _, tail = full.partition(hit)
+            return {head + k + tail: v for k, v in tensors.items()}
+        if len(tensors) == 1:
+            return {group: next(iter(tensors.values()))}
         raise WeightsError(
-            f"could not assemble '{param}' from the checkpoint (converter gave {list(tensors)})"
+            f"could not assemble '{group}' from the checkpoint (converter gave {list(tensors)})"
         )
+
+    def _converter(self, patterns: set[str]):
+        return next(c for c in self.converters if patterns <= set(c.source_patterns))
 
 
 class WeightBinder:
@@ -316,6 +349,12 @@ class WeightBinder:
                 self.param_to_key.setdefault(param, key)
             else:
                 self.converted.setdefault(param, {}).setdefault(pattern, []).append(key)
+        # every parameter a converter fills -> the group (first target) its source keys renamed to
+        self.fused: dict[str, str] = {
+            target: group
+            for group, by_pattern in self.converted.items()
+            for target in key_to_param.targets(group, set(by_pattern))
+        }
         self.used_keys: set[str] = set()
         self._bound: dict[str, ir.Value] = {}
 
@@ -331,9 +370,7 @@ class WeightBinder:
             key = self.checkpoint_key(name)
             if key is not None:
                 return self._from_checkpoint(key, name, val)
-            fused = next(
-                (c for c in self.tied_names.get(name, [name]) if c in self.converted), None
-            )
+            fused = next((c for c in self.tied_names.get(name, [name]) if c in self.fused), None)
             if fused is not None:
                 return self._assembled(fused, val)
             if kind == InputKind.PARAMETER:
@@ -361,10 +398,13 @@ class WeightBinder:
         return value
 
     def _assembled(self, name: str, val: torch.Tensor) -> ir.Value:
-        """A parameter fused from several checkpoint tensors (stacked experts, fused projections)."""
+        """A parameter made from checkpoint tensors by a converter (stacked experts, a split q/k/v)."""
         if name in self._bound:
             return self._bound[name]
-        by_pattern = {p: sorted(keys, key=_natural_key) for p, keys in self.converted[name].items()}
+        group = self.fused[name]
+        by_pattern = {
+            p: sorted(keys, key=_natural_key) for p, keys in self.converted[group].items()
+        }
         for key in (k for ks in by_pattern.values() for k in ks):
             entry = self.checkpoint.entries[key]
             _check_dtype(key, entry.file, entry.dtype, name, val.dtype)
@@ -373,7 +413,12 @@ class WeightBinder:
 
         def load() -> torch.Tensor:
             tensors = {p: [checkpoint.load(k) for k in keys] for p, keys in by_pattern.items()}
-            tensor = mapping.assemble(name, tensors)
+            made = mapping.assemble(group, tensors)
+            if name not in made:
+                raise WeightsError(
+                    f"could not assemble '{name}' from the checkpoint (converter gave {list(made)})"
+                )
+            tensor = made[name]
             if tuple(tensor.shape) != expected:
                 raise WeightsError(
                     f"'{name}' assembled to shape {list(tensor.shape)}, config.json implies {list(expected)}"

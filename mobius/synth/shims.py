@@ -10,7 +10,7 @@ import contextlib
 import functools
 import inspect
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
 
@@ -25,8 +25,9 @@ def make_traceable(model: torch.nn.Module) -> torch.nn.Module:
     for module in model.modules():
         if getattr(module, "rope_type", None) == "dynamic" and hasattr(module, "inv_freq"):
             _dynamic_ntk_rope(module)
-        if _is_looped_experts(module):
-            _gathered_experts(module)
+        layout = _looped_layout(module)
+        if layout is not None:
+            _gathered_experts(module, *layout(module))
     return model
 
 
@@ -105,6 +106,22 @@ def _padding_mask_per_token(
     return attention_mask[:, -inputs_embeds.shape[1] :]
 
 
+@contextlib.contextmanager
+def unchecked_distributions() -> Iterator[None]:
+    """While tracing, ``torch.distributions`` does not check its arguments' values.
+
+    A distribution built from traced tensors (BLT's ``Categorical(logits=...).entropy()``) checks
+    them in Python (``(logits == logits).all()``, a NaN test): a branch on tensor values that
+    torch.export cannot trace. The check only raises on invalid input and never changes a value.
+    """
+    previous = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(previous)
+
+
 def _modeling_modules(model: torch.nn.Module) -> set[Any]:
     names = {type(m).__module__ for m in model.modules()}
     return {sys.modules[n] for n in names if n in sys.modules}
@@ -143,17 +160,14 @@ def _is_looped_experts(module: torch.nn.Module) -> bool:
     return shapes_match and extra_ok
 
 
-def _gathered_experts(module: torch.nn.Module) -> None:
-    """The same experts computed for every (token, pick) pair with gathered expert weights.
+# (module, expert id per pick [N], the pick's token row [N, H]) -> that expert's output [N, H]
+PickFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Layout = Callable[[torch.nn.Module], tuple[int, PickFn]]
 
-    Each of a token's ``k`` picks runs its expert's gated MLP (the module's own ``_apply_gate``
-    when it has one, else ``act(gate) * up``), then the down projection, weighted by its routing
-    weight, and the picks are summed: what the loop computes, in a fixed shape. A pick past the
-    last down projection passes the token through when the module has identity experts, and adds
-    nothing otherwise (a sentinel the loop skips).
-    """
-    routed = module.down_proj.shape[0]
-    identity = hasattr(module, "identity_expert")
+
+def _fused_layout(module: torch.nn.Module) -> tuple[int, PickFn]:
+    """``gate_up_proj`` [E, 2I, H] and ``down_proj`` [E, H, I]: the gated MLP (the module's own
+    ``_apply_gate`` when it has one, else ``act(gate) * up``) on gathered expert weights."""
 
     def gated(projected: torch.Tensor) -> torch.Tensor:
         if hasattr(module, "_apply_gate"):
@@ -161,16 +175,64 @@ def _gathered_experts(module: torch.nn.Module) -> None:
         gate, up = projected.chunk(2, dim=-1)
         return module.act_fn(gate) * up
 
+    def picks(ids: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        projected = torch.bmm(module.gate_up_proj[ids], x.unsqueeze(-1)).squeeze(-1)
+        return torch.bmm(module.down_proj[ids], gated(projected).unsqueeze(-1)).squeeze(-1)
+
+    return module.down_proj.shape[0], picks
+
+
+def _dbrx_layout(module: torch.nn.Module) -> tuple[int, PickFn]:
+    """DBRX: ``mlp.w1``/``mlp.v1``/``mlp.w2`` flat [E*I, H]; ``act(x w1^T) * (x v1^T)``, then ``@ w2``."""
+    glu, shape = module.mlp, (-1, module.ffn_hidden_size, module.hidden_size)
+
+    def picks(ids: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        w1, v1, w2 = (p.view(shape)[ids] for p in (glu.w1, glu.v1, glu.w2))  # [N, I, H] each
+        gate = torch.bmm(w1, x.unsqueeze(-1)).squeeze(-1)
+        up = torch.bmm(v1, x.unsqueeze(-1)).squeeze(-1)
+        return torch.bmm((glu.activation_fn(gate) * up).unsqueeze(1), w2).squeeze(1)
+
+    return module.num_experts, picks
+
+
+# Looped experts whose weights are not in the fused layout, by class name: the layout cannot be
+# read from parameter shapes alone (which flat tensor is the gate, which the transposed down).
+LOOPED_LAYOUTS: dict[str, Layout] = {
+    # three flat [E*I, H] tensors on a child GLU module, w2 applied untransposed
+    "DbrxExperts": _dbrx_layout,
+}
+
+
+def _looped_layout(module: torch.nn.Module) -> Layout | None:
+    """How to gather ``module``'s expert weights, if its forward loops over the picked experts."""
+    layout = LOOPED_LAYOUTS.get(type(module).__name__)
+    if layout is not None:
+        params = list(inspect.signature(type(module).forward).parameters)[1:]
+        return layout if params == EXPERTS_SIGNATURE else None
+    return _fused_layout if _is_looped_experts(module) else None
+
+
+def _gathered_experts(module: torch.nn.Module, routed: int, picks: PickFn) -> None:
+    """The same experts computed for every (token, pick) pair with gathered expert weights.
+
+    Each of a token's ``k`` picks runs its expert (``picks``), weighted by its routing weight, and
+    the picks are summed: what the loop computes, in a fixed shape. A pick past the last routed
+    expert passes the token through when the module has identity experts, and adds nothing
+    otherwise (a sentinel the loop skips). The output has the input's shape (tokens may come
+    flattened or as [batch, sequence, hidden]).
+    """
+    identity = hasattr(module, "identity_expert")
+
     def forward(hidden_states, top_k_index, top_k_weights):
-        tokens, k = top_k_index.shape[0], top_k_index.shape[-1]
-        x = hidden_states.unsqueeze(1).expand(-1, k, -1).reshape(tokens * k, -1)
+        k = top_k_index.shape[-1]
+        rows = hidden_states.reshape(-1, hidden_states.shape[-1])
+        x = rows.unsqueeze(1).expand(-1, k, -1).reshape(-1, rows.shape[-1])
         ids = top_k_index.reshape(-1)
-        safe = ids.clamp(max=routed - 1)
-        projected = torch.bmm(module.gate_up_proj[safe], x.unsqueeze(-1)).squeeze(-1)
-        out = torch.bmm(module.down_proj[safe], gated(projected).unsqueeze(-1)).squeeze(-1)
+        out = picks(ids.clamp(max=routed - 1), x)
         past = (ids >= routed).unsqueeze(-1)
         out = torch.where(past, x if identity else torch.zeros_like(out), out)
         out = out * top_k_weights.reshape(-1, 1).to(out.dtype)
-        return out.view(tokens, k, -1).sum(1).to(hidden_states.dtype)
+        out = out.view(rows.shape[0], k, -1).sum(1).to(hidden_states.dtype)
+        return out.view(hidden_states.shape)
 
     module.forward = forward

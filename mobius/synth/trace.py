@@ -15,7 +15,7 @@ from torch.export.graph_signature import InputKind
 from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
 from mobius.synth.inline import inline_grad_regions
-from mobius.synth.shims import make_traceable, tracing_branches
+from mobius.synth.shims import make_traceable, tracing_branches, unchecked_distributions
 from mobius.synth.state import CacheLayout, probe_layout
 from mobius.tasks import Task, TensorSpec
 from mobius.tasks.base import SEQUENCE
@@ -174,7 +174,7 @@ def _export(
         for s in specs
     )
     try:
-        with _quiet(), tracing_branches(wrapper, one_token):
+        with _quiet(), tracing_branches(wrapper, one_token), unchecked_distributions():
             program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

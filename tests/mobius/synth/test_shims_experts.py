@@ -96,3 +96,22 @@ def test_interface_experts_untouched():
 
 def test_own_gate_and_sentinel_index():
     _check_shim(ClampedExperts().eval(), 5, 8, k=2)  # index 4 is the sentinel
+
+
+def test_dbrx_flat_expert_layout():
+    # DBRX keeps w1/v1/w2 flat on a child module and takes [batch, seq, hidden]; index E is a sentinel
+    from transformers.models.dbrx.modeling_dbrx import DbrxExperts
+
+    config = tiny_config_for("dbrx").ffn_config
+    experts = randomize(DbrxExperts(config).float().eval(), seed=0)
+    count, hidden = config.moe_num_experts, config.hidden_size
+    shimmed = make_traceable(copy.deepcopy(experts))
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, hidden)
+    index = torch.stack([torch.randperm(count)[:2] for _ in range(10)])
+    weights = torch.rand(10, 2)
+    torch.testing.assert_close(shimmed(x, index, weights), experts(x, index, weights))
+    model = Routed(shimmed, count, hidden, k=2).eval()
+    check_lowering(
+        model, [torch.randn(1, 5, hidden)], [{1: "t"}], [torch.randn(1, 9, hidden)], atol=1e-4
+    )
