@@ -23,6 +23,10 @@ from patterns.attention import AttentionCall, attend
 from patterns.base import Claim, Decline, MatchContext, aten, is_op
 
 _WINDOW_FIELDS = ("sliding_window", "attention_chunk_size")
+# decline reasons that say the attention is bidirectional (an encoder): no KV cache can reproduce it
+NOT_CAUSAL = "the attention is not causal"
+NOT_CAUSAL_MASK = "the mask is not causal (it never compares query and key positions)"
+BIDIRECTIONAL = frozenset({NOT_CAUSAL, NOT_CAUSAL_MASK})
 
 
 def _layer_index(path: str) -> int | None:
@@ -59,14 +63,14 @@ def _mask_reason(mask: Any, is_causal: bool, config: Any) -> str | None:
     if _has_window(config):
         return "the config has a sliding window or chunked attention the mask may encode"
     if mask is None:
-        return None if is_causal else "the attention is not causal"
+        return None if is_causal else NOT_CAUSAL
     val = mask.meta.get("val")
     if val is None or val.dtype != torch.bool:
         return "the mask is additive (it may carry a positional bias such as ALiBi)"
     if not _inputs_only(mask):
         return "the mask depends on weights or constants, not only on the inputs"
     if not _compares_positions(mask):
-        return "the mask is not causal (it never compares query and key positions)"
+        return NOT_CAUSAL_MASK
     return None
 
 

@@ -113,6 +113,9 @@ def cache_text(s: Summary) -> str:
         return f"yes, {s.cache_layers} attention layers"
     if not s.cache_supported:
         return "not part of this task"
+    model_wide = [g for g in s.gaps if g.kind == "cache" and g.subject == "model"]
+    if model_wide:
+        return model_wide[0].next_step.replace("no KV cache: ", "no: ", 1)
     if any(g.kind == "cache" for g in s.gaps):
         return "no: attention was not captured, so the model is traced without a cache"
     return "none needed: the model has no captured attention"

@@ -27,6 +27,7 @@ from mobius.synth.decompose import functional_form
 from mobius.synth.trace import WRAPPER_PREFIX, TracedModel
 from patterns import attention as attention_pattern
 from patterns import match_all
+from patterns import sdpa as sdpa_pattern
 from patterns.base import Region, module_of
 from patterns.registry import find_emitter
 
@@ -124,6 +125,18 @@ def unclaimed_attention(traced: TracedModel) -> list[str]:
         return any(r == path or r.startswith(path + ".") for r in ran)
 
     return [p for p in leaves if ran_in_trace(p) and not is_claimed(p)]
+
+
+def bidirectional_attention(traced: TracedModel, unclaimed: list[str]) -> bool:
+    """Every attention module in ``unclaimed`` was declined for attending both ways (an encoder's
+    padding-only mask): the model is not causal, so a KV cache cannot reproduce it."""
+    if not unclaimed:
+        return False
+    _, _, declines = match_all(traced.program.graph, regions(traced.program), traced.match_context)
+    bidirectional = {d.module for d in declines if d.reason in sdpa_pattern.BIDIRECTIONAL}
+    return all(
+        any(m == path or m.startswith(path + ".") for m in bidirectional) for path in unclaimed
+    )
 
 
 def emit(

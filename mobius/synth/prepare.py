@@ -16,7 +16,7 @@ from mobius.errors import UnsupportedError
 from mobius.registry import get_task
 from mobius.source import Source
 from mobius.synth.decompose import decompose_unlowered
-from mobius.synth.emit import unclaimed_attention
+from mobius.synth.emit import bidirectional_attention, unclaimed_attention
 from mobius.synth.trace import SpecialisedShapeError, TracedModel, trace
 from mobius.tasks import Task
 
@@ -67,6 +67,15 @@ def prepare(
     else:
         unclaimed = unclaimed_attention(traced) if use_cache else []
         blocker = _captured_cache_blocker(traced, unclaimed) if use_cache else None
+        if use_cache and bidirectional_attention(traced, unclaimed):
+            # the captured implementation's mask is causal: trace the model's own attention instead
+            traced = _trace_without_cache(arch, the_task, dtype, fallback, None)
+            use_cache, unclaimed = False, []
+            blocker = (
+                "the model's attention is bidirectional (its mask never compares query and key "
+                "positions), so a KV cache cannot reproduce it"
+            )
+            log.warning("building without a KV cache: %s", blocker)
     if blocker is not None and use_cache:
         # the captured attention cannot carry this model's cache: let transformers' own Cache do
         # it inside the trace, with the model's own attention lowered op by op

@@ -122,7 +122,9 @@ class TransformersCache:
                 if isinstance(held, torch.Tensor) and held.dim() > token_axis:
                     shape = tuple(held.shape)
                     slots.append(
-                        StateSlot(i, kind, attribute, None, shape, held.dtype, batch_axis, token_axis)
+                        StateSlot(
+                            i, kind, attribute, None, shape, held.dtype, batch_axis, token_axis
+                        )
                     )
             for attribute, kind in _RECURRENT:
                 held = getattr(layer, attribute, None) or {}
