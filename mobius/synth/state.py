@@ -13,9 +13,10 @@ applies the window.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 from unittest import mock
@@ -34,6 +35,8 @@ _GROWING = (
     ("indexer_keys", "indexer_key", 0, 1),  # DSA's indexer: [batch, tokens, index_dim]
     ("indexer_position_ids", "indexer_position_ids", 1, 2),  # [position_dims, batch, tokens]
 )
+# StateSlot.index of a state the cache object keeps itself, in a list indexed by layer
+ON_CACHE = "on the cache"
 # Attributes holding a dict of fixed-size states (batch first), and the contract's name for them.
 _RECURRENT = (("conv_states", "conv_state"), ("recurrent_states", "recurrent_state"))
 
@@ -90,7 +93,12 @@ class TransformersCache:
     def fill(self, model: torch.nn.Module, tensors: Sequence[torch.Tensor]) -> Any:
         cache = _fresh_cache(self.template)
         layers = _layers_of(cache)
+        for name in {s.attribute for s in self.slots if s.index == ON_CACHE}:
+            setattr(cache, name, [[] for _ in getattr(self.template, name)])
         for slot, tensor in zip(self.slots, tensors, strict=True):
+            if slot.index == ON_CACHE:
+                getattr(cache, slot.attribute)[slot.layer] = tensor
+                continue
             layer = layers[slot.layer]
             if slot.index is None:
                 setattr(layer, slot.attribute, tensor)
@@ -103,6 +111,9 @@ class TransformersCache:
         layers = _layers_of(returned)
         out = []
         for slot in self.slots:
+            if slot.index == ON_CACHE:
+                out.append(getattr(returned, slot.attribute)[slot.layer])
+                continue
             held = getattr(layers[slot.layer], slot.attribute)
             out.append(held if slot.index is None else held[slot.index])
         return out
@@ -133,6 +144,7 @@ class TransformersCache:
                         name = kind if len(held) == 1 else f"{kind}_{j}"
                         shape = tuple(state.shape)
                         slots.append(StateSlot(i, name, attribute, j, shape, state.dtype))
+        slots += _per_layer_lists(cache)
         return cls(slots, cache) if slots else None
 
 
@@ -166,10 +178,29 @@ def probe_layout(model: torch.nn.Module) -> CacheLayout:
     """Run the meta model once with a cache and describe what it carries afterwards."""
     from mobius.synth.state_adapters import probe_mechanisms
 
-    mechanisms = probe_mechanisms(model, _probe_call)
+    with _attributes_restored(model):
+        mechanisms = probe_mechanisms(model, _probe_call)
     if not mechanisms:
         raise UnsupportedError("the model's cache holds no tensors after a call")
     return CacheLayout(mechanisms)
+
+
+@contextlib.contextmanager
+def _attributes_restored(model: torch.nn.Module) -> Iterator[None]:
+    """Undo the plain tensor attributes a probe call sets on the modules (tables computed on first
+    use, module-held states): the traced call must start from the model as built, or a table the
+    probe made on meta would stand where the trace computes the real one."""
+    before = {module: dict(vars(module)) for module in model.modules()}
+    try:
+        yield
+    finally:
+        for module, attributes in before.items():
+            for name, value in list(vars(module).items()):
+                if isinstance(value, torch.Tensor) and attributes.get(name) is not value:
+                    if name in attributes:
+                        object.__setattr__(module, name, attributes[name])
+                    else:
+                        delattr(module, name)
 
 
 def _probe_call(model: torch.nn.Module, **extra: Any) -> Any:
@@ -193,6 +224,21 @@ def _layers_of(cache: Any) -> list[Any]:
             "with layers"
         )
     return layers
+
+
+def _per_layer_lists(cache: Any) -> list[StateSlot]:
+    """States a Cache subclass keeps in its own list, one entry per layer (``[]`` for a layer
+    without one): MiniMax's ``linear_cache`` of lightning-attention states."""
+    slots: list[StateSlot] = []
+    for name, held in vars(cache).items():
+        if name == "layers" or not isinstance(held, list) or not held:
+            continue
+        if not all(isinstance(t, torch.Tensor) or t == [] for t in held):
+            continue
+        for i, state in enumerate(held):
+            if isinstance(state, torch.Tensor):
+                slots.append(StateSlot(i, name, name, ON_CACHE, tuple(state.shape), state.dtype))
+    return slots
 
 
 def _fresh_cache(template: Any) -> Any:

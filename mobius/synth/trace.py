@@ -209,6 +209,30 @@ def _specialised_dims(program: torch.export.ExportedProgram, specs: list[TensorS
     ]
 
 
+def _one_row_per_new_token(program: torch.export.ExportedProgram, specs: list[TensorSpec]) -> bool:
+    """The first output (the logits) is as long, on the sequence axis, as the first input."""
+    user = [
+        node
+        for node, spec in zip(
+            (n for n in program.graph.nodes if n.op == "placeholder"),
+            program.graph_signature.input_specs,
+            strict=True,
+        )
+        if spec.kind == InputKind.USER_INPUT
+    ]
+    first_input = user[0].meta["val"]
+    output = program.graph.output_node().args[0][0].meta.get("val")
+    axis = specs[0].dims.index(SEQUENCE) if SEQUENCE in specs[0].dims else 1
+    if output is None or output.dim() <= axis:
+        return True
+    return _same_size(first_input.shape[axis], output.shape[axis])
+
+
+def _same_size(a: int | torch.SymInt, b: int | torch.SymInt) -> bool:
+    expr = [x.node.expr if isinstance(x, torch.SymInt) else x for x in (a, b)]
+    return bool(expr[0] == expr[1])
+
+
 def _is_constant(size: int | torch.SymInt) -> bool:
     return not isinstance(size, torch.SymInt) or not size.node.expr.free_symbols
 
@@ -292,6 +316,11 @@ def trace(
         outputs = task.outputs(config) + [slot.output_name for slot in layout.slots]
     wrapper = _TaskWrapper(model, task, _contract_names(specs, layout), layout)
     program = _export(wrapper, specs, config, task, dtype, "meta", one_token)
+    if layout is not None and not _one_row_per_new_token(program, specs):
+        raise UnsupportedError(
+            "with a past, the model's logits do not have one row per new token (it expects the "
+            "whole sequence again at every step)"
+        )
     constants = {
         k: v
         for k, v in program.constants.items()

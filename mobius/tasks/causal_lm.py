@@ -87,7 +87,7 @@ def cache_output_name(layer: int, kind: str) -> str:
 
 
 # the names models take and return their cache (or state, RWKV) by
-CACHE_ARGUMENTS = ("past_key_values", "cache", "cache_params", "state")
+CACHE_ARGUMENTS = ("cache", "past_key_values", "cache_params", "state")
 
 
 def cache_argument(model: torch.nn.Module) -> str:

@@ -118,18 +118,36 @@ def tiny_config(model_type: str, **overrides: Any):
 
 
 def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """Give every parameter and floating persistent buffer random values (norm weights away from 1)."""
+    """Give every parameter random values (norm weights away from 1), and every floating persistent
+    buffer that starts constant (a router bias at 0).
+
+    A buffer that starts with varying values is a table the model derives from its config (decay
+    rates, say) and reads in several consistent forms; random values would break what the model
+    itself relies on, as a real checkpoint never does.
+    """
     gen = torch.Generator().manual_seed(seed)
     persistent = set(model.state_dict())
     floating_buffers = [
-        b for n, b in model.named_buffers() if n in persistent and b.is_floating_point()
+        b
+        for n, b in model.named_buffers()
+        if n in persistent and b.is_floating_point() and _constant(b)
     ]
     with torch.no_grad():
         for tensor in [*model.parameters(), *floating_buffers]:  # e.g. DeepSeek's router bias
             noise = torch.randn(tensor.shape, generator=gen, dtype=torch.float32)
             scale = 0.5 if tensor.dim() <= 1 else 0.3
+            start = float(tensor.flatten()[0]) if tensor.numel() and _constant(tensor) else 0.0
+            if 0 < abs(start) < 0.1:
+                # a learned scale that starts small because the model multiplies it by the
+                # inverse (nGPT's ``sqk``, ``logit_scale``): vary it around its start, as training
+                # does; order-1 values would scale activations by 1/start
+                noise, scale = 1 + 0.5 * noise, start
             tensor.copy_((noise * scale).to(tensor.dtype))
     return model
+
+
+def _constant(tensor: torch.Tensor) -> bool:
+    return tensor.numel() == 0 or bool((tensor == tensor.flatten()[0]).all())
 
 
 def make_checkpoint(

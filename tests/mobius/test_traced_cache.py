@@ -6,7 +6,8 @@ hand (gpt_neo, bloom), positions counted from the cache length (bart's decoder),
 tokens are traced for one token and run in an ONNX Loop (mamba; jamba: left padding must reach the
 recurrent layers token by token; zamba: per-head states written through no-op casts), and states
 that are no transformers Cache (``state_adapters.py``: rwkv's ``state`` list, recurrent_gemma's
-module attributes next to its attention cache). Each is compared with eager
+module attributes next to its attention cache; minimax's list of lightning-attention states on
+the Cache object itself). Each is compared with eager
 PyTorch on a prefill and a 3-token decode step, and with HF ``generate`` token for token.
 """
 
@@ -43,6 +44,7 @@ FAMILIES = {
     "zamba": "recurrent_state",
     "rwkv": "state_2",
     "recurrent_gemma": "recurrent_states",
+    "minimax": "linear_cache",  # lightning-attention states in a list on the Cache itself
 }
 
 
