@@ -53,10 +53,25 @@ CLASS_RULES: list[tuple[str, str, str]] = [
 ]  # fmt: skip
 
 
+# Why a model was built without a cache, from the reason explain gives: (class name, regex).
+NO_CACHE_RULES: list[tuple[str, str]] = [
+    ("no KV cache: the model takes the whole sequence again at every step (sliced by its cache "
+     "length)", r"whole sequence again"),
+    ("no KV cache: bidirectional attention (an encoder)", r"attention is bidirectional"),
+    ("no KV cache: the HF model neither returns a cache nor takes one", r"neither returns a cache"),
+    ("no KV cache: the model's cached call reads tensor values (.item() on meta)",
+     r"running the model with a cache failed.*item\(\)"),
+    ("no KV cache: the model keeps its state where no adapter reads it", r"no state adapter reads"),
+]  # fmt: skip
+
+
 def _no_cache_class(r: dict) -> str:
     """Why a model converted without a KV cache, from explain's gaps."""
     gaps = r.get("explain", {}).get("gaps", [])
     text = " ".join([g.get("next_step", "") for g in gaps] + [str(g.get("modules")) for g in gaps])
+    for name, pattern in NO_CACHE_RULES:
+        if re.search(pattern, text):
+            return name
     if re.search(r"encoder_attn|crossattention|cross_attn", text):
         return (
             "no KV cache: unused cross-attention modules of a decoder count as uncaptured attention"

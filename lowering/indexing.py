@@ -36,7 +36,16 @@ def index(ctx: LoweringContext, node: torch.fx.Node):
     if len(positions) == 1:
         return ctx.op.Gather(value, ctx.value(indices[first], torch.int64), axis=first)
     idx_vals = [ctx.value(indices[i], torch.int64) for i in positions]
-    # broadcast the index tensors together, then stack them on a new last axis for GatherND
+    stacked, _ = _stacked_indices(ctx, idx_vals)
+    moved = _move_front(ctx, value, first, rank, count=len(positions))
+    gathered = ctx.op.GatherND(moved, stacked)
+    index_rank = max(ctx.rank(indices[i]) for i in positions)
+    return _move_back(ctx, gathered, first, rank - len(positions) + index_rank, count=index_rank)
+
+
+def _stacked_indices(ctx: LoweringContext, idx_vals: list) -> tuple:
+    """The index tensors broadcast together and stacked on a new last axis (GatherND/ScatterND
+    indices), and their broadcast shape."""
     broadcast = idx_vals[0]
     for v in idx_vals[1:]:
         broadcast = ctx.op.Add(broadcast, v)
@@ -45,10 +54,7 @@ def index(ctx: LoweringContext, node: torch.fx.Node):
     stacked = ctx.op.Concat(
         *[ctx.op.Unsqueeze(ctx.op.Expand(v, shape), last) for v in idx_vals], axis=-1
     )
-    moved = _move_front(ctx, value, first, rank, count=len(positions))
-    gathered = ctx.op.GatherND(moved, stacked)
-    index_rank = max(ctx.rank(indices[i]) for i in positions)
-    return _move_back(ctx, gathered, first, rank - len(positions) + index_rank, count=index_rank)
+    return stacked, shape
 
 
 def _move_front(ctx: LoweringContext, value, first: int, rank: int, count: int = 1):
@@ -213,14 +219,7 @@ def index_put(ctx: LoweringContext, node: torch.fx.Node):
         ctx.op.Mod(v, ctx.op.Gather(dims, ctx.ints([first + k]), axis=0))
         for k, v in enumerate(idx_vals)
     ]
-    broadcast = idx_vals[0]
-    for v in idx_vals[1:]:
-        broadcast = ctx.op.Add(broadcast, v)
-    index_shape = ctx.op.Shape(broadcast)
-    last = ctx.ints([-1])
-    stacked = ctx.op.Concat(
-        *[ctx.op.Unsqueeze(ctx.op.Expand(v, index_shape), last) for v in idx_vals], axis=-1
-    )
+    stacked, index_shape = _stacked_indices(ctx, idx_vals)
     # the updates, broadcast to x.shape[:first] + index shape + x.shape[first + count:]
     update_shape = ctx.op.Concat(
         ctx.op.Shape(value, start=0, end=first) if first else ctx.ints([]),
