@@ -47,7 +47,7 @@ from coverage_report import (  # sibling module
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "coverage.json"
-CLI_TIMEOUT = 200
+CLI_TIMEOUT = 400
 
 
 # ------------------------------------------------------------------------------------------ worker

@@ -39,6 +39,7 @@ WITH_CACHE = {
     "deepseek_v2": "MLA with complex-number rotary",
     "llama4_text": "chunked attention, complex-number rotary",
     "gpt_oss": "attention sinks",
+    "dory": "nGPT: unit-norm states, learned scales multiplied by 1/initializer_range",
     # cache carried through the trace
     "mbart": "decoder with unused cross-attention, learned positions from the cache length",
     "marian": "sinusoidal positions from the cache length",
