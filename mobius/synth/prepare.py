@@ -67,15 +67,6 @@ def prepare(
     else:
         unclaimed = unclaimed_attention(traced) if use_cache else []
         blocker = _captured_cache_blocker(traced, unclaimed) if use_cache else None
-        if use_cache and bidirectional_attention(traced, unclaimed):
-            # the captured implementation's mask is causal: trace the model's own attention instead
-            traced = _trace_without_cache(arch, the_task, dtype, fallback, None)
-            use_cache, unclaimed = False, []
-            blocker = (
-                "the model's attention is bidirectional (its mask never compares query and key "
-                "positions), so a KV cache cannot reproduce it"
-            )
-            log.warning("building without a KV cache: %s", blocker)
     if blocker is not None and use_cache:
         # the captured attention cannot carry this model's cache: let transformers' own Cache do
         # it inside the trace, with the model's own attention lowered op by op
@@ -84,10 +75,15 @@ def prepare(
             traced = _trace_carrying_cache(arch, the_task, dtype, fallback)
         except UnsupportedError as exc:
             use_cache = False
-            blocker = f"{blocker}; carrying transformers' cache through the trace failed: {exc}"
+            if isinstance(exc, BidirectionalError):
+                blocker = str(exc)
+            else:
+                blocker = f"{blocker}; carrying transformers' cache through the trace failed: {exc}"
             log.warning("building without a KV cache: %s", blocker)
             if traced is None or unclaimed:
                 traced = _trace_without_cache(arch, the_task, dtype, fallback, first_error)
+            if isinstance(exc, BidirectionalError):
+                unclaimed = []  # no pattern would give it a cache: nothing to report per module
     elif traced is None:
         traced = _trace_without_cache(arch, the_task, dtype, fallback, first_error)
     traced.program = decompose_unlowered(traced.program)
@@ -115,10 +111,22 @@ def _trace_carrying_cache(
 ) -> TracedModel:
     """The trace with the cache as inputs and outputs; one token at a time if the model loops."""
     try:
-        return trace(arch, task, dtype, implementations, carry_cache=True)
+        traced = trace(arch, task, dtype, implementations, carry_cache=True)
     except SpecialisedShapeError as exc:
         log.info("tracing one token at a time (%s)", exc)
-        return trace(arch, task, dtype, implementations, carry_cache=True, one_token=True)
+        traced = trace(arch, task, dtype, implementations, carry_cache=True, one_token=True)
+    # with the model's own attention, its masks are real: all of them without a query/key position
+    # comparison means an encoder, which no cache can reproduce
+    if bidirectional_attention(traced, unclaimed_attention(traced)):
+        raise BidirectionalError(
+            "the model's attention is bidirectional (its mask never compares query and key "
+            "positions), so a KV cache cannot reproduce it"
+        )
+    return traced
+
+
+class BidirectionalError(UnsupportedError):
+    """The model attends both ways: it converts, but without a cache."""
 
 
 def _captured_cache_blocker(traced: TracedModel, unclaimed: list[str]) -> str | None:
