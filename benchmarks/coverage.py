@@ -112,7 +112,7 @@ def _summarise_explain(report: dict) -> dict:
                 "kind": g.get("kind"),
                 "subject": g.get("subject"),
                 "modules": g.get("modules", [])[:3],
-                "next_step": g.get("next_step", "")[:400],
+                "next_step": g.get("next_step", "")[:1200],
             }
             for g in summary.get("gaps", [])
         ],

@@ -187,20 +187,19 @@ def _export(
             f"torch.export fixed dynamic dimensions of {config.model_type} to constants: "
             + ", ".join(fixed)
         )
+    bounded = _bounded_dims(program, specs, _length_limit(config))
+    if bounded:
+        # a branch on the length (chunked vs recurrent kernels, padding to a chunk): the graph
+        # would silently compute the traced branch for every other length
+        raise SpecialisedShapeError(
+            f"the trace of {config.model_type} holds only for " + ", ".join(bounded)
+        )
     return inline_grad_regions(program)  # grad modes mean nothing here
 
 
 def _specialised_dims(program: torch.export.ExportedProgram, specs: list[TensorSpec]) -> list[str]:
     """``input[axis]=size`` for each named (dynamic) dimension the trace turned into a constant."""
-    user = [
-        node.meta["val"]
-        for node, spec in zip(
-            (n for n in program.graph.nodes if n.op == "placeholder"),
-            program.graph_signature.input_specs,
-            strict=True,
-        )
-        if spec.kind == InputKind.USER_INPUT
-    ]
+    user = [node.meta["val"] for node in _user_inputs(program)]
     return [
         f"{spec.name}[{axis}]={val.shape[axis]}"
         for spec, val in zip(specs, user, strict=True)
@@ -209,9 +208,15 @@ def _specialised_dims(program: torch.export.ExportedProgram, specs: list[TensorS
     ]
 
 
-def _one_row_per_new_token(program: torch.export.ExportedProgram, specs: list[TensorSpec]) -> bool:
-    """The first output (the logits) is as long, on the sequence axis, as the first input."""
-    user = [
+def _length_limit(config: ArchitectureConfig) -> int:
+    """Bounds from here on are the model's own length limit (its position table), not a branch."""
+    text = config.hf_config.get_text_config() if config.hf_config is not None else None
+    positions = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
+    return positions // 2 if isinstance(positions, int) and positions > 1 else 512
+
+
+def _user_inputs(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
+    return [
         node
         for node, spec in zip(
             (n for n in program.graph.nodes if n.op == "placeholder"),
@@ -220,7 +225,30 @@ def _one_row_per_new_token(program: torch.export.ExportedProgram, specs: list[Te
         )
         if spec.kind == InputKind.USER_INPUT
     ]
-    first_input = user[0].meta["val"]
+
+
+def _bounded_dims(
+    program: torch.export.ExportedProgram, specs: list[TensorSpec], limit: int
+) -> list[str]:
+    """``lower <= input[axis] <= upper`` for each named dimension the trace holds only up to a
+    bound below ``limit``."""
+    found = []
+    for spec, node in zip(specs, _user_inputs(program), strict=True):
+        for axis, dim in enumerate(spec.dims):
+            size = node.meta["val"].shape[axis]
+            if not isinstance(dim, str) or not isinstance(size, torch.SymInt):
+                continue
+            ranges = program.range_constraints.get(size.node.expr)
+            if ranges is None:
+                continue
+            if ranges.upper.is_Integer and int(ranges.upper) < limit:  # int_oo is not an Integer
+                found.append(f"{int(ranges.lower)} <= {spec.name}[{axis}] <= {int(ranges.upper)}")
+    return found
+
+
+def _one_row_per_new_token(program: torch.export.ExportedProgram, specs: list[TensorSpec]) -> bool:
+    """The first output (the logits) is as long, on the sequence axis, as the first input."""
+    first_input = _user_inputs(program)[0].meta["val"]
     output = program.graph.output_node().args[0][0].meta.get("val")
     axis = specs[0].dims.index(SEQUENCE) if SEQUENCE in specs[0].dims else 1
     if output is None or output.dim() <= axis:

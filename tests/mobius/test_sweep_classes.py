@@ -72,3 +72,14 @@ def test_model_that_takes_the_whole_sequence_each_step_converts_without_cache(tm
     # a registry override (synth/overrides.py) to keep the sequence length symbolic
     result, _ = convert("cpmant", tmp_path)
     assert not result["cache"] and result["max_diff"] <= ATOL, result
+
+
+def test_length_branch_is_traced_one_token_at_a_time(tmp_path):
+    # bailing_hybrid's linear attention runs a recurrent kernel up to 64 tokens and a chunked one
+    # beyond: the full-length trace only holds up to 64 tokens (it was 6.4 off at 70), so the
+    # model is traced for one token and looped, and a 70-token prefill matches too
+    model, config = tiny_causal_lm("bailing_hybrid")
+    model.save_pretrained(tmp_path / "hf")
+    out = mobius.build(tmp_path / "hf").save(tmp_path / "onnx")
+    result = causal_lm_parity(model, out, config, prefill=70, length=80)
+    assert result["cache"] and result["max_diff"] <= ATOL, result

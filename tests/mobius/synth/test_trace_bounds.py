@@ -1,0 +1,41 @@
+"""Named dimensions a trace only holds for up to a bound (a branch on the length) are caught."""
+
+from __future__ import annotations
+
+import torch
+
+from mobius.synth.trace import _bounded_dims
+from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
+
+SPECS = [TensorSpec("input_ids", torch.float32, (BATCH, SEQUENCE))]
+
+
+class ChunkedOrNot(torch.nn.Module):
+    """Short inputs one way, long ones another (as chunked linear-attention kernels do)."""
+
+    def forward(self, x):
+        if x.shape[1] <= 64:
+            return x.cumsum(1)
+        return x.flip(1).cumsum(1)
+
+
+class Plain(torch.nn.Module):
+    def forward(self, x):
+        return x.cumsum(1)
+
+
+def _export(module: torch.nn.Module) -> torch.export.ExportedProgram:
+    dims = ({0: torch.export.Dim.AUTO, 1: torch.export.Dim.AUTO},)
+    return torch.export.export(module, (torch.zeros(2, 7),), dynamic_shapes=dims, strict=False)
+
+
+def test_a_branch_on_the_length_bounds_the_sequence():
+    assert _bounded_dims(_export(ChunkedOrNot()), SPECS, limit=1024) == ["2 <= input_ids[1] <= 64"]
+
+
+def test_a_bound_at_the_models_own_length_limit_is_not_a_branch():
+    assert _bounded_dims(_export(ChunkedOrNot()), SPECS, limit=64) == []
+
+
+def test_no_branch_no_bound():
+    assert _bounded_dims(_export(Plain()), SPECS, limit=1024) == []
