@@ -84,7 +84,9 @@ KNOWN_CAUSES: dict[str, str] = {
     "reformer": "axial position encodings pick rows in a Python loop over the batch, and LSH "
     "attention pads to its chunk length only above 64 tokens (a bounded sequence)",
     "deepseek_v4": "its compressor keeps buffers whose length is the remainder of the tokens "
-    "modulo the compression rate, and counts windows in Python ints: no fixed-shape state",
+    "modulo the compression rate, and counts windows in Python ints: no fixed-shape state; "
+    "without a cache the trace holds only for 4 to 7 tokens (the window count is a branch on the "
+    "length), so it is refused rather than shipped",
 }
 
 

@@ -209,10 +209,11 @@ def _specialised_dims(program: torch.export.ExportedProgram, specs: list[TensorS
 
 
 def _length_limit(config: ArchitectureConfig) -> int:
-    """Bounds from here on are the model's own length limit (its position table), not a branch."""
+    """Bounds from here on are the model's own length limit (slicing its position table), not a
+    branch; without a position limit in the config, 256 (chunked kernels branch below that)."""
     text = config.hf_config.get_text_config() if config.hf_config is not None else None
     positions = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
-    return positions // 2 if isinstance(positions, int) and positions > 1 else 512
+    return positions // 2 if isinstance(positions, int) and positions > 1 else 256
 
 
 def _user_inputs(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
