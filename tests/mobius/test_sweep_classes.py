@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 import mobius
+from mobius.errors import UnsupportedError
 from mobius.testing.causal_lm import tiny_causal_lm
 from mobius.testing.parity import causal_lm_parity
 
@@ -83,3 +84,12 @@ def test_length_branch_is_traced_one_token_at_a_time(tmp_path):
     out = mobius.build(tmp_path / "hf").save(tmp_path / "onnx")
     result = causal_lm_parity(model, out, config, prefill=70, length=80)
     assert result["cache"] and result["max_diff"] <= ATOL, result
+
+
+def test_trace_that_holds_only_for_some_lengths_is_refused(tmp_path):
+    # deepseek_v4's compressor counts windows from the length: its trace holds for 4 to 7 tokens
+    # only, which would be a graph silently wrong for every other length
+    model, _ = tiny_causal_lm("deepseek_v4")
+    model.save_pretrained(tmp_path / "hf")
+    with pytest.raises(UnsupportedError, match=r"holds only for 4 <= input_ids\[1\] <= 7"):
+        mobius.build(tmp_path / "hf")

@@ -2,7 +2,8 @@
 
 A model whose parameters differ from its checkpoint layout saves with the mapping reversed: split
 projections are fused (hrm_text's ``attn.gqkv_proj``, lara_mini's ``linear_attn.in_proj``) and
-parameters renamed (deepseek_v4). Loading splits the fused tensor into every target, and keeps a
+parameters renamed (deepseek_v4, whose trace is refused for now: the renaming is checked on a toy
+model below). Loading splits the fused tensor into every target, and keeps a
 key's own name when a broad renaming would send it to no parameter (``.norm.`` -> ``.kv_norm.``
 must leave ``model.norm.weight`` alone).
 """
@@ -32,11 +33,6 @@ def convert(model_type: str, tmp_path) -> dict:
 def test_fused_checkpoint_tensor_is_split_into_every_target(model_type, tmp_path):
     result = convert(model_type, tmp_path)
     assert result["cache"] and result["max_diff"] <= ATOL, result
-
-
-def test_broad_renaming_leaves_an_exact_parameter_name(tmp_path):
-    result = convert("deepseek_v4", tmp_path)
-    assert result["max_diff"] <= ATOL, result
 
 
 class _Toy(torch.nn.Module):
