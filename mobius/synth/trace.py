@@ -244,7 +244,35 @@ def _bounded_dims(
                 continue
             if ranges.upper.is_Integer and int(ranges.upper) < limit:  # int_oo is not an Integer
                 found.append(f"{int(ranges.lower)} <= {spec.name}[{axis}] <= {int(ranges.upper)}")
+            elif (ruled_out := _size_an_equality_rules_out(size, limit)) is not None:
+                found.append(f"{spec.name}[{axis}] != {ruled_out}")
     return found
+
+
+def _size_an_equality_rules_out(size: torch.SymInt, limit: int) -> int | None:
+    """The smallest size up to ``limit`` for which an equality the trace assumed about this size
+    alone fails. A Python loop over chunks (``range(length // chunk)``) fixes the chunk count so;
+    inequalities are left alone, as stride and memory-format queries make many that change no
+    value."""
+    import sympy
+
+    symbol = size.node.expr
+    if not symbol.is_Symbol:
+        return None
+    equalities = [
+        g.expr
+        for g in size.node.shape_env.guards
+        if isinstance(g.expr, sympy.Eq) and g.expr.free_symbols == {symbol}
+    ]
+    sizes = [*range(2, min(limit, 130)), *(2**k + d for k in range(8, 17) for d in (-1, 0, 1))]
+    return next(
+        (
+            v
+            for v in sizes
+            if v <= limit and any(e.xreplace({symbol: v}) == sympy.false for e in equalities)
+        ),
+        None,
+    )
 
 
 def _one_row_per_new_token(program: torch.export.ExportedProgram, specs: list[TensorSpec]) -> bool:

@@ -33,6 +33,20 @@ def test_a_branch_on_the_length_bounds_the_sequence():
     assert _bounded_dims(_export(ChunkedOrNot()), SPECS, limit=1024) == ["2 <= input_ids[1] <= 64"]
 
 
+class WholeChunks(torch.nn.Module):
+    """A Python loop over chunks of 4 tokens (as chunked gated-delta kernels have)."""
+
+    def forward(self, x):
+        padded = torch.nn.functional.pad(x, (0, (4 - x.shape[1] % 4) % 4))
+        chunks = padded.reshape(x.shape[0], -1, 4)
+        return torch.cat([chunks[:, i].cumsum(1) for i in range(chunks.shape[1])], 1)
+
+
+def test_a_loop_over_chunks_holds_for_its_chunk_count_only():
+    # traced at 7 tokens: two chunks; 2 to 4 tokens make one
+    assert _bounded_dims(_export(WholeChunks()), SPECS, limit=1024) == ["input_ids[1] != 2"]
+
+
 def test_a_bound_at_the_models_own_length_limit_is_not_a_branch():
     assert _bounded_dims(_export(ChunkedOrNot()), SPECS, limit=64) == []
 
