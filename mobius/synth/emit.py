@@ -28,7 +28,7 @@ from mobius.synth.trace import WRAPPER_PREFIX, TracedModel
 from patterns import attention as attention_pattern
 from patterns import match_all
 from patterns import sdpa as sdpa_pattern
-from patterns.base import Region, module_of
+from patterns.base import Decline, Region, module_of
 from patterns.registry import find_emitter
 
 OPSET = 23
@@ -99,6 +99,26 @@ def unsupported_ops(
 
 def unclaimed_attention(traced: TracedModel) -> list[str]:
     """Attention modules (by class name, innermost) that ran but whose attention nobody captured."""
+    return _attention_sites(traced)[0]
+
+
+def bidirectional_attention(traced: TracedModel) -> bool:
+    """Every uncaptured attention module was declined for attending both ways (an encoder's
+    padding-only mask): the model is not causal, so a KV cache cannot reproduce it."""
+    unclaimed, declines = _attention_sites(traced)
+    bidirectional = [d.module for d in declines if d.reason in sdpa_pattern.BIDIRECTIONAL]
+    return bool(unclaimed) and all(
+        any(_inside(m, path) for m in bidirectional) for path in unclaimed
+    )
+
+
+def _inside(path: str, module: str) -> bool:
+    """``path`` is ``module`` or one of its submodules."""
+    return path == module or path.startswith(module + ".")
+
+
+def _attention_sites(traced: TracedModel) -> tuple[list[str], list[Decline]]:
+    """The uncaptured attention modules, and every decline the patterns gave (one matching run)."""
     program = traced.program
     claimed = {
         module_of(n)[0]
@@ -106,7 +126,7 @@ def unclaimed_attention(traced: TracedModel) -> list[str]:
         if n.op == "call_function" and n.target is torch.ops.mobius.attention.default
     }
     graph_regions = regions(program)
-    _, claims, _ = match_all(program.graph, graph_regions, traced.match_context)
+    _, claims, declines = match_all(program.graph, graph_regions, traced.match_context)
     claimed |= {c.module for c in claims if c.component == "Attention"}
     # modules the traced forward never ran (a decoder-only model's cross-attention, a vision
     # tower in a text-only trace) need no cache and must not cost the others theirs
@@ -117,26 +137,13 @@ def unclaimed_attention(traced: TracedModel) -> list[str]:
     leaves = [p for p in names if not any(o.startswith(p + ".") for o in names)]
 
     def is_claimed(path: str) -> bool:
-        return any(
-            c == path or c.startswith(path + ".") or path.startswith(c + ".") for c in claimed
-        )
+        return any(_inside(c, path) or _inside(path, c) for c in claimed)
 
     def ran_in_trace(path: str) -> bool:
-        return any(r == path or r.startswith(path + ".") for r in ran)
+        return any(_inside(r, path) for r in ran)
 
-    return [p for p in leaves if ran_in_trace(p) and not is_claimed(p)]
-
-
-def bidirectional_attention(traced: TracedModel, unclaimed: list[str]) -> bool:
-    """Every attention module in ``unclaimed`` was declined for attending both ways (an encoder's
-    padding-only mask): the model is not causal, so a KV cache cannot reproduce it."""
-    if not unclaimed:
-        return False
-    _, _, declines = match_all(traced.program.graph, regions(traced.program), traced.match_context)
-    bidirectional = {d.module for d in declines if d.reason in sdpa_pattern.BIDIRECTIONAL}
-    return all(
-        any(m == path or m.startswith(path + ".") for m in bidirectional) for path in unclaimed
-    )
+    unclaimed = [p for p in leaves if ran_in_trace(p) and not is_claimed(p)]
+    return unclaimed, declines
 
 
 def emit(

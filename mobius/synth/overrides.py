@@ -18,17 +18,20 @@ def _shifted(module: torch.nn.Module, hidden: torch.Tensor, state: list | None, 
     return shifted
 
 
+def _mixed(hidden: torch.Tensor, shifted: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """RWKV's token shift: each channel's mix of this token and the previous one (as HF writes it)."""
+    return hidden * weight + shifted * (1 - weight)
+
+
 def _rwkv_attention_mix(module: torch.nn.Module) -> None:
     # RWKV's single-token branch takes the shifted token as [batch, hidden] and adds it to
     # [batch, 1, hidden]: [batch, batch, hidden] for a batch over 1. The multi-token branch is right
     # for one token too, and one-token graphs (token_loop.py) run every step through it.
     def extract_key_value(hidden, state=None):
         shifted = _shifted(module, hidden, state, 1)
-        key = hidden * module.time_mix_key + shifted * (1 - module.time_mix_key)
-        value = hidden * module.time_mix_value + shifted * (1 - module.time_mix_value)
-        receptance = hidden * module.time_mix_receptance + shifted * (
-            1 - module.time_mix_receptance
-        )
+        key = _mixed(hidden, shifted, module.time_mix_key)
+        value = _mixed(hidden, shifted, module.time_mix_value)
+        receptance = _mixed(hidden, shifted, module.time_mix_receptance)
         key, value = module.key(key), module.value(value)
         receptance = torch.sigmoid(module.receptance(receptance))
         if state is not None:
@@ -42,10 +45,8 @@ def _rwkv_feed_forward_mix(module: torch.nn.Module) -> None:
     # the same single-token broadcast as in _rwkv_attention_mix, in the channel-mixing block
     def forward(hidden, state=None):
         shifted = _shifted(module, hidden, state, 0)
-        key = hidden * module.time_mix_key + shifted * (1 - module.time_mix_key)
-        receptance = hidden * module.time_mix_receptance + shifted * (
-            1 - module.time_mix_receptance
-        )
+        key = _mixed(hidden, shifted, module.time_mix_key)
+        receptance = _mixed(hidden, shifted, module.time_mix_receptance)
         value = module.value(torch.square(torch.relu(module.key(key))))
         receptance = torch.sigmoid(module.receptance(receptance))
         if state is not None:

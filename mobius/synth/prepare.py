@@ -117,7 +117,7 @@ def _trace_carrying_cache(
         traced = trace(arch, task, dtype, implementations, carry_cache=True, one_token=True)
     # with the model's own attention, its masks are real: all of them without a query/key position
     # comparison means an encoder, which no cache can reproduce
-    if bidirectional_attention(traced, unclaimed_attention(traced)):
+    if bidirectional_attention(traced):
         raise BidirectionalError(
             "the model's attention is bidirectional (its mask never compares query and key "
             "positions), so a KV cache cannot reproduce it"

@@ -120,10 +120,7 @@ class TransformersCache:
 
     @classmethod
     def probe(cls, cache: Any) -> TransformersCache | None:
-        if cache is None:
-            return None
-        self_attention = getattr(cache, "self_attention_cache", None)  # EncoderDecoderCache
-        layers = getattr(self_attention if self_attention is not None else cache, "layers", None)
+        layers = _layers_or_none(cache)
         if layers is None:
             return None
         slots: list[StateSlot] = []
@@ -215,9 +212,14 @@ def _probe_call(model: torch.nn.Module, **extra: Any) -> Any:
         raise UnsupportedError(f"running the model with a cache failed: {_line(exc)}") from exc
 
 
+def _layers_or_none(cache: Any) -> list[Any] | None:
+    """A transformers Cache's layers (an EncoderDecoderCache's self-attention ones), if it has them."""
+    self_attention = getattr(cache, "self_attention_cache", None)
+    return getattr(self_attention if self_attention is not None else cache, "layers", None)
+
+
 def _layers_of(cache: Any) -> list[Any]:
-    self_attention = getattr(cache, "self_attention_cache", None)  # EncoderDecoderCache
-    layers = getattr(self_attention if self_attention is not None else cache, "layers", None)
+    layers = _layers_or_none(cache)
     if layers is None:
         raise UnsupportedError(
             f"the model keeps its state in {type(cache).__name__}, not a transformers Cache "
