@@ -1,11 +1,6 @@
-"""Replacements for HF methods that are wrong in the form mobius traces: one entry per class.
-
-Each entry says why. They install on the instance (``make_traceable``), never on the class.
-"""
+"""RWKV (v4): single-token state mixing that broadcasts over the batch, and in-place weight rescaling."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import torch
 
@@ -23,7 +18,7 @@ def _mixed(hidden: torch.Tensor, shifted: torch.Tensor, weight: torch.Tensor) ->
     return hidden * weight + shifted * (1 - weight)
 
 
-def _rwkv_attention_mix(module: torch.nn.Module) -> None:
+def attention_mix(module: torch.nn.Module) -> None:
     # RWKV's single-token branch takes the shifted token as [batch, hidden] and adds it to
     # [batch, 1, hidden]: [batch, batch, hidden] for a batch over 1. The multi-token branch is right
     # for one token too, and one-token graphs (token_loop.py) run every step through it.
@@ -41,8 +36,8 @@ def _rwkv_attention_mix(module: torch.nn.Module) -> None:
     module.extract_key_value = extract_key_value
 
 
-def _rwkv_feed_forward_mix(module: torch.nn.Module) -> None:
-    # the same single-token broadcast as in _rwkv_attention_mix, in the channel-mixing block
+def feed_forward_mix(module: torch.nn.Module) -> None:
+    # the same single-token broadcast as in attention_mix, in the channel-mixing block
     def forward(hidden, state=None):
         shifted = _shifted(module, hidden, state, 0)
         key = _mixed(hidden, shifted, module.time_mix_key)
@@ -56,7 +51,7 @@ def _rwkv_feed_forward_mix(module: torch.nn.Module) -> None:
     module.forward = forward
 
 
-def _rwkv_rescaled_at_use(module: torch.nn.Module) -> None:
+def rescaled_at_use(module: torch.nn.Module) -> None:
     # In eval mode RWKV divides its output weights by 2**(layer // rescale_every) in place on the
     # first call (and halves the hidden states every rescale_every layers). The graph binds the
     # checkpoint's weights as saved, so the division happens on the projections' outputs instead:
@@ -72,41 +67,3 @@ def _rwkv_rescaled_at_use(module: torch.nn.Module) -> None:
     for block_id, block in enumerate(module.blocks):
         for linear in (block.attention.output, block.feed_forward.value):
             linear.register_forward_hook(scaled(2 ** (block_id // every)))
-
-
-def _cpmant_padding_by_arange(module: torch.nn.Module) -> None:
-    # CPM-Ant counts its left padding with torch.tensor(list(range(seqlen - prompt_length))), a
-    # Python list as long as the sequence: torch.export fixes the sequence length to the traced
-    # one. The same descending positions come from an arange, which keeps the length symbolic.
-    prompt = module.prompt_length
-
-    def prepare_attention_mask(input_ids, span, context, length):
-        batch, seqlen = input_ids.shape
-        positions = torch.arange(seqlen, device=input_ids.device)
-        causal = positions <= positions.view(-1, 1)
-        mask = context[:, None, :] | (context[:, :, None].logical_not() & causal[None])
-        mask = mask & (span[:, None, :] == span[:, :, None])
-        from_end = torch.arange(seqlen - prompt - 1, -1, -1, device=input_ids.device)
-        real = from_end[None, :].expand(batch, -1) < length[:, None]
-        prompt_part = torch.ones(batch, prompt, dtype=torch.bool, device=input_ids.device)
-        real = torch.cat((prompt_part, real), dim=1)
-        return real[:, :, None] & real[:, None, :] & mask
-
-    module._prepare_attention_mask = prepare_attention_mask
-
-
-OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
-    "transformers.models.cpmant.modeling_cpmant.CpmAntModel": _cpmant_padding_by_arange,
-    "transformers.models.rwkv.modeling_rwkv.RwkvSelfAttention": _rwkv_attention_mix,
-    "transformers.models.rwkv.modeling_rwkv.RwkvFeedForward": _rwkv_feed_forward_mix,
-    "transformers.models.rwkv.modeling_rwkv.RwkvModel": _rwkv_rescaled_at_use,
-}
-
-
-def install_overrides(model: torch.nn.Module) -> None:
-    """Install every entry that names the class of one of ``model``'s modules."""
-    for module in model.modules():
-        cls = type(module)
-        found = OVERRIDES.get(f"{cls.__module__}.{cls.__qualname__}")
-        if found is not None:
-            found(module)

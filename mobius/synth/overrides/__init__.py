@@ -1,0 +1,29 @@
+"""Replacements for HF methods that are wrong in the form mobius traces: one entry per class.
+
+Each entry says why, in the module that holds it (one module per family). They install on the
+instance (``make_traceable``), never on the class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from mobius.synth.overrides import cpmant, rwkv
+
+OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
+    "transformers.models.cpmant.modeling_cpmant.CpmAntModel": cpmant.padding_by_arange,
+    "transformers.models.rwkv.modeling_rwkv.RwkvSelfAttention": rwkv.attention_mix,
+    "transformers.models.rwkv.modeling_rwkv.RwkvFeedForward": rwkv.feed_forward_mix,
+    "transformers.models.rwkv.modeling_rwkv.RwkvModel": rwkv.rescaled_at_use,
+}
+
+
+def install_overrides(model: torch.nn.Module) -> None:
+    """Install every entry that names the class of one of ``model``'s modules."""
+    for module in model.modules():
+        cls = type(module)
+        found = OVERRIDES.get(f"{cls.__module__}.{cls.__qualname__}")
+        if found is not None:
+            found(module)
