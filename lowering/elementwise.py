@@ -19,6 +19,9 @@ _BINARY = {
     aten.maximum: "Max",
     aten.minimum: "Min",
 }
+# ONNX's arithmetic takes no bool; on bools torch's product and minimum are a logical and, its
+# sum and maximum a logical or
+_ON_BOOL = {"Mul": "And", "Min": "And", "Add": "Or", "Max": "Or"}
 _COMPARE = {
     aten.eq: "Equal",
     aten.lt: "Less",
@@ -55,6 +58,8 @@ def _operands(ctx: LoweringContext, node: torch.fx.Node, dtype: torch.dtype):
 def _binary(onnx_op: str):
     def lower(ctx: LoweringContext, node: torch.fx.Node):
         dtype = ctx.out_dtype(node)
+        if dtype == torch.bool:
+            return getattr(ctx.op, _ON_BOOL[onnx_op])(*_operands(ctx, node, dtype))
         # bfloat16 arithmetic is computed in float32 and rounded once, as torch does on CPU
         # (and onnxruntime's CPU kernels have no bfloat16 Add/Mul)
         compute = torch.float32 if dtype == torch.bfloat16 else dtype

@@ -44,7 +44,7 @@ def encoder_inputs(
     return feeds
 
 
-def max_abs_diff(model: torch.nn.Module, directory: Path, config) -> float:
+def max_abs_diff(model: torch.nn.Module, directory: Path, config, length: int = 7) -> float:
     """Largest |onnxruntime - torch| over the positions that carry real tokens (or all, for vision)."""
     sess = session(directory)
     names = [i.name for i in sess.get_inputs()]
@@ -57,7 +57,7 @@ def max_abs_diff(model: torch.nn.Module, directory: Path, config) -> float:
         }
         keep = None
     elif "position_ids" in names:
-        feeds = decoder_inputs(config.vocab_size)
+        feeds = decoder_inputs(config.vocab_size, length=length)
         keep = feeds["attention_mask"].bool().numpy()
     else:
         feeds = encoder_inputs(config.vocab_size, names)
@@ -170,13 +170,13 @@ def causal_lm_parity(
     """Max |onnxruntime - torch| of a converted causal LM (batch 2, left padding).
 
     With a KV cache: a prefill of ``prefill`` tokens, then one decode step of the rest on the
-    returned cache, each against the full forward. Without one: the prefill logits. Returns
+    returned cache, each against the full forward. Without one: the logits of all ``length``. Returns
     ``cache``, ``prefill_diff``, ``decode_diff`` (with a cache) and ``max_diff``.
     """
     text = config.get_text_config()
     lm = OnnxCausalLM(directory)
     if not lm.has_cache:
-        diff = max_abs_diff(model, directory, text)
+        diff = max_abs_diff(model, directory, text, length=length)
         return {"cache": False, "prefill_diff": diff, "max_diff": diff}
     feeds = decoder_inputs(text.vocab_size, length=length)
     ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
