@@ -73,9 +73,6 @@ NO_CACHE_RULES: list[tuple[str, str]] = [
 
 # What investigation found for types that do not pass, beyond what the sweep can tell itself.
 KNOWN_CAUSES: dict[str, str] = {
-    "git": "HF's own cached call takes another branch than its full forward for text-only input "
-    "(once the cache is non-empty it prepends mask columns for image tokens); a graph that carries "
-    "the cache follows the cached branch, so it cannot match the full forward",
     "xlstm": "HF's recurrent step (used with a cache) and its chunkwise kernel (full forward) "
     "differ by 4.9e-5 even in float64; the graph matches HF decoding token by token on its own "
     "cache at 1e-4 (tests/mobius/test_traced_state_xlstm.py)",

@@ -10,10 +10,11 @@ from collections.abc import Callable
 
 import torch
 
-from mobius.synth.overrides import cpmant, reformer, rwkv
+from mobius.synth.overrides import cpmant, git, reformer, rwkv
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.cpmant.modeling_cpmant.CpmAntModel": cpmant.padding_by_arange,
+    "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
     "transformers.models.reformer.modeling_reformer.AxialPositionEmbeddings": (
         reformer.axial_positions_gathered
     ),
