@@ -10,10 +10,13 @@ from collections.abc import Callable
 
 import torch
 
-from mobius.synth.overrides import cpmant, rwkv
+from mobius.synth.overrides import cpmant, qwen4_exp, rwkv
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.cpmant.modeling_cpmant.CpmAntModel": cpmant.padding_by_arange,
+    "transformers.models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpTextQSAIndexer": (
+        qwen4_exp.batched_selection
+    ),
     "transformers.models.rwkv.modeling_rwkv.RwkvSelfAttention": rwkv.attention_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvFeedForward": rwkv.feed_forward_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvModel": rwkv.rescaled_at_use,
