@@ -220,10 +220,13 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     },
     # xLSTM: HF's recurrent kernels assume the qk head dim equals the v head dim
     "xlstm": {"qk_dim_factor": 1.0},
-    # Qwen4-Exp: the QSA indexer has no usable defaults (all None)
+    # Qwen4-Exp: the QSA indexer has no usable defaults (all None). 16 indexer heads, not 2: a
+    # block scores exactly 0 when every head's relu is 0 (about 1 block in 4 with 2 heads), and
+    # which of several equal scores torch.topk keeps is unspecified (CPU: std::nth_element's
+    # order), so the reference itself would pick arbitrarily; real checkpoints have dozens of heads
     "qwen4_exp": {
         "text_config": {
-            "indexer_n_heads": 2,
+            "indexer_n_heads": 16,
             "indexer_kv_heads": 1,
             "indexer_head_dim": HEAD_DIM,
             "indexer_budget": 4,
@@ -231,7 +234,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         }
     },
     "qwen4_exp_text": {
-        "indexer_n_heads": 2,
+        "indexer_n_heads": 16,
         "indexer_kv_heads": 1,
         "indexer_head_dim": HEAD_DIM,
         "indexer_budget": 4,

@@ -76,6 +76,11 @@ def max_abs_diff(model: torch.nn.Module, directory: Path, config, length: int = 
     return float(diff[keep].max() if keep is not None else diff.max())
 
 
+# ONNX Runtime's input type names, for states that are not float32 (Qwen4-Exp keeps its indexer's
+# position ids, int64, in the cache)
+_NUMPY_TYPES = {"tensor(float16)": np.float16, "tensor(int64)": np.int64}
+
+
 class OnnxCausalLM:
     """Drives a converted causal LM with its KV cache: prefill, decode steps and greedy generation."""
 
@@ -94,7 +99,7 @@ class OnnxCausalLM:
         cache = {}
         for name in self.cache_names:
             dims = self.inputs[name].shape
-            dtype = np.float16 if "float16" in self.inputs[name].type else np.float32
+            dtype = _NUMPY_TYPES.get(self.inputs[name].type, np.float32)
             shape = [batch if d == "batch" else d if isinstance(d, int) else 0 for d in dims]
             cache[name] = np.zeros(shape, dtype=dtype)
         return cache

@@ -10,11 +10,14 @@ from collections.abc import Callable
 
 import torch
 
-from mobius.synth.overrides import cpmant, git, reformer, rwkv
+from mobius.synth.overrides import cpmant, git, qwen4_exp, reformer, rwkv
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.cpmant.modeling_cpmant.CpmAntModel": cpmant.padding_by_arange,
     "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
+    "transformers.models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpTextQSAIndexer": (
+        qwen4_exp.batched_selection
+    ),
     "transformers.models.reformer.modeling_reformer.AxialPositionEmbeddings": (
         reformer.axial_positions_gathered
     ),
