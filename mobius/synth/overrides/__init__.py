@@ -10,10 +10,19 @@ from collections.abc import Callable
 
 import torch
 
-from mobius.synth.overrides import cpmant, git, qwen4_exp, reformer, rwkv
+from mobius.synth.overrides import cpmant, deepseek_v4, git, qwen4_exp, reformer, rwkv
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.cpmant.modeling_cpmant.CpmAntModel": cpmant.padding_by_arange,
+    "transformers.models.deepseek_v4.modeling_deepseek_v4.DeepseekV4HCACompressor": (
+        deepseek_v4.hca_padded_windows
+    ),
+    "transformers.models.deepseek_v4.modeling_deepseek_v4.DeepseekV4CSACompressor": (
+        deepseek_v4.csa_padded_windows
+    ),
+    "transformers.models.deepseek_v4.modeling_deepseek_v4.DeepseekV4Indexer": (
+        deepseek_v4.indexer_padded_windows
+    ),
     "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
     "transformers.models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpTextQSAIndexer": (
         qwen4_exp.batched_selection
