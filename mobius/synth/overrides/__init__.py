@@ -10,9 +10,10 @@ from collections.abc import Callable
 
 import torch
 
-from mobius.synth.overrides import cpmant, rwkv
+from mobius.synth.overrides import blt, cpmant, rwkv
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
+    "transformers.models.blt.modeling_blt.BltModel": blt.traceable,
     "transformers.models.cpmant.modeling_cpmant.CpmAntModel": cpmant.padding_by_arange,
     "transformers.models.rwkv.modeling_rwkv.RwkvSelfAttention": rwkv.attention_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvFeedForward": rwkv.feed_forward_mix,
