@@ -113,6 +113,64 @@ def scatter_add(ctx: LoweringContext, node: torch.fx.Node):
     )
 
 
+_SCATTER_REDUCTIONS = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
+
+
+@lowers(aten.scatter_reduce)
+def scatter_reduce(ctx: LoweringContext, node: torch.fx.Node):
+    """``x.scatter_reduce(dim, index, src, reduce, include_self=...)``.
+
+    ONNX's ScatterElements reduces into the existing values, which is ``include_self=True``.
+    Without self, each position some index names starts from the reduction's identity instead
+    (0, 1, the lowest or the highest value); positions no index names keep ``x``. ``mean`` is a
+    sum divided by the count of values that went into it.
+    """
+    x, dim, idx, src, reduce = node.args[:5]
+    include_self = node.kwargs.get("include_self", node.args[5] if len(node.args) > 5 else True)
+    dtype = ctx.out_dtype(node)
+    if reduce == "mean" and not dtype.is_floating_point:
+        raise NotImplementedError("scatter_reduce mean on integers (torch floors the division)")
+    axis = dim % max(ctx.rank(x), 1)
+    value, index, updates = ctx.value(x), ctx.value(idx, torch.int64), ctx.value(src, dtype)
+    if include_self and reduce != "mean":
+        reduction = _SCATTER_REDUCTIONS[reduce]
+        return ctx.op.ScatterElements(value, index, updates, axis=axis, reduction=reduction)
+    # how many values of src land on each position of x (float: ORT adds floats everywhere)
+    ones = ctx.op.Expand(ctx.constant(1.0), ctx.op.Shape(index))
+    zeros = ctx.op.Expand(ctx.constant(0.0), ctx.op.Shape(value))
+    count = ctx.op.ScatterElements(zeros, index, ones, axis=axis, reduction="add")
+    hit = ctx.op.Greater(count, ctx.constant(0.0))
+    if reduce == "mean":
+        start = value if include_self else ctx.op.Where(hit, ctx.constant(0.0, dtype), value)
+        total = ctx.op.ScatterElements(start, index, updates, axis=axis, reduction="add")
+        denominator = ctx.cast(count, dtype)
+        if include_self:
+            denominator = ctx.op.Add(denominator, ctx.constant(1.0, dtype))
+        safe = ctx.op.Where(hit, denominator, ctx.constant(1.0, dtype))
+        return ctx.op.Where(hit, ctx.op.Div(total, safe), value)
+    identity = {
+        "sum": 0,
+        "prod": 1,
+        "amax": _lowest(dtype),
+        "amin": _highest(dtype),
+    }[reduce]
+    start = ctx.op.Where(hit, ctx.constant(identity, dtype), value)
+    reduction = _SCATTER_REDUCTIONS[reduce]
+    return ctx.op.ScatterElements(start, index, updates, axis=axis, reduction=reduction)
+
+
+def _lowest(dtype: torch.dtype) -> float | int:
+    if dtype == torch.bool:
+        return False
+    return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
+
+
+def _highest(dtype: torch.dtype) -> float | int:
+    if dtype == torch.bool:
+        return True
+    return float("inf") if dtype.is_floating_point else torch.iinfo(dtype).max
+
+
 def _tri(upper: int):
     def lower(ctx: LoweringContext, node: torch.fx.Node):
         x = node.args[0]

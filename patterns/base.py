@@ -35,6 +35,7 @@ class MatchContext:
 
     hf_config: Any = None
     causal: bool = False  # the task is a causal LM: attention is causal over the padding mask
+    padding_mask: str | None = None  # the graph input (placeholder name) holding attention_mask
 
 
 @dataclass

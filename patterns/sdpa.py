@@ -7,7 +7,9 @@ cache) as captured attention. The mask argument is not reused: it is checked to 
 allow/deny mask built from the inputs alone (so it cannot carry an ALiBi or other bias), and the
 config (and its text sub-config) to have no sliding window or chunking, and then rebuilt from ``attention_mask`` like
 everywhere else. The mask must also compare query and key positions somewhere (a causal mask
-does; a bidirectional padding mask does not). The layer index comes from the module path.
+does; a bidirectional padding mask does not), and read ``attention_mask`` (a mask built without
+it ignores padding, which the rebuilt one would apply: BLT's entropy patcher). The layer index
+comes from the module path.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ _WINDOW_FIELDS = ("sliding_window", "attention_chunk_size")
 NOT_CAUSAL = "the attention is not causal"
 NOT_CAUSAL_MASK = "the mask is not causal (it never compares query and key positions)"
 BIDIRECTIONAL = frozenset({NOT_CAUSAL, NOT_CAUSAL_MASK})
+IGNORES_PADDING = "the mask ignores attention_mask (no padding), which the rebuilt mask applies"
 
 
 def _layer_index(path: str) -> int | None:
@@ -59,7 +62,14 @@ def _has_window(config: Any) -> bool:
     return any(getattr(c, f, None) for c in configs for f in _WINDOW_FIELDS)
 
 
-def _mask_reason(mask: Any, is_causal: bool, config: Any) -> str | None:
+def _reads(mask: torch.fx.Node, placeholder: str) -> bool:
+    """The mask is computed from the graph input named ``placeholder``."""
+    return any(n.op == "placeholder" and n.name == placeholder for n in _ancestors(mask))
+
+
+def _mask_reason(
+    mask: Any, is_causal: bool, config: Any, padding_mask: str | None = None
+) -> str | None:
     if _has_window(config):
         return "the config has a sliding window or chunked attention the mask may encode"
     if mask is None:
@@ -71,6 +81,8 @@ def _mask_reason(mask: Any, is_causal: bool, config: Any) -> str | None:
         return "the mask depends on weights or constants, not only on the inputs"
     if not _compares_positions(mask):
         return NOT_CAUSAL_MASK
+    if padding_mask is not None and not _reads(mask, padding_mask):
+        return IGNORES_PADDING
     return None
 
 
@@ -117,7 +129,7 @@ def match(node: torch.fx.Node, context: MatchContext) -> Claim | Decline | None:
         return Decline("sdpa", module, "no layer index in the module path to name the cache")
     if dropout:
         return Decline("sdpa", module, "attention dropout is on")
-    reason = _mask_reason(mask, is_causal, context.hf_config)
+    reason = _mask_reason(mask, is_causal, context.hf_config, context.padding_mask)
     if reason:
         return Decline("sdpa", module, reason)
     qv, kv = q.meta["val"], k.meta["val"]

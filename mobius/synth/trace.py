@@ -46,7 +46,10 @@ class TracedModel:
 
     @property
     def match_context(self) -> MatchContext:
-        return MatchContext(self.hf_config, self.causal)
+        names = [s.name for s in self.inputs]
+        placeholders = [n.name for n in _user_inputs(self.program)]
+        padding = dict(zip(names, placeholders, strict=False)).get("attention_mask")
+        return MatchContext(self.hf_config, self.causal, padding)
 
 
 class SpecialisedShapeError(UnsupportedError):

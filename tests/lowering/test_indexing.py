@@ -39,6 +39,13 @@ INDEX = [
 ]
 
 
+def _reduced_rows(x, reduce, include_self):
+    """Rows of x reduced into 3 rows by position (0, 1, 0, 1, ...): row 2 receives nothing."""
+    rows = (torch.arange(x.shape[1]) % 2).view(1, -1, 1).expand_as(x)
+    start = torch.full((x.shape[0], 3, x.shape[2]), 0.5).to(x.dtype)
+    return start.scatter_reduce(1, rows, x, reduce, include_self=include_self)
+
+
 GATHER_SCATTER = [
     case(
         "gather",
@@ -70,6 +77,20 @@ GATHER_SCATTER = [
         lambda x: x.scatter(2, x.argmin(-1, keepdim=True), 3.0, reduce="multiply"),
     ),
     one("scatter_add", lambda x: x.scatter_add(-1, (x > 0).long() * 3, x)),
+    *[
+        one(
+            f"scatter_reduce_{reduce}{'' if include_self else '_without_self'}",
+            lambda x, reduce=reduce, include_self=include_self: _reduced_rows(
+                x, reduce, include_self
+            ),
+        )
+        for reduce in ("sum", "prod", "mean", "amax", "amin")
+        for include_self in (True, False)
+    ],
+    one(
+        "scatter_reduce_amax_int",
+        lambda x: _reduced_rows((x * 10).long(), "amax", include_self=False),
+    ),
     one("tril", torch.tril),
     one("triu_diagonal", lambda x: x.triu(1)),
     one("tril_negative_diagonal", lambda x: torch.tril(x, diagonal=-1)),

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from transformers import AutoModelForCausalLM
 
 import mobius
 from mobius.testing.parity import OnnxCausalLM, max_abs_diff
 from mobius.testing.tiny import make_checkpoint
+from patterns.base import aten, is_op
 
 
 @pytest.mark.parametrize("is_decoder", [True, False])
@@ -40,3 +42,39 @@ def test_window_in_the_text_sub_config_declines(monkeypatch, tmp_path):
     out = mobius.build(tmp_path / "ckpt").save(tmp_path / "onnx")
     result = causal_lm_parity(model, out, config)
     assert result["max_diff"] <= 1e-4, result
+
+
+class _CausalAttention(torch.nn.Module):
+    """sdpa under a causal mask that reads the padding mask, or not (BLT's entropy patcher)."""
+
+    def __init__(self, reads_padding: bool) -> None:
+        super().__init__()
+        self.reads_padding = reads_padding
+
+    def forward(self, input_ids, attention_mask):  # the contract's names: inputs, not weights
+        x = input_ids
+        positions = torch.arange(x.shape[2])
+        mask = positions[None, :] <= positions[:, None]
+        if self.reads_padding:
+            mask = mask[None, None] & attention_mask.bool()[:, None, None, :]
+        else:
+            mask = mask[None, None].expand(x.shape[0], 1, -1, -1)
+        return torch.nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=mask)
+
+
+@pytest.mark.parametrize("reads_padding", [True, False])
+def test_a_mask_that_ignores_padding_declines(reads_padding):
+    # the claim rebuilds the mask from attention_mask: a model whose mask never reads it (no
+    # padding there) would get padding it does not apply
+    from patterns import sdpa
+
+    x, mask = torch.randn(2, 2, 5, 4), torch.ones(2, 5, dtype=torch.long)
+    dims = ({0: "b", 2: "s"}, {0: "b", 1: "s"})
+    dynamic = tuple({a: torch.export.Dim.AUTO for a in d} for d in dims)
+    program = torch.export.export(
+        _CausalAttention(reads_padding), (x, mask), dynamic_shapes=dynamic
+    )
+    node = next(n for n in program.graph.nodes if is_op(n, aten.scaled_dot_product_attention))
+    padding = [n.name for n in program.graph.nodes if n.op == "placeholder"][1]
+    reason = sdpa._mask_reason(node.args[3], False, None, padding)
+    assert reason == (None if reads_padding else sdpa.IGNORES_PADDING)

@@ -10,9 +10,10 @@ from collections.abc import Callable
 
 import torch
 
-from mobius.synth.overrides import cpmant, deepseek_v4, git, qwen4_exp, reformer, rwkv
+from mobius.synth.overrides import blt, cpmant, deepseek_v4, git, qwen4_exp, reformer, rwkv
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
+    "transformers.models.blt.modeling_blt.BltModel": blt.traceable,
     "transformers.models.cpmant.modeling_cpmant.CpmAntModel": cpmant.padding_by_arange,
     "transformers.models.deepseek_v4.modeling_deepseek_v4.DeepseekV4HCACompressor": (
         deepseek_v4.hca_padded_windows
