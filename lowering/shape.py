@@ -19,7 +19,13 @@ def _norm_dim(ctx: LoweringContext, node_arg, dim: int) -> int:
 
 @lowers(aten.view, aten.reshape, aten._unsafe_view)
 def reshape(ctx: LoweringContext, node: torch.fx.Node):
-    return ctx.op.Reshape(ctx.value(node.args[0]), ctx.ints(node.args[1]))
+    shape = node.args[1]
+    # ONNX reads a 0 in the shape as "keep this input dimension" unless allowzero is set; torch
+    # means a size of 0, which a symbolic size can be at run time (a slice of one token short of
+    # a one-token sequence). allowzero may not meet a -1, which torch infers as ONNX does.
+    exact = all(not (isinstance(d, int) and d == -1) for d in shape)
+    attributes = {"allowzero": 1} if exact else {}
+    return ctx.op.Reshape(ctx.value(node.args[0]), ctx.ints(shape), **attributes)
 
 
 @lowers(aten.view_as, aten.reshape_as)

@@ -10,6 +10,7 @@ V, V2 = randn(6), randn(9)
 BSD = {0: "b", 1: "s", 2: "d"}
 X2b = randn(2, 7, 4)
 X3, X32 = randn(2, 3, 4), randn(5, 7, 6)
+ONE_TOKEN = randn(5, 1, 4)  # a slice one token short of it is empty
 
 
 def one(name, fn, x=(X, X2), dyn=BS, marks=()):
@@ -36,6 +37,11 @@ RESHAPE = [
     one("unflatten_static", lambda x: x.unflatten(-1, (2, 2))),
     one("unflatten_minus_one", lambda x: x.unflatten(-1, (-1, 2))),
     one("unflatten_dynamic_axis", lambda x: x.unflatten(1, (x.shape[1], 1))),
+    one(
+        "view_runtime_zero_size",
+        lambda x: x[:, 1:].reshape(-1).reshape(x.shape[0], x.shape[1] - 1, 4),
+        (X, ONE_TOKEN),
+    ),
 ]
 
 

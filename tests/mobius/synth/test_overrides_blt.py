@@ -61,15 +61,6 @@ def test_blt_converts_with_data_dependent_patches(tmp_path):
     model, config = _blt_with_varied_patches()
     model.save_pretrained(tmp_path / "hf")
     out = mobius.build(tmp_path / "hf").save(tmp_path / "onnx")
-    assert causal_lm_parity(model, out, config)["max_diff"] <= ATOL
-    from mobius.testing.parity import OnnxCausalLM, session
-
-    sess, lm = session(out), OnnxCausalLM(out)
-    for length, pad in ((25, 3), (30, 0)):
-        feeds = decoder_inputs(config.vocab_size, length=length, pad=pad)
-        with torch.no_grad():
-            expected = model(**feeds).logits.numpy()
-        inputs = {k: v.numpy() for k, v in feeds.items()} | lm.empty_cache(2)
-        got = sess.run(None, inputs)[0]
-        keep = feeds["attention_mask"].bool().numpy()
-        assert abs(got - expected)[keep].max() <= ATOL
+    for length in (1, 9, 25, 30):  # one byte: reshapes to a runtime size of 0 (allowzero)
+        diffs = causal_lm_parity(model, out, config, length=length)
+        assert diffs["max_diff"] <= ATOL, (length, diffs)
