@@ -25,6 +25,8 @@ fixed shape to carry; mobius builds this model without a cache).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -84,29 +86,34 @@ def _visible(module: torch.nn.Module, position_ids: torch.Tensor, windows: int, 
     return (entries.view(1, 1, -1) < threshold.unsqueeze(-1)) & (entries.view(1, 1, -1) < whole)
 
 
-def hca_padded_windows(module: torch.nn.Module) -> None:
-    # see the module docstring: HCA's window count branches on the length
+def _without_a_cache(module: torch.nn.Module, compute: Callable[..., Any]) -> None:
+    """Install ``compute(hidden_states, q_residual, position_ids, layer_idx)`` as the module's
+    forward for calls without a cache; calls with one run HF's own forward."""
     original = module.forward
 
     def forward(hidden_states, q_residual, position_ids, cache=None, layer_idx=None, **kwargs):
         if cache is not None or kwargs:
             return original(hidden_states, q_residual, position_ids, cache, layer_idx, **kwargs)
+        return compute(hidden_states, q_residual, position_ids, layer_idx)
+
+    module.forward = forward
+
+
+def hca_padded_windows(module: torch.nn.Module) -> None:
+    # see the module docstring: HCA's window count branches on the length
+    def compute(hidden_states, q_residual, position_ids, layer_idx):
         kv, gate, whole = _windows(module, hidden_states)
         compressed_kv = _compressed(module, kv, gate).unsqueeze(1)  # [B, 1, W, D]
         visible = _visible(module, position_ids, compressed_kv.shape[2], whole)
         block_bias = compressed_kv.new_zeros(visible.shape).masked_fill(~visible, float("-inf"))
         return compressed_kv, block_bias.unsqueeze(1).expand(hidden_states.shape[0], -1, -1, -1)
 
-    module.forward = forward
+    _without_a_cache(module, compute)
 
 
 def csa_padded_windows(module: torch.nn.Module) -> None:
     # see the module docstring: CSA's window count and overlap branch on the length
-    original = module.forward
-
-    def forward(hidden_states, q_residual, position_ids, cache=None, layer_idx=None, **kwargs):
-        if cache is not None or kwargs:
-            return original(hidden_states, q_residual, position_ids, cache, layer_idx, **kwargs)
+    def compute(hidden_states, q_residual, position_ids, layer_idx):
         batch, seq_len, _ = hidden_states.shape
         kv, gate, _ = _windows(module, hidden_states)
         kv, gate = _overlapped(kv, gate, module.head_dim)
@@ -119,16 +126,12 @@ def csa_padded_windows(module: torch.nn.Module) -> None:
         block_bias = block_bias.scatter(-1, safe.unsqueeze(1), 0.0)
         return compressed_kv, block_bias[..., :windows]
 
-    module.forward = forward
+    _without_a_cache(module, compute)
 
 
 def indexer_padded_windows(module: torch.nn.Module) -> None:
     # see the module docstring: the indexer's window count and top-k size branch on the length
-    original = module.forward
-
-    def forward(hidden_states, q_residual, position_ids, cache=None, layer_idx=None, **kwargs):
-        if cache is not None or kwargs:
-            return original(hidden_states, q_residual, position_ids, cache, layer_idx, **kwargs)
+    def compute(hidden_states, q_residual, position_ids, layer_idx):
         hf = _hf(module)
         batch, seq_len, _ = hidden_states.shape
         kv, gate, whole = _windows(module, hidden_states)
@@ -150,4 +153,4 @@ def indexer_padded_windows(module: torch.nn.Module) -> None:
         )
         return torch.where(picks >= limit.unsqueeze(-1), torch.full_like(picks, -1), picks)
 
-    module.forward = forward
+    _without_a_cache(module, compute)
