@@ -53,11 +53,22 @@ def _writing_weights(out: Path) -> bool:
     )
 
 
+def _default_signals() -> None:
+    # a job started in the background of a non-interactive shell (`.ci/run &`) ignores SIGINT,
+    # and so does every child, whose Python then never turns SIGINT into KeyboardInterrupt
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_while_writing_weights_leaves_nothing(big_checkpoint, tmp_path, signum, code):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "mobius", "build", "--model", str(big_checkpoint)]
-    proc = subprocess.Popen([*cmd, "--output", str(out), "-q"], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*cmd, "--output", str(out), "-q"],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_signals,
+    )
     try:
         deadline = time.monotonic() + 120
         while not _writing_weights(out):
