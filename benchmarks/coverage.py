@@ -134,10 +134,10 @@ def _logits(out):
 
 def _longest(config) -> int:
     """The long check's length: LONG_LENGTH, or the model's position table if that is shorter."""
-    text = config.get_text_config()
-    positions = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
-    known = isinstance(positions, int) and positions > 0  # XLNet says -1: no position table
-    return min(LONG_LENGTH, positions) if known else LONG_LENGTH
+    from mobius.config import position_limit
+
+    positions = position_limit(config)
+    return LONG_LENGTH if positions is None else min(LONG_LENGTH, positions)
 
 
 def _parity(model, out_dir: Path, config) -> dict:

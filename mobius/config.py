@@ -94,6 +94,14 @@ def _first(cfg: Any, *names: str) -> Any:
     return None
 
 
+def position_limit(hf_config: Any) -> int | None:
+    """The length of the text model's position table (``max_position_embeddings`` or
+    ``n_positions``), or None where the config names none (XLNet's -1 included)."""
+    text = hf_config.get_text_config() if hf_config is not None else None
+    positions = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
+    return positions if isinstance(positions, int) and positions > 0 else None
+
+
 def known_model_types() -> list[str]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.export.graph_signature import InputKind
 
-from mobius.config import ArchitectureConfig
+from mobius.config import ArchitectureConfig, position_limit
 from mobius.errors import UnsupportedError
 from mobius.synth.inline import inline_grad_regions
 from mobius.synth.shims import make_traceable, tracing_branches, unchecked_distributions
@@ -214,9 +214,8 @@ def _specialised_dims(program: torch.export.ExportedProgram, specs: list[TensorS
 def _length_limit(config: ArchitectureConfig) -> int:
     """Bounds from here on are the model's own length limit (slicing its position table), not a
     branch; without a position limit in the config, 256 (chunked kernels branch below that)."""
-    text = config.hf_config.get_text_config() if config.hf_config is not None else None
-    positions = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
-    return positions // 2 if isinstance(positions, int) and positions > 1 else 256
+    positions = position_limit(config.hf_config)
+    return positions // 2 if positions is not None and positions > 1 else 256
 
 
 def _user_inputs(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:

@@ -3,17 +3,9 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
-
-
-def _rotated(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """HF's apply_rotary_pos_emb for one tensor, cos/sin already broadcastable to ``x``."""
-    rotary = cos.shape[-1]
-    rope, rest = x[..., :rotary], x[..., rotary:]
-    half = rope.shape[-1] // 2
-    turned = torch.cat((-rope[..., half:], rope[..., :half]), dim=-1)
-    return torch.cat([rope * cos + turned * sin, rest], dim=-1)
 
 
 def _rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -39,6 +31,7 @@ def batched_selection(module: torch.nn.Module) -> None:
     # block keys are [batch, queries, keys, dim]: small for the one-token steps hybrid models run.
     if module.index_kv_heads != 1:
         return
+    rotary = sys.modules[type(module).__module__].apply_rotary_pos_emb  # HF's, queries only
     heads, dim = module.index_n_heads, module.index_head_dim
     ratio, top = module.compress_ratio, module.block_topk
 
@@ -48,7 +41,7 @@ def batched_selection(module: torch.nn.Module) -> None:
         cos, sin = full_cos[:, -length:, :], full_sin[:, -length:, :]
         q, keys = torch.split(module.index_qk_proj(hidden_states), [heads * dim, dim], dim=-1)
         q = module.q_layernorm(q.reshape(batch, length, heads, dim))
-        q = _rotated(q, cos.unsqueeze(2), sin.unsqueeze(2))
+        q = rotary(q, cos=cos, sin=sin, unsqueeze_dim=2)
         if cache is not None:
             keys = cache.update_indexer(keys, module.layer_idx)
 
@@ -72,7 +65,9 @@ def batched_selection(module: torch.nn.Module) -> None:
         grouped = _rows(keys, members)  # [batch, queries, blocks, ratio, dim]
         pooled = module.k_layernorm(grouped.float().mean(dim=-2).to(keys.dtype))
         starts = members[..., 0]
-        block_keys = _rotated(pooled, _rows(full_cos, starts), _rows(full_sin, starts))
+        block_cos, block_sin = _rows(full_cos, starts), _rows(full_sin, starts)
+        block_keys = rotary(pooled.unsqueeze(-2), cos=block_cos, sin=block_sin, unsqueeze_dim=-2)
+        block_keys = block_keys.squeeze(-2)
         scores = torch.matmul(
             q.float(), block_keys.float().transpose(-1, -2)
         )  # [b, q, heads, blocks]
