@@ -98,13 +98,23 @@ def hf_reference_feeds(model: torch.nn.Module, feeds: dict[str, torch.Tensor]) -
 
 
 def encoder_inputs(
-    vocab_size: int, names: list[str], batch: int = 2, length: int = 7, seed: int = 1
+    vocab_size: int,
+    names: list[str],
+    batch: int = 2,
+    length: int = 7,
+    seed: int = 1,
+    pad_token_id: int | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Token ids with right padding in the first row (how encoders are batched), plus token types."""
+    """Token ids with right padding in the first row (how encoders are batched), plus token types.
+    With ``pad_token_id``, the padded positions hold it and no real token does (RoBERTa-style
+    encoders number positions from the non-pad tokens)."""
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(3, vocab_size, (batch, length), generator=gen)
     mask = torch.ones(batch, length, dtype=torch.long)
     mask[0, -2:] = 0
+    if pad_token_id is not None and 0 <= pad_token_id < vocab_size:
+        ids[ids == pad_token_id] = 3 if pad_token_id != 3 else 4
+        ids[mask == 0] = pad_token_id
     feeds = {"input_ids": ids, "attention_mask": mask}
     if "token_type_ids" in names:
         types = torch.zeros_like(ids)
@@ -129,7 +139,12 @@ def max_abs_diff(model: torch.nn.Module, directory: Path, config, length: int = 
         feeds = text_decoder_inputs(config, length=length)
         keep = feeds["attention_mask"].bool().numpy()
     else:
-        feeds = encoder_inputs(config.vocab_size, names)
+        pad_token_id = getattr(config, "pad_token_id", None)
+        feeds = encoder_inputs(
+            config.vocab_size,
+            names,
+            pad_token_id=pad_token_id if isinstance(pad_token_id, int) else None,
+        )
         keep = feeds["attention_mask"].bool().numpy()
     with torch.no_grad():
         out = model(**(hf_reference_feeds(model, feeds) if "position_ids" in names else feeds))
