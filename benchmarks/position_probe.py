@@ -30,7 +30,8 @@ def classify(model: torch.nn.Module, config) -> dict:
     if "position_ids" not in inspect.signature(model.forward).parameters:
         return {"class": "no position_ids argument"}
     text = config.get_text_config()
-    pad = text.pad_token_id if isinstance(text.pad_token_id, int) else 0
+    pad = getattr(text, "pad_token_id", None)
+    pad = pad if isinstance(pad, int) else 0
     ids = torch.randint(3, text.vocab_size, (2, 7), generator=torch.Generator().manual_seed(1))
     ids[ids == pad] = pad + 1
     mask = torch.ones(2, 7, dtype=torch.long)

@@ -10,12 +10,16 @@ roberta-prelayernorm, xmod, and any model built the same way) numbers positions 
 ``padding_idx + 1, padding_idx + 2, ...``), but given ``position_ids`` are used as raw table
 rows. Those models get ``padding_idx + 1`` added to the contract's ids inside the graph.
 
-The mechanism is recognised structurally (the model is on the meta device when traced): a module
-that derives positions with ``create_position_ids_from_input_ids`` from its ``padding_idx`` and looks
-them up in a plain ``position_embeddings`` table.
+The mechanism is recognised structurally (the model is on the meta device when traced): next to
+the model's input embeddings (the module that holds them, or one beside it, as Kosmos-2's
+``embed_positions``), a module that numbers positions with ``create_position_ids_from_input_ids``
+from its ``padding_idx`` and takes ``position_ids`` in its ``forward``. Other towers of a composite
+model (Evolla's protein encoder) number their own inputs and are not looked at.
 """
 
 from __future__ import annotations
+
+import inspect
 
 import torch
 
@@ -25,14 +29,28 @@ def derives_offset_positions(module: torch.nn.Module) -> bool:
     return (
         callable(getattr(type(module), "create_position_ids_from_input_ids", None))
         and isinstance(getattr(module, "padding_idx", None), int)
-        and isinstance(getattr(module, "position_embeddings", None), torch.nn.Embedding)
+        and "position_ids" in inspect.signature(module.forward).parameters
     )
+
+
+def _beside_input_embeddings(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The module holding ``model``'s input embeddings, and that module's children."""
+    try:
+        embeddings = model.get_input_embeddings()
+    except (AttributeError, NotImplementedError):
+        return []
+    for module in model.modules():
+        if any(child is embeddings for child in module.children()):
+            return [module, *module.children()]
+    return []
 
 
 def position_offset(model: torch.nn.Module) -> int:
     """What to add to the contract's 0-based ``position_ids`` before ``model`` reads them: the
     first real position of RoBERTa-style embeddings (``padding_idx + 1``), else 0."""
-    offsets = {m.padding_idx + 1 for m in model.modules() if derives_offset_positions(m)}
+    offsets = {
+        m.padding_idx + 1 for m in _beside_input_embeddings(model) if derives_offset_positions(m)
+    }
     if len(offsets) > 1:
         raise ValueError(f"embeddings disagree on where positions start: {sorted(offsets)}")
     return offsets.pop() if offsets else 0
