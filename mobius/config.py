@@ -119,7 +119,7 @@ def read(cfg: Any, name: str, default: Any = None) -> Any:
     values = per_layer_values(cfg, name)
     if values is None:
         return getattr(cfg, name, default)
-    return values[0] if len(set(values)) == 1 else values
+    return values[0] if all(v == values[0] for v in values) else values
 
 
 def _first(cfg: Any, *names: str) -> Any:
