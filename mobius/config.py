@@ -69,26 +69,62 @@ SIZE_FIELDS: dict[str, tuple[int, int]] = {
 }
 
 
+# A size that may vary by layer: one int for every layer, or one per layer (transformers 5's
+# ``per_layer_config``, e.g. Gemma 4's full-attention layers with a wider head_dim).
+Size = int | tuple[int, ...] | None
+
+
 @dataclass(frozen=True)
 class ArchitectureConfig:
-    """The facts about a model that tasks, patterns and error messages need."""
+    """The facts about a model that tasks, patterns and error messages need.
+
+    Sizes that the config varies by layer (``per_layer_config``) are tuples with one value per
+    layer; ``at_layer`` reads either form for one layer.
+    """
 
     model_type: str
     architectures: tuple[str, ...]
     hidden_size: int | None
     num_layers: int | None
-    num_attention_heads: int | None
-    num_key_value_heads: int | None
-    head_dim: int | None
+    num_attention_heads: Size
+    num_key_value_heads: Size
+    head_dim: Size
     vocab_size: int | None
     is_encoder_decoder: bool
     tie_word_embeddings: bool
     hf_config: Any = field(repr=False, compare=False)  # transformers.PretrainedConfig
 
+    def at_layer(self, name: str, layer: int) -> int | None:
+        """The value of size ``name`` (e.g. ``"head_dim"``) in layer ``layer``."""
+        value = getattr(self, name)
+        return value[layer] if isinstance(value, tuple) else value
+
+
+def per_layer_values(cfg: Any, name: str) -> tuple[Any, ...] | None:
+    """The value of ``name`` in each layer where ``cfg`` varies it by layer (``per_layer_config``),
+    else None. Reading such a field from the config itself raises transformers'
+    ``AmbiguousGlobalPerLayerAttributeError``."""
+    varying = getattr(cfg, "per_layer_attributes", None)  # None unless heterogeneous
+    if not varying:
+        return None
+    name = getattr(cfg, "attribute_map", {}).get(name, name)
+    if name not in varying:
+        return None
+    return tuple(getattr(layer, name, None) for layer in cfg.per_layer_config)
+
+
+def read(cfg: Any, name: str, default: Any = None) -> Any:
+    """``getattr(cfg, name, default)`` that also reads fields varying by layer: their one value
+    where every layer agrees, else a tuple with one value per layer."""
+    values = per_layer_values(cfg, name)
+    if values is None:
+        return getattr(cfg, name, default)
+    return values[0] if all(v == values[0] for v in values) else values
+
 
 def _first(cfg: Any, *names: str) -> Any:
     for name in names:
-        value = getattr(cfg, name, None)
+        value = read(cfg, name)
         if value is not None:
             return value
     return None
@@ -98,7 +134,9 @@ def position_limit(hf_config: Any) -> int | None:
     """The length of the text model's position table (``max_position_embeddings`` or
     ``n_positions``), or None where the config names none (XLNet's -1 included)."""
     text = hf_config.get_text_config() if hf_config is not None else None
-    positions = getattr(text, "max_position_embeddings", None) or getattr(text, "n_positions", None)
+    positions = read(text, "max_position_embeddings") or read(text, "n_positions")
+    if isinstance(positions, tuple):  # varies by layer: the shortest table bounds the model
+        positions = min((p for p in positions if isinstance(p, int) and p > 0), default=None)
     return positions if isinstance(positions, int) and positions > 0 else None
 
 
@@ -166,7 +204,7 @@ def _warn_defaulted(config: dict, hf_config: Any) -> None:
     for name, aliases in CORE_FIELDS.items():
         if any(a in d for d in dicts for a in aliases):
             continue
-        value = getattr(hf_config, name, None)
+        value = read(hf_config, name)
         if value is not None:
             log.warning(
                 "config.json does not set %s; using the %s default %s",
@@ -191,8 +229,20 @@ def check_sizes(config: dict, prefix: str = "") -> None:
             f"{prefix}num_key_value_heads={kv_heads}; fix config.json"
         )
     for key, value in config.items():
-        if isinstance(value, dict) and key.endswith("_config"):
+        if key == "per_layer_config" and isinstance(value, dict):
+            _check_layer_sizes(config, value, prefix)
+        elif isinstance(value, dict) and key.endswith("_config"):
             check_sizes(value, prefix=f"{prefix}{key}.")
+
+
+def _check_layer_sizes(config: dict, per_layer: dict, prefix: str) -> None:
+    """Check each layer's overrides (``per_layer_config``) as that layer sees its config: the
+    global values with the layer's own on top."""
+    plain = {k: v for k, v in config.items() if not isinstance(v, dict)}
+    for layer, overrides in per_layer.items():
+        if isinstance(overrides, dict):
+            merged = {**plain, **{k: v for k, v in overrides.items() if not isinstance(v, dict)}}
+            check_sizes(merged, prefix=f"{prefix}per_layer_config.{layer}.")
 
 
 def _raw(config: dict, *names: str) -> int | None:
@@ -208,7 +258,7 @@ def _check_size(name: str, value: Any, upper: int, lower: int = 1) -> None:
         return
     if isinstance(value, dict) and value:  # per-part sizes (lxmert's layers)
         value = list(value.values())
-    if isinstance(value, (list, tuple)) and value:  # per-stage sizes (swin heads, image [h, w])
+    if isinstance(value, (list, tuple)) and value:  # per-stage or per-layer sizes, image [h, w]
         for item in value:
             _check_size(name, item, upper, lower)
         return
@@ -222,8 +272,16 @@ def _check_size(name: str, value: Any, upper: int, lower: int = 1) -> None:
         )
 
 
+def _largest(value: Any) -> Any:
+    """The largest of per-layer sizes (a tuple); any other value as it is."""
+    if isinstance(value, tuple) and value and all(isinstance(v, int) for v in value):
+        return max(value)
+    return value
+
+
 def _check_matrix(what: str, *dims: Any) -> None:
     """Refuse a config whose single weight matrix would be absurdly large."""
+    dims = tuple(_largest(d) for d in dims)
     if not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
         return
     elements = 1
@@ -264,16 +322,9 @@ def from_hf(hf_config: Any) -> ArchitectureConfig:
         head_dim if head_dim is not None else 1,
         hidden,
     )
-    if isinstance(hidden, int) and isinstance(heads, int) and head_dim is None:
-        if hidden % heads:
-            raise ConfigError(
-                f"hidden_size={hidden} is not divisible by num_attention_heads={heads}; fix config.json"
-            )
-        head_dim = hidden // heads
-    if isinstance(heads, int) and isinstance(kv_heads, int) and heads % kv_heads:
-        raise ConfigError(
-            f"num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads}; fix config.json"
-        )
+    if head_dim is None and isinstance(hidden, int):
+        head_dim = _derived_head_dim(hidden, heads)
+    _check_grouping(heads, kv_heads)
     return ArchitectureConfig(
         model_type=str(hf_config.model_type),
         architectures=tuple(getattr(hf_config, "architectures", None) or ()),
@@ -287,3 +338,39 @@ def from_hf(hf_config: Any) -> ArchitectureConfig:
         tie_word_embeddings=bool(getattr(hf_config, "tie_word_embeddings", False)),
         hf_config=hf_config,
     )
+
+
+def _per_layer(value: Size, layers: int) -> tuple[Any, ...]:
+    return value if isinstance(value, tuple) else (value,) * layers
+
+
+def _derived_head_dim(hidden: int, heads: Size) -> Size:
+    """``hidden_size // num_attention_heads`` (per layer where the heads vary), refusing a
+    remainder."""
+    if not isinstance(heads, (int, tuple)):
+        return None
+    dims = []
+    for layer, count in enumerate(_per_layer(heads, 1)):
+        if not isinstance(count, int):
+            return None
+        if hidden % count:
+            where = f" in layer {layer}" if isinstance(heads, tuple) else ""
+            raise ConfigError(
+                f"hidden_size={hidden} is not divisible by num_attention_heads={count}{where}; "
+                "fix config.json"
+            )
+        dims.append(hidden // count)
+    return dims[0] if len(set(dims)) == 1 else tuple(dims)
+
+
+def _check_grouping(heads: Size, kv_heads: Size) -> None:
+    """Every layer's attention heads must be a multiple of its key/value heads."""
+    layers = max(len(v) if isinstance(v, tuple) else 1 for v in (heads, kv_heads))
+    pairs = zip(_per_layer(heads, layers), _per_layer(kv_heads, layers), strict=False)
+    for layer, (count, kv_count) in enumerate(pairs):
+        if isinstance(count, int) and isinstance(kv_count, int) and count % kv_count:
+            where = f" in layer {layer}" if layers > 1 else ""
+            raise ConfigError(
+                f"num_attention_heads={count} is not a multiple of "
+                f"num_key_value_heads={kv_count}{where}; fix config.json"
+            )

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mobius import input_kinds
 from mobius.errors import ConfigError, SourceError
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -28,6 +29,7 @@ TOKENIZER_FILES = (
     "merges.txt",
     "tokenizer.model",
     "chat_template.jinja",
+    *input_kinds.PROCESSOR_FILES,
 )
 
 
@@ -54,9 +56,12 @@ def resolve(
     src: str | os.PathLike, *, trust_remote_code: bool = False, need_weights: bool = True
 ) -> Source:
     """Find the checkpoint's files, read its config and check that it is safe to convert."""
+    input_kinds.check_file(Path(src).expanduser())
     directory = _local_directory(src, need_weights=need_weights)
+    input_kinds.check_directory(directory)
     config = read_config(directory)
     check_remote_code(config, trust_remote_code)
+    input_kinds.check_config(config, directory / "config.json")
     source = Source(directory=directory, config=config)
     if need_weights:
         source.weight_files, source.weight_map = _weight_files(directory)

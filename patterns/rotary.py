@@ -36,8 +36,8 @@ def match(anchor: torch.fx.Node, context: object = None) -> Claim | Decline | No
     nodes |= asserts_on(nodes)
 
     def emit(ctx):
-        cos_half = _half_table(ctx, cos_table, half)
-        sin_half = _half_table(ctx, sin_table, half)
+        cos_half = _half_table(ctx, cos_table, half, like=x)
+        sin_half = _half_table(ctx, sin_table, half, like=x)
         return ApplyRotary(name="rotary")(ctx.op, ctx.value(x), cos_half, sin_half)
 
     return Claim(
@@ -100,13 +100,38 @@ def _duplicated_table(table: torch.fx.Node) -> str | None:
     return None
 
 
-def _half_table(ctx, table: torch.fx.Node, half: int):
-    """table[..., :half], computed once per table and shared by every layer."""
+def _half_table(ctx, table: torch.fx.Node, half: int, like: torch.fx.Node | None = None):
+    """table[..., :half], computed once per table and shared by every layer.
+
+    A table traced with batch 1 (positions made by the model itself, as encoders without a
+    ``position_ids`` input do) is broadcast by torch's mul; ONNX ``RotaryEmbedding`` needs the
+    batch of ``like`` (the rotated tensor), so the table is expanded to it.
+    """
     cache = ctx.state.setdefault("rotary_tables", {})
     key = (table, half)
     if key not in cache:
         cache[key] = ctx.op.Slice(ctx.value(table), ctx.ints([0]), ctx.ints([half]), ctx.ints([-1]))
-    return cache[key]
+    if like is None or not _broadcast_batch(table, like):
+        return cache[key]
+    expanded = (table, half, "expanded")
+    if expanded not in cache:
+        batch = ctx.op.Shape(ctx.value(like), start=0, end=1)
+        rest = ctx.op.Shape(cache[key], start=1)
+        cache[expanded] = ctx.op.Expand(cache[key], ctx.op.Concat(batch, rest, axis=0))
+    return cache[expanded]
+
+
+def _broadcast_batch(table: torch.fx.Node, like: torch.fx.Node) -> bool:
+    """Whether ``table`` has batch 1 where ``like`` may have another batch."""
+    table_val, like_val = table.meta.get("val"), like.meta.get("val")
+    if table_val is None or like_val is None or table_val.dim() == 0:
+        return False
+    table_batch, like_batch = table_val.shape[0], like_val.shape[0]
+    return _is_one(table_batch) and not _is_one(like_batch)
+
+
+def _is_one(size: object) -> bool:
+    return isinstance(size, int) and size == 1
 
 
 def _module(node: torch.fx.Node) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from mobius.config import read
 from patterns.attention import AttentionCall, attend
 from patterns.base import Claim, Decline, MatchContext, aten, is_op
 
@@ -59,7 +60,8 @@ def _has_window(config: Any) -> bool:
     configs = [config]
     if hasattr(config, "get_text_config"):
         configs.append(config.get_text_config())
-    return any(getattr(c, f, None) for c in configs for f in _WINDOW_FIELDS)
+    values = (read(c, f) for c in configs for f in _WINDOW_FIELDS)  # per layer: a tuple
+    return any(any(v) if isinstance(v, tuple) else v for v in values)
 
 
 def _reads(mask: torch.fx.Node, placeholder: str) -> bool:

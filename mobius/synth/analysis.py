@@ -14,6 +14,7 @@ import torch.fx
 from torch.export.graph_signature import InputKind
 
 from lowering import op_name
+from mobius.config import read
 from mobius.synth.emit import blocked_op_name, module_of, node_handler, regions, strip_prefix
 from mobius.synth.prepare import Prepared
 from patterns import match_all, rotary
@@ -187,14 +188,16 @@ def _rope_attributes(hf_config: Any) -> dict[str, Any]:
 
     Models with one table per layer type (gemma3) get a mapping layer type -> value.
     """
-    params = getattr(hf_config, "rope_parameters", None) or getattr(hf_config, "rope_scaling", None)
+    params = read(hf_config, "rope_parameters") or read(hf_config, "rope_scaling")
+    if isinstance(params, tuple):  # varies by layer (per_layer_config): one entry per layer
+        params = {f"layer {i}": p for i, p in enumerate(params) if isinstance(p, dict)}
     params = params if isinstance(params, dict) else {}
     if params and all(isinstance(v, dict) for v in params.values()):
         return {
             "rope_type": {k: v.get("rope_type", "default") for k, v in params.items()},
             "rope_theta": {k: v.get("rope_theta") for k, v in params.items()},
         }
-    theta = params.get("rope_theta", getattr(hf_config, "rope_theta", None))
+    theta = params.get("rope_theta", read(hf_config, "rope_theta"))
     out = {"rope_type": params.get("rope_type", "default"), "rope_theta": theta}
     return {k: v for k, v in out.items() if v is not None}
 

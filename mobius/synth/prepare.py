@@ -10,6 +10,7 @@ import torch
 from torch.export.graph_signature import InputKind
 
 from mobius import config as config_mod
+from mobius import input_kinds
 from mobius import source as source_mod
 from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
@@ -49,6 +50,7 @@ def prepare(
     hf_config = config_mod.hf_config_from_dict(source.config, trust_remote_code=trust_remote_code)
     arch = config_mod.from_hf(hf_config)
     the_task = get_task(task, arch)
+    input_kinds.warn_text_only(hf_config, source.directory, the_task.name)
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
     use_cache = the_task.supports_cache
     fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")

@@ -176,15 +176,15 @@ OVERRIDES: dict[str, dict[str, Any]] = {
             "mlp",
         ],
     },
-    # dots3: the sliding-window layers use plain attention whose head_dim must equal the MLA
-    # query/key head dim (qk_nope_head_dim + qk_rope_head_dim)
-    # (and its vision and audio adapters must project to the text model's width)
+    # dots3: the sliding-window layers' head_dim must equal their own query/key head dim:
+    # qk_nope_head_dim, a per-layer override kept distinct from the indexed layers' 16 (so 32),
+    # + qk_rope_head_dim 8 (and its vision and audio adapters must project to the text width)
     "dots3_note": {
-        "text_config": {"head_dim": 24},
+        "text_config": {"head_dim": 40},
         "vision_config": {"adapter_out_dim": HIDDEN},
         "audio_config": {"adapter_out_dim": HIDDEN},
     },
-    "dots3_note_text": {"head_dim": 24},
+    "dots3_note_text": {"head_dim": 40},
     # Cohere-Compass: rope_parameters is keyed by layer type and empty by default
     "cohere_compass_text": {
         "rope_parameters": {

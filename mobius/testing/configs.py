@@ -78,6 +78,7 @@ def _shrink_token_ids(values: dict[str, Any]) -> None:
 
 def _shrink(values: dict[str, Any], sub_defaults: dict[str, Any] | None = None) -> dict[str, Any]:
     """Shrink one level of config values (a ``to_dict()``), recursing into sub-configs."""
+    original = values
     values = copy.deepcopy(values)
     old_layers = next(
         (
@@ -159,18 +160,45 @@ def _shrink(values: dict[str, Any], sub_defaults: dict[str, Any] | None = None) 
             if isinstance(values.get(offset), int):
                 values[offset] = 1
     if isinstance(values.get("per_layer_config"), dict):
-        values["per_layer_config"] = _per_layer_dict(values["per_layer_config"])
+        values["per_layer_config"] = _per_layer_dict(values["per_layer_config"], original, values)
     _shrink_token_ids(values)
     return values
 
 
-def _per_layer_dict(entries: dict) -> dict:
+def _per_layer_dict(entries: dict, old: dict[str, Any], new: dict[str, Any]) -> dict:
     """Per-layer overrides keyed by layer index: keep those inside the 2 layers (at least one),
-    with their sizes shrunk too."""
+    with their sizes shrunk too, and still different from the global values where they were
+    (Gemma 4's wider full-attention head_dim must not shrink to the sliding layers' one)."""
     inside = {k: v for k, v in entries.items() if int(k) < LAYERS}
     if not inside and entries:
         inside = {LAYERS - 1: next(iter(entries.values()))}
-    return {k: _shrink(v) if isinstance(v, dict) else v for k, v in inside.items()}
+    out = {}
+    for layer, overrides in inside.items():
+        if not isinstance(overrides, dict):
+            out[layer] = overrides
+            continue
+        small = _shrink(overrides)
+        for key in sorted(small, key=_is_kv_heads):  # kv heads last: they follow the heads
+            if small[key] == new.get(key) and overrides[key] != old.get(key):
+                small[key] = _other_size(key, small[key], overrides, small)
+        out[layer] = small
+    return out
+
+
+def _is_kv_heads(key: str) -> bool:
+    return "key_value_heads" in key or "kv_heads" in key
+
+
+def _other_size(key: str, value: Any, overrides: dict[str, Any], small: dict[str, Any]) -> Any:
+    """A tiny size different from ``value`` (the shrunk global one) for a per-layer override."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return value
+    if _is_kv_heads(key):
+        heads = overrides.get("num_attention_heads")
+        if heads is not None and overrides[key] == heads:  # MLA: one kv head per query head
+            return small.get("num_attention_heads", value)
+        return 1 if value > 1 else 2
+    return 2 * value
 
 
 def _tiny_values(model_type: str) -> dict[str, Any]:

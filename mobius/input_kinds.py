@@ -1,0 +1,179 @@
+"""Inputs that are not a transformers checkpoint mobius converts, refused (or flagged) up front.
+
+Each check names what the input is, what is wrong or unsupported about it, and what to pass
+instead: GGUF files (header checked first, so a corrupt or truncated file says so), diffusers
+pipelines and models, quantized checkpoints (``quantization_config``), and vision-language
+checkpoints, whose text path alone is converted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from mobius.errors import ConfigError, SourceError
+from mobius.gguf import inspect_gguf, is_gguf
+
+log = logging.getLogger("mobius")
+
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
+
+
+def check_file(path: Path) -> None:
+    """Refuse a model given as a single file that is not ``config.json`` (GGUF)."""
+    if path.is_file() and path.name != "config.json" and is_gguf(path):
+        refuse_gguf([path])
+
+
+def check_directory(directory: Path) -> None:
+    """Refuse a directory that holds a diffusers pipeline, or GGUF files and no config.json."""
+    if (directory / "model_index.json").is_file() and not (directory / "config.json").is_file():
+        refuse_diffusers_pipeline(directory)
+    if not (directory / "config.json").is_file():
+        ggufs = sorted(p for p in directory.glob("*") if p.is_file() and p.suffix == ".gguf")
+        if ggufs:
+            refuse_gguf(ggufs)
+
+
+def check_config(config: dict, path: Path) -> None:
+    """Refuse configs mobius cannot convert yet: diffusers models and quantized checkpoints."""
+    if "_class_name" in config and not config.get("model_type"):
+        version = config.get("_diffusers_version")
+        made_by = f"diffusers {version}" if version else "diffusers"
+        raise ConfigError(
+            f"{path} describes a {made_by} model ({config['_class_name']}), not a "
+            "transformers one, and mobius does not convert diffusers models yet; export it "
+            "with optimum (optimum-cli export onnx) meanwhile"
+        )
+    method = quantization_method(config)
+    if method is not None:
+        raise ConfigError(
+            f"{path} has a quantization_config ({method}): quantized checkpoints are not "
+            "converted yet; pass the unquantized checkpoint it was made from (float16, "
+            "bfloat16 or float32 safetensors)"
+        )
+
+
+def quantization_method(config: dict) -> str | None:
+    """The quantization method a config declares (its own or a sub-config's), or None."""
+    for key in ("quantization_config", "compression_config"):
+        spec = config.get(key)
+        if spec:
+            return _method_name(spec, key)
+    for key, value in config.items():
+        if isinstance(value, dict) and key.endswith("_config"):
+            method = quantization_method(value)
+            if method is not None:
+                return f"{key}: {method}"
+    return None
+
+
+def _method_name(spec: Any, key: str) -> str:
+    if not isinstance(spec, dict):
+        return "unreadable"
+    method = spec.get("quant_method") or spec.get("format")
+    if isinstance(method, str) and method:
+        return method
+    if spec.get("load_in_4bit") or spec.get("load_in_8bit"):
+        return "bitsandbytes"
+    return "compressed-tensors" if key == "compression_config" else "method not named"
+
+
+def refuse_gguf(files: list[Path]) -> None:
+    """Check every GGUF file's header (raising on the first bad one), then refuse them all:
+    GGUF is not converted yet."""
+    infos = [inspect_gguf(f) for f in files]
+    first = infos[0]
+    what = f"{first.architecture or 'unknown architecture'}, {len(first.tensors)} tensors"
+    types = ", ".join(first.tensor_types) or "no tensors"
+    more = f" (and {len(files) - 1} more GGUF files)" if len(files) > 1 else ""
+    raise SourceError(
+        f"{first.path.name}{more} is a valid GGUF file ({what}: {types}), but mobius does not "
+        "convert GGUF yet; pass the safetensors checkpoint it was made from (a directory "
+        "with config.json)"
+    )
+
+
+def refuse_diffusers_pipeline(directory: Path) -> None:
+    """Name a component the pipeline lists but lacks; otherwise refuse the pipeline itself."""
+    index_path = directory / "model_index.json"
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SourceError(f"{index_path} is not valid JSON ({exc}); download it again") from None
+    if not isinstance(index, dict):
+        raise SourceError(f"{index_path} must hold a JSON object; download it again")
+    pipeline = index.get("_class_name", "a pipeline")
+    components = {
+        name: entry
+        for name, entry in index.items()
+        if not name.startswith("_")
+        and isinstance(entry, list)
+        and len(entry) == 2
+        and all(isinstance(e, str) for e in entry)
+    }
+    for name, (library, class_name) in sorted(components.items()):
+        folder = directory / name
+        if not folder.is_dir():
+            raise SourceError(
+                f"diffusers pipeline {directory.name} ({pipeline}): model_index.json lists the "
+                f"component '{name}' ({library} {class_name}) but {folder} is missing; "
+                "download the whole pipeline again"
+            )
+        needed = _component_config(class_name)
+        if needed is not None and not (folder / needed).is_file():
+            raise SourceError(
+                f"diffusers pipeline {directory.name} ({pipeline}): component '{name}' "
+                f"({class_name}) has no {needed} in {folder}; download the whole pipeline again"
+            )
+    text_models = [
+        n
+        for n, (library, class_name) in sorted(components.items())
+        if library == "transformers" and _component_config(class_name) == "config.json"
+    ]
+    hint = (
+        f"; its transformers component can be converted alone: --model {directory / text_models[0]}"
+        if text_models
+        else "; export it with optimum (optimum-cli export onnx) meanwhile"
+    )
+    raise SourceError(
+        f"{directory} is a diffusers pipeline ({pipeline}: {', '.join(sorted(components))}), "
+        f"and mobius does not convert diffusers pipelines yet{hint}"
+    )
+
+
+def _component_config(class_name: str) -> str | None:
+    """The file a pipeline component's folder must hold (None: tokenizers, any files)."""
+    if class_name.endswith("Scheduler"):
+        return "scheduler_config.json"
+    if "Tokenizer" in class_name:
+        return None
+    if class_name.endswith(("Processor", "FeatureExtractor")):
+        return "preprocessor_config.json"
+    return "config.json"
+
+
+def warn_text_only(hf_config: Any, directory: Path, task: str) -> None:
+    """Say that a vision-language checkpoint converts without its image path (one line)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
+
+    if getattr(hf_config, "vision_config", None) is None:
+        return
+    if type(hf_config) not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING:
+        return
+    missing = not any((directory / name).is_file() for name in PROCESSOR_FILES)
+    processor = (
+        "; the checkpoint also has no preprocessor_config.json or processor_config.json, "
+        "so images could not be prepared for it"
+        if missing
+        else ""
+    )
+    log.warning(
+        "%s is a vision-language model: mobius converts its text path only (task %s, no "
+        "image inputs); image-text-to-text is not supported yet%s",
+        hf_config.model_type,
+        task,
+        processor,
+    )

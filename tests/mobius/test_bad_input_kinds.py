@@ -1,0 +1,310 @@
+"""Input kinds mobius does not convert yet (GGUF, diffusers, quantized checkpoints) and broken
+ones of those kinds: `mobius build` and `mobius explain` each refuse with one line, exit 2, and
+write nothing; a vision-language checkpoint converts its text path with one warning line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import struct
+from pathlib import Path
+
+import pytest
+
+from mobius.cli import main
+from mobius.testing.configs import tiny_config_for
+from mobius.testing.gguf import smollm2_gguf
+
+
+@pytest.fixture(autouse=True)
+def _restore_cli_state():
+    """main() sets the mobius log level and a SIGTERM handler; keep them from leaking."""
+    logger = logging.getLogger("mobius")
+    level, handler = logger.level, signal.getsignal(signal.SIGTERM)
+    yield
+    logger.setLevel(level)
+    signal.signal(signal.SIGTERM, handler)
+
+
+@pytest.fixture(autouse=True)
+def no_trace(monkeypatch):
+    """Every refusal here must come before the model is built."""
+    import mobius.synth.prepare
+
+    def trace(*args, **kwargs):
+        raise AssertionError("the model was built before the input was refused")
+
+    monkeypatch.setattr(mobius.synth.prepare, "trace", trace)
+
+
+def assert_refused(capsys, model: Path, tmp_path: Path, *words: str) -> str:
+    """Both commands refuse ``model`` with the same one line holding ``words``; nothing written."""
+    lines = []
+    for command in ("build", "explain"):
+        out = tmp_path / f"out-{command}"
+        capsys.readouterr()
+        args = ["--output", str(out)] if command == "build" else ["--json", str(out)]
+        code = main([command, "--model", str(model), "-q", *args])
+        err = capsys.readouterr().err.strip()
+        assert code == 2, err
+        assert len(err.splitlines()) == 1, err
+        assert err.startswith("mobius: error: "), err
+        for word in words:
+            assert word in err, err
+        assert not out.exists()
+        assert not list(tmp_path.glob(f".{out.name}*")), "temporary debris left behind"
+        lines.append(err)
+    assert lines[0] == lines[1]
+    return lines[0]
+
+
+# --- GGUF ----------------------------------------------------------------------------------
+
+F32, Q8_0, Q4_2_REMOVED, Q8_K = 0, 8, 4, 15
+
+
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack("<Q", len(data)) + data
+
+
+def gguf_bytes(
+    tensors: list[tuple[str, tuple[int, ...], int, int]] | None = None,
+    *,
+    version: int = 3,
+    metadata: dict[str, str] | None = None,
+    tensor_count: int | None = None,
+) -> bytes:
+    """A GGUF file: ``tensors`` as (name, shape, type id, data bytes), string ``metadata``."""
+    if tensors is None:
+        tensors = [
+            ("token_embd.weight", (64, 8), Q8_0, 8 * 2 * 34),
+            ("norm.weight", (64,), F32, 256),
+        ]
+    metadata = {"general.architecture": "llama", "general.name": "tiny"} | (metadata or {})
+    out = b"GGUF" + struct.pack(
+        "<IQQ", version, len(tensors) if tensor_count is None else tensor_count, len(metadata)
+    )
+    for key, value in metadata.items():
+        out += _string(key) + struct.pack("<I", 8) + _string(value)
+    offset = 0
+    for name, shape, type_id, nbytes in tensors:
+        out += (
+            _string(name) + struct.pack("<I", len(shape)) + struct.pack(f"<{len(shape)}Q", *shape)
+        )
+        out += struct.pack("<IQ", type_id, offset)
+        offset += -(-nbytes // 32) * 32
+    out += b"\0" * (-len(out) % 32)
+    return out + b"\x01" * offset
+
+
+def test_gguf_writer_matches_the_reference_reader(tmp_path):
+    import gguf
+
+    path = tmp_path / "m.gguf"
+    path.write_bytes(gguf_bytes())
+    reader = gguf.GGUFReader(path)
+    assert [t.name for t in reader.tensors] == ["token_embd.weight", "norm.weight"]
+    assert [int(t.tensor_type) for t in reader.tensors] == [Q8_0, F32]
+
+
+def test_gguf_type_table_matches_the_gguf_package():
+    import gguf
+
+    from mobius.gguf import TENSOR_TYPES
+
+    reference = {int(t): (t.name, *gguf.GGML_QUANT_SIZES[t]) for t in gguf.GGMLQuantizationType}
+    assert {k: reference[k] for k in TENSOR_TYPES if k in reference} == TENSOR_TYPES
+
+
+def test_valid_gguf_is_not_converted_yet(capsys, tmp_path):
+    path = tmp_path / "tiny.gguf"
+    path.write_bytes(gguf_bytes())
+    err = assert_refused(capsys, path, tmp_path, "tiny.gguf", "valid GGUF", "llama", "Q8_0, F32")
+    assert "does not convert GGUF yet" in err and "config.json" in err
+
+
+def test_directory_holding_only_gguf(capsys, tmp_path):
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "a.gguf").write_bytes(gguf_bytes())
+    (folder / "b.gguf").write_bytes(gguf_bytes())
+    assert_refused(capsys, folder, tmp_path, "a.gguf", "1 more GGUF", "does not convert GGUF")
+
+
+def test_real_gguf_header_is_read(capsys, tmp_path):
+    from mobius.gguf import inspect_gguf
+
+    path = smollm2_gguf()
+    info = inspect_gguf(path)
+    assert info.architecture == "llama" and len(info.tensors) == 272
+    last = max(info.tensors, key=lambda t: t.offset)
+    assert info.data_offset + last.offset + last.nbytes == path.stat().st_size
+    assert_refused(capsys, path, tmp_path, path.name, "valid GGUF", "Q4_1")
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b"GGML" + b"\0" * 40, ("not a valid GGUF", "magic")),
+        (gguf_bytes()[:30], ("truncated", "header")),
+        (gguf_bytes()[:-100], ("truncated", "norm.weight ends at byte 1024", "has 924 bytes")),
+        (gguf_bytes(version=7), ("unknown GGUF version 7",)),
+        (gguf_bytes(version=1), ("version 1 is obsolete",)),
+        (gguf_bytes(tensor_count=10**12), ("claims", "tensor entries")),
+        (gguf_bytes([("w", (1, 2, 3, 4, 5), F32, 480)]), ("w has 5 dimensions",)),
+        (gguf_bytes([("w", (33,), Q8_0, 34)]), ("w", "block of 32")),
+    ],
+    ids=["magic", "cut-header", "cut-data", "version", "v1", "count", "dims", "block"],
+)
+def test_corrupt_or_truncated_gguf(capsys, tmp_path, data, words):
+    path = tmp_path / "model.gguf"
+    path.write_bytes(data)
+    assert_refused(capsys, path, tmp_path, "model.gguf", *words)
+
+
+@pytest.mark.parametrize(
+    ("type_id", "words"),
+    [
+        (Q4_2_REMOVED, ("Q4_2", "removed", "llama.cpp")),
+        (99, ("unknown GGUF tensor type id 99",)),
+        (Q8_K, ("Q8_K", "cannot dequantize")),
+    ],
+)
+def test_unsupported_gguf_quantization_type(capsys, tmp_path, type_id, words):
+    path = tmp_path / "model.gguf"
+    path.write_bytes(gguf_bytes([("blk.0.attn_q.weight", (256, 4), type_id, 1024)]))
+    assert_refused(capsys, path, tmp_path, "blk.0.attn_q.weight", *words)
+
+
+# --- diffusers -----------------------------------------------------------------------------
+
+
+def _pipeline(root: Path, *, skip: str | None = None, no_config: str | None = None) -> Path:
+    components = {
+        "unet": ["diffusers", "UNet2DConditionModel"],
+        "vae": ["diffusers", "AutoencoderKL"],
+        "scheduler": ["diffusers", "PNDMScheduler"],
+        "text_encoder": ["transformers", "CLIPTextModel"],
+        "tokenizer": ["transformers", "CLIPTokenizer"],
+        "safety_checker": [None, None],
+    }
+    root.mkdir()
+    index = {"_class_name": "StableDiffusionPipeline", "_diffusers_version": "0.31.0", **components}
+    (root / "model_index.json").write_text(json.dumps(index))
+    for name, (_, class_name) in components.items():
+        if class_name is None or name == skip:
+            continue
+        (root / name).mkdir()
+        if name == no_config:
+            continue
+        config = "scheduler_config.json" if name == "scheduler" else "config.json"
+        if name == "tokenizer":
+            config = "vocab.json"
+        (root / name / config).write_text("{}")
+    return root
+
+
+def test_diffusers_pipeline_missing_a_component(capsys, tmp_path):
+    root = _pipeline(tmp_path / "sd", skip="vae")
+    assert_refused(capsys, root, tmp_path, "'vae'", "AutoencoderKL", "missing", "download")
+
+
+def test_diffusers_component_without_its_config(capsys, tmp_path):
+    root = _pipeline(tmp_path / "sd", no_config="scheduler")
+    assert_refused(capsys, root, tmp_path, "'scheduler'", "scheduler_config.json")
+
+
+def test_complete_diffusers_pipeline_is_not_converted_yet(capsys, tmp_path):
+    root = _pipeline(tmp_path / "sd")
+    err = assert_refused(capsys, root, tmp_path, "diffusers pipeline", "StableDiffusionPipeline")
+    assert "not convert diffusers pipelines yet" in err
+    assert f"--model {root / 'text_encoder'}" in err
+
+
+def test_single_diffusers_model(capsys, tmp_path):
+    folder = tmp_path / "unet"
+    folder.mkdir()
+    config = {
+        "_class_name": "UNet2DConditionModel",
+        "_diffusers_version": "0.31.0",
+        "in_channels": 4,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    err = assert_refused(capsys, folder, tmp_path, "diffusers 0.31.0 model", "UNet2DConditionModel")
+    assert "model_type" not in err
+
+
+# --- quantized checkpoints -----------------------------------------------------------------
+
+
+def _llama_config(folder: Path, **extra) -> Path:
+    folder.mkdir()
+    config = json.loads(tiny_config_for("llama").to_json_string()) | {"model_type": "llama"}
+    (folder / "config.json").write_text(json.dumps(config | extra))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("spec", "method"),
+    [
+        ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "gptq"),
+        ({"quant_method": "awq", "bits": 4, "version": "gemm"}, "awq"),
+        ({"load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, "bitsandbytes"),
+        ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8"),
+        ({"quant_method": "compressed-tensors", "format": "pack-quantized"}, "compressed-tensors"),
+    ],
+)
+def test_quantized_checkpoint_is_refused_naming_the_method(capsys, tmp_path, spec, method):
+    folder = _llama_config(tmp_path / "q", quantization_config=spec)
+    err = assert_refused(capsys, folder, tmp_path, f"quantization_config ({method})")
+    assert "unquantized checkpoint" in err
+
+
+def test_quantization_in_a_sub_config(capsys, tmp_path):
+    folder = _llama_config(
+        tmp_path / "q", text_config={"quantization_config": {"quant_method": "hqq"}}
+    )
+    assert_refused(capsys, folder, tmp_path, "text_config: hqq")
+
+
+# --- vision-language checkpoints -----------------------------------------------------------
+
+
+def _warning(caplog) -> str:
+    return " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+
+
+@pytest.mark.parametrize("with_processor", [False, True])
+def test_vision_language_text_path_is_flagged(caplog, tmp_path, with_processor):
+    from mobius.input_kinds import warn_text_only
+
+    if with_processor:
+        (tmp_path / "preprocessor_config.json").write_text("{}")
+    with caplog.at_level(logging.WARNING, logger="mobius"):
+        warn_text_only(tiny_config_for("llava"), tmp_path, "feature-extraction")
+        warn_text_only(tiny_config_for("llama"), tmp_path, "causal-lm")  # no vision: silent
+    warning = _warning(caplog)
+    assert len(caplog.records) == 1
+    assert "llava is a vision-language model" in warning and "text path only" in warning
+    assert ("no preprocessor_config.json" in warning) is not with_processor
+
+
+def test_vision_language_checkpoint_builds_its_text_path_with_a_warning(
+    capsys, caplog, monkeypatch, tmp_path
+):
+    monkeypatch.undo()  # this one is built
+    folder = tmp_path / "llava"
+    tiny_config_for("llava", architectures=["LlavaForConditionalGeneration"]).save_pretrained(
+        folder
+    )
+    capsys.readouterr()
+    code = main(
+        ["build", "--model", str(folder), "--output", str(tmp_path / "out"), "--no-weights"]
+    )
+    assert code == 0, capsys.readouterr().err
+    assert (tmp_path / "out" / "model.onnx").is_file()
+    warning = _warning(caplog)
+    assert "llava is a vision-language model" in warning
+    assert "no preprocessor_config.json or processor_config.json" in warning
