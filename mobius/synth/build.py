@@ -8,14 +8,15 @@ import os
 import shlex
 import time
 
+import onnx_ir as ir
 import torch
 
 from mobius.errors import ConfigError, UnsupportedError
-from mobius.package import ModelPackage
+from mobius.package import MODEL_FILE, ModelPackage
 from mobius.report import ExplainReport
 from mobius.synth.analysis import analyze
 from mobius.synth.emit import emit
-from mobius.synth.prepare import prepare
+from mobius.synth.prepare import Prepared, prepare
 from mobius.synth.token_loop import loop_over_tokens
 from mobius.weights import Checkpoint, WeightBinder
 
@@ -87,8 +88,8 @@ def build(
                 "task": the_task.name,
                 "dtype": dtype,
                 "kv_cache": use_cache,
-                "inputs": [v.name for v in model.graph.inputs],
-                "outputs": [v.name for v in model.graph.outputs],
+                "graphs": {MODEL_FILE: graph_names(model)},
+                **labels(prepared),
             },
             indent=2,
         ),
@@ -96,6 +97,25 @@ def build(
     }
     extra = [source.config_path, *source.extra_files()]
     return ModelPackage(model=model, extra_files=extra, texts=texts)
+
+
+def graph_names(model: ir.Model) -> dict[str, list[str]]:
+    """A graph's entry in mobius.json's ``graphs``: its input and output names, in order."""
+    return {
+        "inputs": [v.name for v in model.graph.inputs],
+        "outputs": [v.name for v in model.graph.outputs],
+    }
+
+
+def labels(prepared: Prepared) -> dict[str, dict[str, str]]:
+    """``{"id2label": ...}`` where config.json has one, or where the task's outputs are scores
+    over labels (then the config's, which the logits' width follows); else nothing."""
+    raw = prepared.source.config.get("id2label")
+    if raw is None and prepared.task.classifies:
+        raw = prepared.arch.hf_config.id2label
+    if not isinstance(raw, dict):
+        return {}
+    return {"id2label": {str(k): str(v) for k, v in raw.items()}}
 
 
 def _explain_command(src: str | os.PathLike, task: str | None) -> str:

@@ -151,19 +151,28 @@ def _constant(tensor: torch.Tensor) -> bool:
 
 
 def make_checkpoint(
-    model_type: str, directory: Path, *, auto: Any = None, seed: int = 0, **overrides: Any
+    model_type: str,
+    directory: Path,
+    *,
+    auto: Any = None,
+    task: str | None = None,
+    seed: int = 0,
+    **overrides: Any,
 ):
-    """Build a tiny random-weight model, save it with save_pretrained, and return (model, config)."""
-    from transformers import AutoModel, AutoModelForCausalLM
+    """Build a tiny random-weight model, save it with save_pretrained, and return (model, config).
+
+    The model class is ``auto``'s, else ``task``'s (a name in ``mobius.tasks.TASKS``), else the
+    task detected for the config.
+    """
+    from mobius.config import from_hf
+    from mobius.registry import detect_task
+    from mobius.tasks import TASKS
 
     config = tiny_config(model_type, **overrides)
     if auto is None:
-        from mobius.config import from_hf
-        from mobius.registry import detect_task
-
-        auto = (
-            AutoModelForCausalLM if detect_task(from_hf(config)).name == "causal-lm" else AutoModel
-        )
+        arch = from_hf(config)
+        the_task = TASKS[task] if task is not None else detect_task(arch)
+        auto = the_task.auto_class(arch)
     torch.manual_seed(seed)
     model = auto.from_config(config, attn_implementation="eager").eval()
     randomize(model, seed)
