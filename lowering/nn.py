@@ -77,6 +77,18 @@ def group_norm(ctx: LoweringContext, node: torch.fx.Node):
     return out
 
 
+@lowers(aten._weight_norm)
+def weight_norm(ctx: LoweringContext, node: torch.fx.Node):
+    """``v * g / ||v||``, the L2 norm over every axis but ``dim`` (-1: over all of them), as
+    ``torch.nn.utils.parametrizations.weight_norm`` computes the weight (wav2vec2's conv positions)."""
+    v, g = node.args[0], node.args[1]
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+    rank = ctx.rank(v)
+    axes = [a for a in range(rank) if dim == -1 or a != dim % rank]
+    norm = ctx.op.ReduceL2(ctx.value(v), ctx.ints(axes), keepdims=1)
+    return ctx.op.Mul(ctx.value(v), ctx.op.Div(ctx.value(g), norm))
+
+
 @lowers(aten.embedding)
 def embedding(ctx: LoweringContext, node: torch.fx.Node):
     weight, indices = node.args[0], node.args[1]

@@ -103,6 +103,25 @@ TINY_CONFIGS: dict[str, dict[str, Any]] = {  # fmt: skip
         "head_dim": 8,
     },
     "vit": {"intermediate_size": 128, "image_size": 32, "patch_size": 8, "vocab_size": None},
+    # three small convolutions (stride 10 in all) instead of seven 512-channel ones; per-layer
+    # norms, so its feature extractor returns an attention mask and the graph takes one
+    "wav2vec2": {
+        "intermediate_size": 128,
+        "conv_dim": (32, 32, 32),
+        "conv_stride": (5, 2, 1),
+        "conv_kernel": (10, 3, 3),
+        "num_conv_pos_embeddings": 16,
+        "num_conv_pos_embedding_groups": 4,
+        "feat_extract_norm": "layer",
+        "do_stable_layer_norm": True,
+        "classifier_proj_size": 32,
+    },
+    # a dual encoder: the sizes live in its towers' configs
+    "clip": {
+        "projection_dim": 32,
+        "text_config": {**COMMON, "intermediate_size": 128, "max_position_embeddings": 32, "bos_token_id": 1, "eos_token_id": 2},
+        "vision_config": {**COMMON, "intermediate_size": 128, "image_size": 32, "patch_size": 8},
+    },
 }
 
 

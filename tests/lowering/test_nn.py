@@ -27,7 +27,39 @@ class Norm(torch.nn.Module):
         return self.norm(x)
 
 
+class WeightNormConv(torch.nn.Module):
+    """A convolution whose weight is ``g * v / ||v||`` (torch's weight_norm parametrization)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        conv = torch.nn.Conv1d(4, 4, 3, padding=1)
+        self.conv = torch.nn.utils.parametrizations.weight_norm(conv, dim=dim)
+        for p in self.parameters():
+            torch.nn.init.normal_(p)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
 NORM = [
+    one(
+        "weight_norm_dim2",
+        WeightNormConv(2),
+        dyn={0: "b", 2: "t"},
+        x=(randn(2, 4, 5), randn(3, 4, 7)),
+    ),
+    one(
+        "weight_norm_dim0",
+        WeightNormConv(0),
+        dyn={0: "b", 2: "t"},
+        x=(randn(2, 4, 5), randn(3, 4, 7)),
+    ),
+    one(
+        "weight_norm_all",
+        WeightNormConv(None),
+        dyn={0: "b", 2: "t"},
+        x=(randn(2, 4, 5), randn(3, 4, 7)),
+    ),
     one("layer_norm", Norm(torch.nn.LayerNorm(4))),
     one("layer_norm_no_affine", lambda x: F.layer_norm(x, (4,), eps=1e-3)),
     one("layer_norm_no_bias", Norm(torch.nn.LayerNorm(4, bias=False))),
