@@ -73,7 +73,9 @@ def build(
         if not str(exc).startswith("no lowering for"):
             raise
         raise UnsupportedError(f"{exc}; full report: {_explain_command(src, task)}") from exc
-    unused = binder.unused_keys()
+    # old checkpoints also saved buffers that are no longer persistent (BERT's position_ids):
+    # transformers recomputes them, and so does the graph
+    unused = [k for k in binder.unused_keys() if k not in traced.buffer_values]
     if unused:
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
         log.warning("the checkpoint has %d tensors the model does not use: %s", len(unused), shown)

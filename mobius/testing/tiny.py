@@ -119,7 +119,13 @@ TINY_CONFIGS: dict[str, dict[str, Any]] = {  # fmt: skip
     # a dual encoder: the sizes live in its towers' configs
     "clip": {
         "projection_dim": 32,
-        "text_config": {**COMMON, "intermediate_size": 128, "max_position_embeddings": 32, "bos_token_id": 1, "eos_token_id": 2},
+        "text_config": {
+            **COMMON,
+            "intermediate_size": 128,
+            "max_position_embeddings": 32,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+        },
         "vision_config": {**COMMON, "intermediate_size": 128, "image_size": 32, "patch_size": 8},
     },
 }
