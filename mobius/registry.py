@@ -33,10 +33,7 @@ def detect_task(config: ArchitectureConfig) -> Task:
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 
     model_type = config.model_type
-    if config.is_encoder_decoder:
-        raise ConfigError(
-            f"'{model_type}' is an encoder-decoder model; mobius does not convert those yet"
-        )
+    _refuse_encoder_decoder(config)
     named = task_from_architectures(config)
     if named is not None:
         return named
@@ -54,6 +51,13 @@ def detect_task(config: ArchitectureConfig) -> Task:
     )
 
 
+def _refuse_encoder_decoder(config: ArchitectureConfig) -> None:
+    if config.is_encoder_decoder:
+        raise ConfigError(
+            f"'{config.model_type}' is an encoder-decoder model; mobius does not convert those yet"
+        )
+
+
 def get_task(name: str | None, config: ArchitectureConfig) -> Task:
     """The task ``name`` (or an alias of one), checked against the model; detected when None."""
     if name is None:
@@ -63,6 +67,8 @@ def get_task(name: str | None, config: ArchitectureConfig) -> Task:
         choices = ", ".join([*TASKS, *ALIASES])
         raise ConfigError(f"unknown task '{name}'; choose one of: {choices}")
     task = TASKS[canonical]
+    if isinstance(task, HeadTask):  # a head on an encoder-decoder needs the decoder's inputs too
+        _refuse_encoder_decoder(config)
     if not task.supports(config):
         has = ", ".join(supported_tasks(config)) or "none"
         raise ConfigError(

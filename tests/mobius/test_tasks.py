@@ -129,3 +129,8 @@ def test_explain_reports_a_head_task(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["task"] == "question-answering"
     assert any(m["path"] == "qa_outputs" for m in report["modules"])
+
+
+def test_a_head_on_an_encoder_decoder_is_refused():
+    with pytest.raises(ConfigError, match="'bart' is an encoder-decoder model"):
+        get_task("text-classification", from_hf(tiny_config("bart")))
