@@ -27,6 +27,18 @@ def task_from_architectures(config: ArchitectureConfig) -> Task | None:
     return None
 
 
+def saved_head(config: ArchitectureConfig, task: Task) -> str | None:
+    """Which other head the checkpoint was saved with, when ``architectures`` names one: why its
+    weights may not fit ``task`` (a ``BertModel`` checkpoint has no fill-mask head)."""
+    named = task_from_architectures(config)
+    if named is None or named is task:
+        return None
+    return (
+        f"the checkpoint was saved as {', '.join(config.architectures)} ({named.name}), "
+        f"not for {task.name}"
+    )
+
+
 def detect_task(config: ArchitectureConfig) -> Task:
     """The head named by ``architectures``; else text generation for decoder models and feature
     extraction for encoders."""

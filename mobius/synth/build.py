@@ -11,8 +11,9 @@ import time
 import onnx_ir as ir
 import torch
 
-from mobius.errors import ConfigError, UnsupportedError
+from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.package import MODEL_FILE, ModelPackage
+from mobius.registry import saved_head
 from mobius.report import ExplainReport
 from mobius.synth.analysis import analyze
 from mobius.synth.emit import emit
@@ -73,6 +74,9 @@ def build(
         if not str(exc).startswith("no lowering for"):
             raise
         raise UnsupportedError(f"{exc}; full report: {_explain_command(src, task)}") from exc
+    except WeightsError as exc:
+        saved = saved_head(arch, the_task)
+        raise (WeightsError(f"{exc}; {saved}") if saved else exc) from exc
     # old checkpoints also saved buffers that are no longer persistent (BERT's position_ids):
     # transformers recomputes them, and so does the graph
     unused = [k for k in binder.unused_keys() if k not in traced.buffer_values]

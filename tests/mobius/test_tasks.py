@@ -134,3 +134,13 @@ def test_explain_reports_a_head_task(tmp_path, capsys):
 def test_a_head_on_an_encoder_decoder_is_refused():
     with pytest.raises(ConfigError, match="'bart' is an encoder-decoder model"):
         get_task("text-classification", from_hf(tiny_config("bart")))
+
+
+def test_a_head_the_checkpoint_lacks_names_the_head_it_has(tmp_path, capsys):
+    make_checkpoint("bert", tmp_path / "ckpt", task="feature-extraction")
+    capsys.readouterr()  # save_pretrained's progress bar
+    argv = ["build", "--model", str(tmp_path / "ckpt"), "--output", str(tmp_path / "out")]
+    assert main([*argv, "--task", "fill-mask", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no tensor for parameter 'cls.predictions" in err
+    assert err.rstrip().endswith("saved as BertModel (feature-extraction), not for fill-mask")
