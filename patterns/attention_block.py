@@ -107,8 +107,8 @@ def _rotated(ctx, packed: PackedInput, heads: int):
     if packed.tables is None:
         return ctx.value(packed.source)
     cos_table, sin_table, half = packed.tables
-    cos_half = rotary._half_table(ctx, cos_table, half)
-    sin_half = rotary._half_table(ctx, sin_table, half)
+    cos_half = rotary._half_table(ctx, cos_table, half, packed.source)
+    sin_half = rotary._half_table(ctx, sin_table, half, packed.source)
     return ApplyRotary(num_heads=heads, name="rotary")(
         ctx.op, ctx.value(packed.source), cos_half, sin_half
     )

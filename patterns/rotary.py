@@ -36,8 +36,8 @@ def match(anchor: torch.fx.Node, context: object = None) -> Claim | Decline | No
     nodes |= asserts_on(nodes)
 
     def emit(ctx):
-        cos_half = _half_table(ctx, cos_table, half)
-        sin_half = _half_table(ctx, sin_table, half)
+        cos_half = _half_table(ctx, cos_table, half, x)
+        sin_half = _half_table(ctx, sin_table, half, x)
         return ApplyRotary(name="rotary")(ctx.op, ctx.value(x), cos_half, sin_half)
 
     return Claim(
@@ -100,12 +100,22 @@ def _duplicated_table(table: torch.fx.Node) -> str | None:
     return None
 
 
-def _half_table(ctx, table: torch.fx.Node, half: int):
-    """table[..., :half], computed once per table and shared by every layer."""
+def _half_table(ctx, table: torch.fx.Node, half: int, x: torch.fx.Node):
+    """table[..., :half], computed once per table and shared by every layer.
+
+    ``RotaryEmbedding`` takes tables with the batch of ``x``; a table traced with batch 1 (positions
+    made as ``arange(seq)[None]`` inside the model, as encoders do) is broadcast in PyTorch, so it is
+    expanded to that batch here.
+    """
     cache = ctx.state.setdefault("rotary_tables", {})
     key = (table, half)
     if key not in cache:
-        cache[key] = ctx.op.Slice(ctx.value(table), ctx.ints([0]), ctx.ints([half]), ctx.ints([-1]))
+        sliced = ctx.op.Slice(ctx.value(table), ctx.ints([0]), ctx.ints([half]), ctx.ints([-1]))
+        shape = table.meta["val"].shape if "val" in table.meta else ()
+        if len(shape) == 3 and isinstance(shape[0], int) and shape[0] == 1:
+            batch = ctx.op.Shape(ctx.value(x), start=0, end=1)
+            sliced = ctx.op.Expand(sliced, ctx.op.Concat(batch, ctx.ints([1, 1]), axis=0))
+        cache[key] = sliced
     return cache[key]
 
 

@@ -103,6 +103,7 @@ TINY_CONFIGS: dict[str, dict[str, Any]] = {  # fmt: skip
         "head_dim": 8,
     },
     "vit": {"intermediate_size": 128, "image_size": 32, "patch_size": 8, "vocab_size": None},
+    "eurobert": {"intermediate_size": 128, "num_key_value_heads": 2, "pad_token_id": 1},
     # three small convolutions (stride 10 in all) instead of seven 512-channel ones; per-layer
     # norms, so its feature extractor returns an attention mask and the graph takes one
     "wav2vec2": {

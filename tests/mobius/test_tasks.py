@@ -26,6 +26,8 @@ LOGITS = ["logits"]
 # (task, model type, graph inputs, graph outputs, whether mobius.json has id2label)
 CASES = [
     ("fill-mask", "bert", TEXT, LOGITS, False),
+    # rotary positions made inside an encoder (batch-1 tables, broadcast)
+    ("fill-mask", "eurobert", TEXT[:2], LOGITS, False),
     ("text-classification", "roberta", TEXT, LOGITS, True),
     ("token-classification", "bert", TEXT, LOGITS, True),
     ("question-answering", "bert", TEXT, ["start_logits", "end_logits"], False),
