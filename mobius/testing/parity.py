@@ -78,6 +78,8 @@ def contract_feeds(sess, config, batch: int = 2, seed: int = 1) -> dict[str, tor
         vocab = config.get_text_config().vocab_size
         text = encoder_inputs(vocab, list(shapes), batch=text_batch * choices, seed=seed)
         text["attention_mask"][1::2, -3:] = 0  # more rows padded, by other amounts
+        if "token_type_ids" in text and getattr(config.get_text_config(), "type_vocab_size", 2) < 2:
+            text["token_type_ids"].zero_()  # a model with one token type (gte)
         for name, value in text.items():
             if name in shapes:
                 feeds[name] = value.reshape(text_batch, choices, -1) if choices > 1 else value
