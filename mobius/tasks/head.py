@@ -47,9 +47,10 @@ def vision_config(hf: Any) -> Any:
 
 
 def image_size(hf: Any) -> tuple[int, int, int]:
-    """(channels, height, width) that the vision tower takes."""
+    """(channels, height, width) that the vision tower takes; convolutional models, whose config
+    has no size, take any: traced at 224 (their image processors' usual size)."""
     vision = vision_config(hf)
-    size = vision.image_size
+    size = getattr(vision, "image_size", None) or 224
     height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
     return getattr(vision, "num_channels", 3), height, width
 
@@ -110,7 +111,13 @@ class HeadTask(Task):
         return type(config.hf_config) in auto_mapping(self.mapping)
 
     def model_class(self, config: ArchitectureConfig) -> type:
-        return auto_mapping(self.mapping)[type(config.hf_config)]
+        """The mapping's class; where it lists several (DeiT's with and without a distillation
+        head), the one ``architectures`` names, else the first."""
+        found = auto_mapping(self.mapping)[type(config.hf_config)]
+        if not isinstance(found, (tuple, list)):
+            return found
+        named = [c for c in found if c.__name__ in config.architectures]
+        return (named or list(found))[0]
 
     def auto_class(self, config: ArchitectureConfig) -> Any:
         return FromConfig(self.model_class(config))

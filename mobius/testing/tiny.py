@@ -158,6 +158,8 @@ def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
         for n, b in model.named_buffers()
         if n in persistent and b.is_floating_point() and _constant(b)
     ]
+    # batch norms' running variances: random, but positive as every real checkpoint's are
+    variances = [b for n, b in model.named_buffers() if n.endswith("running_var")]
     with torch.no_grad():
         for tensor in [*model.parameters(), *floating_buffers]:  # e.g. DeepSeek's router bias
             noise = torch.randn(tensor.shape, generator=gen, dtype=torch.float32)
@@ -168,6 +170,8 @@ def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
                 # inverse (nGPT's ``sqk``, ``logit_scale``): vary it around its start, as training
                 # does; order-1 values would scale activations by 1/start
                 noise, scale = 1 + 0.5 * noise, start
+            if any(tensor is v for v in variances):
+                noise, scale = 0.5 + noise.abs(), 1.0  # a variance stays positive
             tensor.copy_((noise * scale).to(tensor.dtype))
     return model
 

@@ -41,7 +41,43 @@ class WeightNormConv(torch.nn.Module):
         return self.conv(x)
 
 
+class BatchNorm(torch.nn.Module):
+    """Eval-mode batch norm with random running statistics (and affine terms, unless disabled)."""
+
+    def __init__(self, affine: bool = True) -> None:
+        super().__init__()
+        self.norm = torch.nn.BatchNorm2d(4, eps=1e-3, affine=affine).eval()
+        for p in self.norm.parameters():
+            torch.nn.init.normal_(p)
+        self.norm.running_mean.normal_()
+        self.norm.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
 NORM = [
+    one("batch_norm", BatchNorm(), dyn={0: "b", 2: "h"}, x=(randn(2, 4, 3, 5), randn(3, 4, 6, 5))),
+    one(
+        "native_batch_norm_no_training",
+        lambda x: torch.ops.aten._native_batch_norm_legit_no_training(
+            x,
+            torch.full((4,), 1.5),
+            torch.full((4,), 0.25),
+            torch.arange(4.0),
+            torch.ones(4) * 2,
+            0.1,
+            1e-3,
+        )[0],
+        dyn={0: "b", 2: "h"},
+        x=(randn(2, 4, 3, 5), randn(3, 4, 6, 5)),
+    ),
+    one(
+        "batch_norm_no_affine",
+        BatchNorm(affine=False),
+        dyn={0: "b", 2: "h"},
+        x=(randn(2, 4, 3, 5), randn(3, 4, 6, 5)),
+    ),
     one(
         "weight_norm_dim2",
         WeightNormConv(2),
