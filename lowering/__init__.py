@@ -10,6 +10,7 @@ from lowering import (  # noqa: F401  (imported for their registrations)
     indexing,
     linalg,
     nn,
+    pooling,
     reduction,
     shape,
     special,

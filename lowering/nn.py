@@ -77,6 +77,51 @@ def group_norm(ctx: LoweringContext, node: torch.fx.Node):
     return out
 
 
+@lowers(aten._weight_norm)
+def weight_norm(ctx: LoweringContext, node: torch.fx.Node):
+    """``v * g / ||v||``, the L2 norm over every axis but ``dim`` (-1: over all of them), as
+    ``torch.nn.utils.parametrizations.weight_norm`` computes the weight (wav2vec2's conv positions)."""
+    v, g = node.args[0], node.args[1]
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+    rank = ctx.rank(v)
+    axes = [a for a in range(rank) if dim == -1 or a != dim % rank]
+    norm = ctx.op.ReduceL2(ctx.value(v), ctx.ints(axes), keepdims=1)
+    return ctx.op.Mul(ctx.value(v), ctx.op.Div(ctx.value(g), norm))
+
+
+def _batch_norm(ctx: LoweringContext, x, weight, bias, mean, var, eps: float):
+    """``BatchNormalization`` on running statistics; missing affine terms are ones and zeros."""
+    dtype = ctx.torch_dtype(x)
+    channels = [int(ctx.val(mean).shape[0])]
+    zeros = ir.tensor(np.zeros(channels, dtype=onnx_dtype(dtype).numpy()))
+    scale = ctx.value(weight) if weight is not None else _ones(ctx, channels, dtype)
+    shift = ctx.value(bias) if bias is not None else ctx.op.Constant(value=zeros)
+    return ctx.op.BatchNormalization(
+        ctx.value(x), scale, shift, ctx.value(mean), ctx.value(var), epsilon=float(eps)
+    )
+
+
+@lowers(aten.batch_norm)
+def batch_norm(ctx: LoweringContext, node: torch.fx.Node):
+    """Eval-mode batch norm (``training`` False: the running statistics)."""
+    x, weight, bias, mean, var, training, _momentum, eps = node.args[:8]
+    if training or mean is None:
+        raise NotImplementedError("batch norm on the batch's own statistics (training mode)")
+    return _batch_norm(ctx, x, weight, bias, mean, var, eps)
+
+
+@lowers(aten._native_batch_norm_legit_no_training)
+def batch_norm_inference(ctx: LoweringContext, node: torch.fx.Node):
+    """What export records for eval-mode batch norm; the saved mean and inverse std that
+    training would return are empty, as PyTorch returns them here."""
+    x, weight, bias, mean, var = node.args[:5]
+    eps = node.args[6] if len(node.args) > 6 else node.kwargs.get("eps", 1e-5)
+    out = _batch_norm(ctx, x, weight, bias, mean, var, eps)
+    dtype = onnx_dtype(ctx.torch_dtype(x)).numpy()
+    empty = ctx.op.Constant(value=ir.tensor(np.zeros([0], dtype=dtype)))
+    return out, empty, empty
+
+
 @lowers(aten.embedding)
 def embedding(ctx: LoweringContext, node: torch.fx.Node):
     weight, indices = node.args[0], node.args[1]

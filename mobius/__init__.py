@@ -28,7 +28,7 @@ def build(
     Args:
         src: directory holding ``config.json`` and ``*.safetensors``, or a HuggingFace hub id.
         dtype: ``"f32"``, ``"f16"`` or ``"bf16"``; weights are cast while they are written.
-        task: the I/O contract (``"causal-lm"``, ``"feature-extraction"``); detected when None.
+        task: the I/O contract (``"text-generation"``, ``"fill-mask"``, ...: ``mobius.tasks.TASKS``); detected when None.
         weights: False builds the graph only; parameters then become named graph inputs.
         trust_remote_code: allow checkpoints whose config points at their own Python code.
 

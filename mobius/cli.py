@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--task",
         default=None,
-        help="I/O contract: causal-lm or feature-extraction (default: detect)",
+        help="I/O contract, a Hugging Face pipeline name (default: from the config's architectures)",
     )
     b.add_argument(
         "--no-weights", action="store_true", help="graph only; weights become named graph inputs"

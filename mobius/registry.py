@@ -1,52 +1,96 @@
-"""Maps a HF model_type to its default task (and, later, to hand-written declarative models)."""
+"""Picks the task for a config: the one ``--task`` names, or the head ``architectures`` names."""
 
 from __future__ import annotations
 
 from mobius.config import ArchitectureConfig
 from mobius.errors import ConfigError
-from mobius.tasks import TASKS, Task
-from mobius.tasks.nested import nested_model_class
+from mobius.tasks import ALIASES, TASKS, Task
+from mobius.tasks.head import AUDIO, VISION, HeadTask, class_names
 
 _DECODER_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
 
 
-def detect_task(config: ArchitectureConfig) -> Task:
-    """Causal LM for decoder models, feature extraction for encoders."""
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING,
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_MASKED_LM_MAPPING,
-        MODEL_MAPPING,
+def supported_tasks(config: ArchitectureConfig) -> list[str]:
+    """The tasks transformers' auto mappings have a model class for, for this config's class."""
+    return [name for name, task in TASKS.items() if task.supports(config)]
+
+
+def task_from_architectures(config: ArchitectureConfig) -> Task | None:
+    """The task whose auto mapping lists a class of the config's ``architectures`` (the head the
+    checkpoint was saved with: ``BertForMaskedLM`` is fill-mask), or None."""
+    # a bare model class in a head's mapping too (CLIPModel) is that head: try feature extraction last
+    ordered = sorted(TASKS.values(), key=lambda t: t.name == "feature-extraction")
+    for arch in config.architectures:
+        for task in ordered:
+            if arch in class_names(task.mapping, config.model_type) and task.supports(config):
+                return task
+    return None
+
+
+def saved_head(config: ArchitectureConfig, task: Task) -> str | None:
+    """Which other head the checkpoint was saved with, when ``architectures`` names one: why its
+    weights may not fit ``task`` (a ``BertModel`` checkpoint has no fill-mask head)."""
+    named = task_from_architectures(config)
+    if named is None or named is task:
+        return None
+    return (
+        f"the checkpoint was saved as {', '.join(config.architectures)} ({named.name}), "
+        f"not for {task.name}"
     )
 
-    def supports(mapping) -> bool:  # the lazy mappings also know classes registered at runtime
-        return type(config.hf_config) in mapping
+
+def detect_task(config: ArchitectureConfig) -> Task:
+    """The head named by ``architectures``; else text generation for decoder models and feature
+    extraction for encoders."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 
     model_type = config.model_type
-    if config.is_encoder_decoder:
-        raise ConfigError(
-            f"'{model_type}' is an encoder-decoder model; mobius does not convert those yet"
-        )
-    if supports(MODEL_FOR_CAUSAL_LM_MAPPING):
+    _refuse_encoder_decoder(config)
+    named = task_from_architectures(config)
+    if named is not None:
+        return named
+    generation, features = TASKS["text-generation"], TASKS["feature-extraction"]
+    if generation.supports(config):
         named_decoder = any(a.endswith(_DECODER_ARCH_SUFFIXES) for a in config.architectures)
         is_decoder = bool(getattr(config.hf_config, "is_decoder", False))
-        if not supports(MODEL_FOR_MASKED_LM_MAPPING) or named_decoder or is_decoder:
-            return TASKS["causal-lm"]
-    if supports(MODEL_MAPPING):
-        return TASKS["feature-extraction"]
-    # a text sub-config saved by a *ForCausalLM that AutoModelForCausalLM builds from its parent
-    if nested_model_class(
-        config.hf_config, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_CAUSAL_LM_MAPPING
-    ):
-        return TASKS["causal-lm"]
+        masked = type(config.hf_config) in MODEL_FOR_MASKED_LM_MAPPING
+        if not masked or named_decoder or is_decoder or not features.supports(config):
+            return generation
+    if features.supports(config):
+        return features
     raise ConfigError(
         f"no task known for model_type '{model_type}'; pass --task ({', '.join(TASKS)})"
     )
 
 
+def _refuse_encoder_decoder(config: ArchitectureConfig) -> None:
+    if config.is_encoder_decoder:
+        raise ConfigError(
+            f"'{config.model_type}' is an encoder-decoder model; mobius does not convert those yet"
+        )
+
+
 def get_task(name: str | None, config: ArchitectureConfig) -> Task:
+    """The task ``name`` (or an alias of one), checked against the model; detected when None."""
     if name is None:
         return detect_task(config)
-    if name not in TASKS:
-        raise ConfigError(f"unknown task '{name}'; choose one of: {', '.join(TASKS)}")
-    return TASKS[name]
+    canonical = ALIASES.get(name, name)
+    if canonical not in TASKS:
+        choices = ", ".join([*TASKS, *ALIASES])
+        raise ConfigError(f"unknown task '{name}'; choose one of: {choices}")
+    task = TASKS[canonical]
+    if isinstance(task, HeadTask):  # a head on an encoder-decoder needs the decoder's inputs too
+        _refuse_encoder_decoder(config)
+    if not task.supports(config):
+        has = ", ".join(supported_tasks(config)) or "none"
+        raise ConfigError(
+            f"'{config.model_type}' has no {canonical} head in transformers; its tasks: {has}"
+        )
+    if name == "image-feature-extraction" and isinstance(task, HeadTask):
+        if task.modality(config) != VISION:
+            kind = "audio" if task.modality(config) == AUDIO else "text"
+            raise ConfigError(
+                f"image-feature-extraction needs a vision model; '{config.model_type}' is a "
+                f"{kind} model: use --task feature-extraction"
+            )
+    return task

@@ -8,14 +8,16 @@ import os
 import shlex
 import time
 
+import onnx_ir as ir
 import torch
 
-from mobius.errors import ConfigError, UnsupportedError
-from mobius.package import ModelPackage
+from mobius.errors import ConfigError, UnsupportedError, WeightsError
+from mobius.package import MODEL_FILE, ModelPackage
+from mobius.registry import saved_head
 from mobius.report import ExplainReport
 from mobius.synth.analysis import analyze
 from mobius.synth.emit import emit
-from mobius.synth.prepare import prepare
+from mobius.synth.prepare import Prepared, prepare
 from mobius.synth.token_loop import loop_over_tokens
 from mobius.weights import Checkpoint, WeightBinder
 
@@ -72,7 +74,12 @@ def build(
         if not str(exc).startswith("no lowering for"):
             raise
         raise UnsupportedError(f"{exc}; full report: {_explain_command(src, task)}") from exc
-    unused = binder.unused_keys()
+    except WeightsError as exc:
+        saved = saved_head(arch, the_task)
+        raise (WeightsError(f"{exc}; {saved}") if saved else exc) from exc
+    # old checkpoints also saved buffers that are no longer persistent (BERT's position_ids):
+    # transformers recomputes them, and so does the graph
+    unused = [k for k in binder.unused_keys() if k not in traced.buffer_values]
     if unused:
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
         log.warning("the checkpoint has %d tensors the model does not use: %s", len(unused), shown)
@@ -87,8 +94,8 @@ def build(
                 "task": the_task.name,
                 "dtype": dtype,
                 "kv_cache": use_cache,
-                "inputs": [v.name for v in model.graph.inputs],
-                "outputs": [v.name for v in model.graph.outputs],
+                "graphs": {MODEL_FILE: graph_names(model)},
+                **labels(prepared),
             },
             indent=2,
         ),
@@ -96,6 +103,25 @@ def build(
     }
     extra = [source.config_path, *source.extra_files()]
     return ModelPackage(model=model, extra_files=extra, texts=texts)
+
+
+def graph_names(model: ir.Model) -> dict[str, list[str]]:
+    """A graph's entry in mobius.json's ``graphs``: its input and output names, in order."""
+    return {
+        "inputs": [v.name for v in model.graph.inputs],
+        "outputs": [v.name for v in model.graph.outputs],
+    }
+
+
+def labels(prepared: Prepared) -> dict[str, dict[str, str]]:
+    """``{"id2label": ...}`` where config.json has one, or where the task's outputs are scores
+    over labels (then the config's, which the logits' width follows); else nothing."""
+    raw = prepared.source.config.get("id2label")
+    if raw is None and prepared.task.classifies:
+        raw = prepared.arch.hf_config.id2label
+    if not isinstance(raw, dict):
+        return {}
+    return {"id2label": {str(k): str(v) for k, v in raw.items()}}
 
 
 def _explain_command(src: str | os.PathLike, task: str | None) -> str:

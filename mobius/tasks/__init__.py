@@ -1,9 +1,41 @@
-"""Tasks: one file per I/O contract."""
+"""Tasks: the I/O contracts of CONTRACTS.md, by their Hugging Face pipeline names.
+
+The order of ``TASKS`` is the order in which detection tries them when the config's
+``architectures`` name no class (decoders first, then the bare encoder).
+"""
 
 from mobius.tasks.base import Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask
-from mobius.tasks.feature_extraction import FeatureExtractionTask
+from mobius.tasks.head import HeadTask
 
-TASKS: dict[str, Task] = {t.name: t for t in (CausalLMTask(), FeatureExtractionTask())}
+LOGITS = ("logits",)
 
-__all__ = ["TASKS", "CausalLMTask", "FeatureExtractionTask", "Task", "TensorSpec"]
+TASKS: dict[str, Task] = {
+    t.name: t
+    for t in (
+        CausalLMTask(),
+        HeadTask("feature-extraction", "MODEL", ("last_hidden_state",)),
+        HeadTask("fill-mask", "MODEL_FOR_MASKED_LM", LOGITS),
+        HeadTask("text-classification", "MODEL_FOR_SEQUENCE_CLASSIFICATION", LOGITS, classifies=True),
+        HeadTask("token-classification", "MODEL_FOR_TOKEN_CLASSIFICATION", LOGITS, classifies=True),
+        HeadTask("question-answering", "MODEL_FOR_QUESTION_ANSWERING", ("start_logits", "end_logits")),
+        HeadTask("multiple-choice", "MODEL_FOR_MULTIPLE_CHOICE", LOGITS, multiple_choice=True),
+        HeadTask("image-classification", "MODEL_FOR_IMAGE_CLASSIFICATION", LOGITS, classifies=True),
+        HeadTask(
+            "zero-shot-image-classification",
+            "MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION",
+            ("logits_per_image", "logits_per_text", "text_embeds", "image_embeds"),
+            dual=True,
+        ),
+        HeadTask("automatic-speech-recognition", "MODEL_FOR_CTC", LOGITS),
+        HeadTask("audio-classification", "MODEL_FOR_AUDIO_CLASSIFICATION", LOGITS, classifies=True),
+    )
+}  # fmt: skip
+
+# other names ``--task`` takes: the name it stands for
+ALIASES: dict[str, str] = {
+    "causal-lm": "text-generation",
+    "image-feature-extraction": "feature-extraction",  # on a vision model
+}
+
+__all__ = ["ALIASES", "TASKS", "CausalLMTask", "HeadTask", "Task", "TensorSpec"]

@@ -31,6 +31,12 @@ class Task:
     # transformers attention implementations to try, in order ("mobius" captures attention)
     attention_implementations: tuple[str, ...] = ("sdpa", "eager")
     supports_cache: bool = False
+    mapping: str = ""  # transformers' MODEL_FOR_..._MAPPING (without the suffix) giving the class
+    classifies: bool = False  # the outputs are scores over the config's id2label
+
+    def supports(self, config: ArchitectureConfig) -> bool:
+        """Whether transformers has a model class for ``config`` that this task can build."""
+        raise NotImplementedError
 
     def auto_class(self, config: ArchitectureConfig) -> Any:
         raise NotImplementedError

@@ -15,9 +15,21 @@ from mobius.tasks.positions import model_positions
 class CausalLMTask(Task):
     """Decoder-only language models, with a KV cache when every attention layer is captured."""
 
-    name = "causal-lm"
+    name = "text-generation"
+    mapping = "MODEL_FOR_CAUSAL_LM"
     attention_implementations = ("mobius", "sdpa", "eager")
     supports_cache = True
+
+    def supports(self, config: ArchitectureConfig) -> bool:
+        from transformers.models.auto.modeling_auto import (
+            MODEL_FOR_CAUSAL_LM_MAPPING,
+            MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        )
+
+        hf = config.hf_config
+        return type(hf) in MODEL_FOR_CAUSAL_LM_MAPPING or bool(
+            nested_model_class(hf, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_CAUSAL_LM_MAPPING)
+        )
 
     def auto_class(self, config: ArchitectureConfig) -> Any:
         from transformers import AutoModelForCausalLM

@@ -127,37 +127,82 @@ def max_abs_diff(model: torch.nn.Module, directory: Path, config, length: int = 
     """Largest |onnxruntime - torch| over the positions that carry real tokens (or all, for vision)."""
     sess = session(directory)
     names = [i.name for i in sess.get_inputs()]
-    if "pixel_values" in names:
-        gen = torch.Generator().manual_seed(1)
-        feeds = {
-            "pixel_values": torch.randn(
-                2, config.num_channels, config.image_size, config.image_size, generator=gen
-            )
-        }
-        keep = None
-    elif "position_ids" in names:
-        feeds = text_decoder_inputs(config, length=length)
-        keep = feeds["attention_mask"].bool().numpy()
-    else:
-        pad_token_id = getattr(config, "pad_token_id", None)
-        feeds = encoder_inputs(
-            config.vocab_size,
-            names,
-            pad_token_id=pad_token_id if isinstance(pad_token_id, int) else None,
-        )
-        keep = feeds["attention_mask"].bool().numpy()
+    if "position_ids" not in names:
+        return max(contract_diffs(model, directory, config).values())
+    feeds = text_decoder_inputs(config, length=length)
+    keep = feeds["attention_mask"].bool().numpy()
     with torch.no_grad():
-        out = model(**(hf_reference_feeds(model, feeds) if "position_ids" in names else feeds))
-    expected = (
-        out.logits if hasattr(out, "logits") and "position_ids" in names else out.last_hidden_state
-    ).numpy()
+        out = model(**hf_reference_feeds(model, feeds))
+    expected = (out.logits if hasattr(out, "logits") else out.last_hidden_state).numpy()
     feeds_np = {k: v.numpy() for k, v in feeds.items()}
-    if "position_ids" in names:
-        feeds_np.update(OnnxCausalLM(directory).empty_cache(len(feeds["input_ids"])))
+    feeds_np.update(OnnxCausalLM(directory).empty_cache(len(feeds["input_ids"])))
     actual = sess.run(None, feeds_np)[0]
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    diff = np.abs(actual - expected)
-    return float(diff[keep].max() if keep is not None else diff.max())
+    return float(np.abs(actual - expected)[keep].max())
+
+
+def contract_feeds(sess, config, batch: int = 2, seed: int = 1) -> dict[str, torch.Tensor]:
+    """Inputs for every graph input of a single-call task (CONTRACTS.md), by name: token ids
+    right-padded in some rows (with a choices axis where the graph has one), random pixels at the
+    config's image size, or raw samples with the first row padded (zeros, as a feature extractor
+    pads). A dual encoder gets one text more than images."""
+    from mobius.tasks.head import image_size
+
+    gen = torch.Generator().manual_seed(seed)
+    shapes = {i.name: i.shape for i in sess.get_inputs()}
+    feeds: dict[str, torch.Tensor] = {}
+    if "input_ids" in shapes:
+        text_batch = batch + 1 if "pixel_values" in shapes else batch
+        choices = 3 if len(shapes["input_ids"]) == 3 else 1
+        vocab = config.get_text_config().vocab_size
+        pad = getattr(config.get_text_config(), "pad_token_id", None)
+        pad = pad if isinstance(pad, int) and 0 <= pad < vocab else None
+        text = encoder_inputs(
+            vocab, list(shapes), batch=text_batch * choices, seed=seed, pad_token_id=pad
+        )
+        text["attention_mask"][1::2, -3:] = 0  # more rows padded, by other amounts
+        if pad is not None:  # padded positions hold the pad token (RoBERTa numbers the others)
+            text["input_ids"][text["attention_mask"] == 0] = pad
+        if "token_type_ids" in text and getattr(config.get_text_config(), "type_vocab_size", 2) < 2:
+            text["token_type_ids"].zero_()  # a model with one token type (gte)
+        for name, value in text.items():
+            if name in shapes:
+                feeds[name] = value.reshape(text_batch, choices, -1) if choices > 1 else value
+    if "pixel_values" in shapes:
+        feeds["pixel_values"] = torch.randn(batch, *image_size(config), generator=gen)
+    if "input_values" in shapes:
+        samples, pad = 2000, 400
+        values = torch.randn(batch, samples, generator=gen)
+        mask = torch.ones(batch, samples, dtype=torch.long)
+        mask[0, -pad:] = 0
+        feeds["input_values"] = values * mask
+        if "attention_mask" in shapes:
+            feeds["attention_mask"] = mask
+    return feeds
+
+
+def contract_diffs(model: torch.nn.Module, directory: Path, config) -> dict[str, float]:
+    """Max |onnxruntime - torch| per contract output of a single-call task (batch 2, padded).
+
+    Outputs with one row per token (``last_hidden_state``, token logits) are compared on the
+    real tokens only; the rest (pooled logits, audio frames, embeddings) everywhere.
+    """
+    sess = session(directory)
+    feeds = contract_feeds(sess, config)
+    with torch.no_grad():
+        out = model(**feeds, return_dict=True)
+    names = [o.name for o in sess.get_outputs()]
+    actual = dict(zip(names, sess.run(None, {k: v.numpy() for k, v in feeds.items()}), strict=True))
+    mask = feeds.get("attention_mask") if "input_ids" in feeds else None
+    diffs = {}
+    for name in names:
+        expected = out[name].float().numpy()
+        assert actual[name].shape == expected.shape, (name, actual[name].shape, expected.shape)
+        diff = np.abs(actual[name] - expected)
+        if mask is not None and diff.shape[: mask.dim()] == tuple(mask.shape):
+            diff = diff[mask.bool().numpy()]
+        diffs[name] = float(diff.max())
+    return diffs
 
 
 # ONNX Runtime's input type names, for states that are not float32 (Qwen4-Exp keeps its indexer's

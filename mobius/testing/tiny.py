@@ -103,6 +103,32 @@ TINY_CONFIGS: dict[str, dict[str, Any]] = {  # fmt: skip
         "head_dim": 8,
     },
     "vit": {"intermediate_size": 128, "image_size": 32, "patch_size": 8, "vocab_size": None},
+    "eurobert": {"intermediate_size": 128, "num_key_value_heads": 2, "pad_token_id": 1},
+    # three small convolutions (stride 10 in all) instead of seven 512-channel ones; per-layer
+    # norms, so its feature extractor returns an attention mask and the graph takes one
+    "wav2vec2": {
+        "intermediate_size": 128,
+        "conv_dim": (32, 32, 32),
+        "conv_stride": (5, 2, 1),
+        "conv_kernel": (10, 3, 3),
+        "num_conv_pos_embeddings": 16,
+        "num_conv_pos_embedding_groups": 4,
+        "feat_extract_norm": "layer",
+        "do_stable_layer_norm": True,
+        "classifier_proj_size": 32,
+    },
+    # a dual encoder: the sizes live in its towers' configs
+    "clip": {
+        "projection_dim": 32,
+        "text_config": {
+            **COMMON,
+            "intermediate_size": 128,
+            "max_position_embeddings": 32,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+        },
+        "vision_config": {**COMMON, "intermediate_size": 128, "image_size": 32, "patch_size": 8},
+    },
 }
 
 
@@ -132,6 +158,8 @@ def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
         for n, b in model.named_buffers()
         if n in persistent and b.is_floating_point() and _constant(b)
     ]
+    # batch norms' running variances: random, but positive as every real checkpoint's are
+    variances = [b for n, b in model.named_buffers() if n.endswith("running_var")]
     with torch.no_grad():
         for tensor in [*model.parameters(), *floating_buffers]:  # e.g. DeepSeek's router bias
             noise = torch.randn(tensor.shape, generator=gen, dtype=torch.float32)
@@ -142,6 +170,8 @@ def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
                 # inverse (nGPT's ``sqk``, ``logit_scale``): vary it around its start, as training
                 # does; order-1 values would scale activations by 1/start
                 noise, scale = 1 + 0.5 * noise, start
+            if any(tensor is v for v in variances):
+                noise, scale = 0.5 + noise.abs(), 1.0  # a variance stays positive
             tensor.copy_((noise * scale).to(tensor.dtype))
     return model
 
@@ -151,19 +181,28 @@ def _constant(tensor: torch.Tensor) -> bool:
 
 
 def make_checkpoint(
-    model_type: str, directory: Path, *, auto: Any = None, seed: int = 0, **overrides: Any
+    model_type: str,
+    directory: Path,
+    *,
+    auto: Any = None,
+    task: str | None = None,
+    seed: int = 0,
+    **overrides: Any,
 ):
-    """Build a tiny random-weight model, save it with save_pretrained, and return (model, config)."""
-    from transformers import AutoModel, AutoModelForCausalLM
+    """Build a tiny random-weight model, save it with save_pretrained, and return (model, config).
+
+    The model class is ``auto``'s, else ``task``'s (a name in ``mobius.tasks.TASKS``), else the
+    task detected for the config.
+    """
+    from mobius.config import from_hf
+    from mobius.registry import detect_task
+    from mobius.tasks import TASKS
 
     config = tiny_config(model_type, **overrides)
     if auto is None:
-        from mobius.config import from_hf
-        from mobius.registry import detect_task
-
-        auto = (
-            AutoModelForCausalLM if detect_task(from_hf(config)).name == "causal-lm" else AutoModel
-        )
+        arch = from_hf(config)
+        the_task = TASKS[task] if task is not None else detect_task(arch)
+        auto = the_task.auto_class(arch)
     torch.manual_seed(seed)
     model = auto.from_config(config, attn_implementation="eager").eval()
     randomize(model, seed)

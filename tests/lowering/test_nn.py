@@ -27,7 +27,75 @@ class Norm(torch.nn.Module):
         return self.norm(x)
 
 
+class WeightNormConv(torch.nn.Module):
+    """A convolution whose weight is ``g * v / ||v||`` (torch's weight_norm parametrization)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        conv = torch.nn.Conv1d(4, 4, 3, padding=1)
+        self.conv = torch.nn.utils.parametrizations.weight_norm(conv, dim=dim)
+        for p in self.parameters():
+            torch.nn.init.normal_(p)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+class BatchNorm(torch.nn.Module):
+    """Eval-mode batch norm with random running statistics (and affine terms, unless disabled)."""
+
+    def __init__(self, affine: bool = True) -> None:
+        super().__init__()
+        self.norm = torch.nn.BatchNorm2d(4, eps=1e-3, affine=affine).eval()
+        for p in self.norm.parameters():
+            torch.nn.init.normal_(p)
+        self.norm.running_mean.normal_()
+        self.norm.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
 NORM = [
+    one("batch_norm", BatchNorm(), dyn={0: "b", 2: "h"}, x=(randn(2, 4, 3, 5), randn(3, 4, 6, 5))),
+    one(
+        "native_batch_norm_no_training",
+        lambda x: torch.ops.aten._native_batch_norm_legit_no_training(
+            x,
+            torch.full((4,), 1.5),
+            torch.full((4,), 0.25),
+            torch.arange(4.0),
+            torch.ones(4) * 2,
+            0.1,
+            1e-3,
+        )[0],
+        dyn={0: "b", 2: "h"},
+        x=(randn(2, 4, 3, 5), randn(3, 4, 6, 5)),
+    ),
+    one(
+        "batch_norm_no_affine",
+        BatchNorm(affine=False),
+        dyn={0: "b", 2: "h"},
+        x=(randn(2, 4, 3, 5), randn(3, 4, 6, 5)),
+    ),
+    one(
+        "weight_norm_dim2",
+        WeightNormConv(2),
+        dyn={0: "b", 2: "t"},
+        x=(randn(2, 4, 5), randn(3, 4, 7)),
+    ),
+    one(
+        "weight_norm_dim0",
+        WeightNormConv(0),
+        dyn={0: "b", 2: "t"},
+        x=(randn(2, 4, 5), randn(3, 4, 7)),
+    ),
+    one(
+        "weight_norm_all",
+        WeightNormConv(None),
+        dyn={0: "b", 2: "t"},
+        x=(randn(2, 4, 5), randn(3, 4, 7)),
+    ),
     one("layer_norm", Norm(torch.nn.LayerNorm(4))),
     one("layer_norm_no_affine", lambda x: F.layer_norm(x, (4,), eps=1e-3)),
     one("layer_norm_no_bias", Norm(torch.nn.LayerNorm(4, bias=False))),

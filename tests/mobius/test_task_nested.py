@@ -14,7 +14,7 @@ def test_nested_text_config_is_causal_lm_and_builds(model_type):
     text = tiny_config_for(model_type).get_text_config()
     arch = from_hf(text)
     task = detect_task(arch)
-    assert task.name == "causal-lm"
+    assert task.name == "text-generation"
     model = task.auto_class(arch).from_config(text, attn_implementation="eager")
     assert type(model).__name__.endswith("ForCausalLM")
 

@@ -1,0 +1,109 @@
+"""Probe the head tasks across model types: tiny random model, build, parity by contract names.
+
+    python benchmarks/task_coverage.py fill-mask image-classification [--types bert,vit] [--json F]
+
+For each task, every model type in the task's auto mapping (or ``--types``): a tiny config
+(``mobius.testing.configs.tiny_config_for``), the head's model with every parameter randomised,
+``mobius.build``, then ``contract_diffs`` (batch 2, padded) at atol 1e-4. One line per pair:
+``pass``, ``mismatch`` (with the diff), ``hf`` (transformers cannot build or run the tiny model:
+not a mobius failure) or ``fail`` (the first line of mobius' error). A pair gets ``--timeout``
+seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ATOL = 1e-4
+
+
+class Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Timeout
+
+
+def probe(task_name: str, model_type: str, root: Path) -> dict:
+    import torch
+
+    import mobius
+    from mobius.config import from_hf
+    from mobius.tasks import TASKS
+    from mobius.testing.configs import tiny_config_for
+    from mobius.testing.parity import contract_diffs
+    from mobius.testing.tiny import randomize
+
+    task = TASKS[task_name]
+    try:
+        config = tiny_config_for(model_type)
+        torch.manual_seed(0)
+        model = task.auto_class(from_hf(config)).from_config(config, attn_implementation="eager")
+        randomize(model.eval())
+        directory = root / f"{task_name}-{model_type}"
+        model.save_pretrained(directory)
+    except Exception as exc:  # noqa: BLE001 - recorded, per pair
+        return {"status": "hf", "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+    try:
+        out = mobius.build(directory, task=task_name).save(root / f"{directory.name}-onnx")
+    except Exception as exc:  # noqa: BLE001
+        return {
+            "status": "fail",
+            "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}",
+        }
+    try:
+        diffs = contract_diffs(model, out, config)
+    except Exception as exc:  # noqa: BLE001 - HF's own forward on the parity inputs, or onnxruntime
+        return {"status": "fail", "reason": f"parity run: {type(exc).__name__}: {str(exc)[:200]}"}
+    worst = max(diffs.values())
+    return {"status": "pass" if worst <= ATOL else "mismatch", "max_diff": worst}
+
+
+def main(argv: list[str]) -> int:
+    import logging
+    import warnings
+
+    from transformers.models.auto import modeling_auto
+
+    from mobius.tasks import TASKS
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("tasks", nargs="+", choices=list(TASKS))
+    parser.add_argument("--types", help="comma-separated model types (default: the whole mapping)")
+    parser.add_argument("--timeout", type=int, default=180)
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    signal.signal(signal.SIGALRM, _alarm)
+    results: dict[str, dict[str, dict]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.tasks:
+            names = getattr(modeling_auto, f"{TASKS[name].mapping}_MAPPING_NAMES")
+            types = args.types.split(",") if args.types else sorted(names)
+            for model_type in types:
+                started = time.perf_counter()
+                signal.alarm(args.timeout)
+                try:
+                    result = probe(name, model_type, Path(tmp))
+                except Timeout:
+                    result = {"status": "fail", "reason": f"over {args.timeout} s"}
+                finally:
+                    signal.alarm(0)
+                result["seconds"] = round(time.perf_counter() - started, 1)
+                results.setdefault(name, {})[model_type] = result
+                print(name, model_type, json.dumps(result), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

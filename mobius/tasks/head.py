@@ -1,0 +1,159 @@
+"""Every single-graph task that is "the HF model with one head, called once" (CONTRACTS.md).
+
+One class, parameterised by the task's name, the transformers auto mapping that gives the head's
+model class for a config, and the contract's output names. The inputs follow from the model's
+modality, which its class states as ``main_input_name``: token ids (text), ``pixel_values``
+(vision) or ``input_values`` (raw audio).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+from mobius.config import ArchitectureConfig
+from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
+from mobius.tasks.nested import FromConfig
+
+CHOICES = "num_choices"
+SAMPLES = "num_samples"
+TEXT_BATCH = "text_batch_size"
+IMAGE_BATCH = "image_batch_size"
+
+# the modalities a model class can take first, by its ``main_input_name``
+TEXT, VISION, AUDIO = "input_ids", "pixel_values", "input_values"
+
+
+def auto_mapping(mapping: str) -> Any:
+    """transformers' lazy config class -> model class mapping ``MODEL_FOR_..._MAPPING``."""
+    from transformers.models.auto import modeling_auto
+
+    return getattr(modeling_auto, f"{mapping}_MAPPING")
+
+
+def class_names(mapping: str, model_type: str) -> tuple[str, ...]:
+    """The model class names ``mapping`` lists for ``model_type`` (none if it has no entry)."""
+    from transformers.models.auto import modeling_auto
+
+    names = getattr(modeling_auto, f"{mapping}_MAPPING_NAMES").get(model_type, ())
+    return (names,) if isinstance(names, str) else tuple(names)
+
+
+def vision_config(hf: Any) -> Any:
+    """The config that holds the image size: the vision tower's in a dual encoder."""
+    return getattr(hf, "vision_config", None) or hf
+
+
+def image_size(hf: Any) -> tuple[int, int, int]:
+    """(channels, height, width) that the vision tower takes; convolutional models, whose config
+    has no size, take any: traced at 224 (their image processors' usual size)."""
+    vision = vision_config(hf)
+    size = getattr(vision, "image_size", None) or 224
+    height, width = (size, size) if isinstance(size, int) else tuple(size)[:2]
+    return getattr(vision, "num_channels", 3), height, width
+
+
+def text_inputs(
+    config: ArchitectureConfig, model: torch.nn.Module, dims: tuple[str, ...]
+) -> list[TensorSpec]:
+    """``input_ids``, ``attention_mask`` and ``token_type_ids``, each where ``model`` takes it."""
+    params = inspect.signature(model.forward).parameters
+    text = config.hf_config.get_text_config()
+    specs = [TensorSpec("input_ids", torch.int64, dims)]
+    if "attention_mask" in params:
+        specs.append(TensorSpec("attention_mask", torch.int64, dims))
+    if "token_type_ids" in params and getattr(text, "type_vocab_size", 0):
+        specs.append(TensorSpec("token_type_ids", torch.int64, dims))
+    return specs
+
+
+def pixel_inputs(config: ArchitectureConfig, batch: str = BATCH) -> list[TensorSpec]:
+    return [TensorSpec("pixel_values", None, (batch, *image_size(config.hf_config)))]
+
+
+def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    """Raw samples, with a mask where the model's feature extractor returns one: wav2vec2-style
+    extractors do exactly when the model normalises its conv features per layer."""
+    specs = [TensorSpec("input_values", None, (BATCH, SAMPLES))]
+    if getattr(config.hf_config, "feat_extract_norm", None) == "layer":
+        specs.append(TensorSpec("attention_mask", torch.int64, (BATCH, SAMPLES)))
+    return specs
+
+
+class HeadTask(Task):
+    """The model class ``mapping`` gives the config, called once on the contract's inputs.
+
+    ``multiple_choice`` adds the choices axis to the text inputs; ``dual`` takes text and images
+    with batches of their own (CLIP-style dual encoders); ``classifies`` says the outputs are
+    scores over the config's ``id2label``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        mapping: str,
+        outputs: tuple[str, ...],
+        *,
+        classifies: bool = False,
+        multiple_choice: bool = False,
+        dual: bool = False,
+    ) -> None:
+        self.name = name
+        self.mapping = mapping
+        self.output_names = outputs
+        self.classifies = classifies
+        self.multiple_choice = multiple_choice
+        self.dual = dual
+
+    def supports(self, config: ArchitectureConfig) -> bool:
+        return type(config.hf_config) in auto_mapping(self.mapping)
+
+    def model_class(self, config: ArchitectureConfig) -> type:
+        """The mapping's class; where it lists several (DeiT's with and without a distillation
+        head), the one ``architectures`` names, else the first."""
+        found = auto_mapping(self.mapping)[type(config.hf_config)]
+        if not isinstance(found, (tuple, list)):
+            return found
+        named = [c for c in found if c.__name__ in config.architectures]
+        return (named or list(found))[0]
+
+    def auto_class(self, config: ArchitectureConfig) -> Any:
+        return FromConfig(self.model_class(config))
+
+    def modality(self, config: ArchitectureConfig) -> str:
+        return getattr(self.model_class(config), "main_input_name", TEXT)
+
+    def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        if self.dual:
+            text = [
+                TensorSpec(s.name, s.dtype, (TEXT_BATCH, SEQUENCE))
+                for s in text_inputs(config, model, (BATCH, SEQUENCE))
+            ]
+            return text + pixel_inputs(config, IMAGE_BATCH)
+        main = getattr(model, "main_input_name", TEXT)
+        if main == VISION:
+            return pixel_inputs(config)
+        if main == AUDIO:
+            return audio_inputs(config)
+        dims = (BATCH, CHOICES, SEQUENCE) if self.multiple_choice else (BATCH, SEQUENCE)
+        return text_inputs(config, model, dims)
+
+    def outputs(self, config: ArchitectureConfig) -> list[str]:
+        return list(self.output_names)
+
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
+        out = model(**inputs, return_dict=True)
+        return tuple(out[name] for name in self.output_names)
+
+    def example_value(
+        self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
+    ) -> torch.Tensor:
+        # distinct sizes so the trace unifies no two axes; audio needs enough samples for every
+        # convolution of the feature encoder (wav2vec2's strides multiply to 320)
+        sizes = {CHOICES: 3, TEXT_BATCH: 3, IMAGE_BATCH: 2, SAMPLES: 4003}
+        shape = [sizes.get(d, d) for d in spec.dims]
+        return super().example_value(TensorSpec(spec.name, spec.dtype, tuple(shape)), config, dtype)

@@ -1,0 +1,33 @@
+import pytest
+import torch
+import torch.nn.functional as F
+from cases import case, randn, run
+
+torch.manual_seed(0)
+IMAGES = (randn(2, 3, 8, 10), randn(3, 3, 12, 6))
+DYN = [{0: "b", 2: "h", 3: "w"}]
+
+
+def images(name, fn):
+    return case(name, fn, [IMAGES[0]], DYN, [IMAGES[1]])
+
+
+CASES = [
+    images("max_pool2d", lambda x: F.max_pool2d(x, 3, stride=2, padding=1)),
+    images("max_pool2d_default_stride", lambda x: F.max_pool2d(x, 2)),
+    images(
+        "max_pool2d_with_indices_values",
+        lambda x: torch.ops.aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1])[0],
+    ),
+    images("avg_pool2d", lambda x: F.avg_pool2d(x, 3, stride=2, padding=1)),
+    images(
+        "avg_pool2d_exclude_pad",
+        lambda x: F.avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False),
+    ),
+    images("adaptive_avg_pool2d_to_one", lambda x: F.adaptive_avg_pool2d(x, 1)),
+]
+
+
+@pytest.mark.parametrize(("fn", "args", "dynamic", "other"), CASES)
+def test_pooling(fn, args, dynamic, other):
+    run(fn, args, dynamic, other)
