@@ -30,3 +30,14 @@ class UnsupportedError(MobiusError):
 
 class OutputError(MobiusError):
     """The output location cannot be written."""
+
+
+class StrictError(MobiusError):
+    """``--strict``: the build would take a fallback that costs fused components or the cache."""
+
+
+class InternalError(MobiusError):
+    """A bug in mobius itself (not the input): reported as one line, exit 1; its ``__cause__``
+    is the original exception (``--debug`` prints its traceback)."""
+
+    exit_code = 1

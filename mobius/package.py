@@ -16,6 +16,7 @@ from pathlib import Path
 
 import onnx_ir as ir
 
+from mobius import failures
 from mobius.errors import OutputError
 
 log = logging.getLogger("mobius")
@@ -43,7 +44,8 @@ def check_output_dir(target: Path, *, overwrite: bool = False) -> None:
         )
     # Ask the file system itself: access() says yes to root on read-only mounts such as /proc.
     try:
-        os.rmdir(tempfile.mkdtemp(prefix=f".{target.name}.mobius-probe-", dir=probe))
+        with _signals_deferred():  # an interrupt between mkdtemp and rmdir would leave it
+            os.rmdir(tempfile.mkdtemp(prefix=f".{target.name}.mobius-probe-", dir=probe))
     except OSError as exc:
         raise OutputError(
             f"cannot write to {probe} ({exc.strerror or exc}); choose another --output"
@@ -78,11 +80,18 @@ class ModelPackage:
         nonfinite: list[str] = []
         token = NONFINITE.set(nonfinite)
         try:
-            made = _make_parents(target.parent)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.mobius-", dir=target.parent))
-            self._write(tmp, progress=progress)
+            with _signals_deferred():  # a signal between mkdir and the assignment would leak it
+                made = _make_parents(target.parent)
+                tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.mobius-", dir=target.parent))
+            with failures.phase(f"writing {target}"):
+                self._write(tmp, progress=progress)
+            failures.stop_checkpoint()
             with _signals_deferred():
+                # a signal that arrived while writing ends the build here, before the rename
+                if _stop_pending():
+                    raise KeyboardInterrupt
                 _replace(tmp, target)
+                failures.settle()  # what arrives now is ignored by the CLI: the build is done
         except BaseException as exc:
             with _signals_deferred():
                 if tmp is not None:
@@ -152,6 +161,14 @@ def _signals_deferred() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _stop_pending() -> bool:
+    """SIGINT or SIGTERM is waiting to be delivered (held by ``_signals_deferred``)."""
+    try:
+        return bool(signal.sigpending() & {signal.SIGINT, signal.SIGTERM})
+    except (AttributeError, OSError):  # no sigpending (Windows)
+        return False
 
 
 def _replace(tmp: Path, target: Path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch.export.graph_signature import InputKind
 
+from mobius import failures
 from mobius.config import ArchitectureConfig, position_limit
 from mobius.errors import UnsupportedError
 from mobius.synth.inline import inline_grad_regions
@@ -115,6 +116,7 @@ def instantiate_on_meta(
                 )
             return make_traceable(model.eval())
         except (ValueError, KeyError) as exc:  # the model does not support this implementation
+            failures.check(exc)
             last_error = exc
     raise UnsupportedError(f"transformers could not build {config.model_type}: {last_error}")
 
@@ -180,6 +182,7 @@ def _export(
         with _quiet(), tracing_branches(wrapper, one_token), unchecked_distributions():
             program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
     except Exception as exc:
+        failures.check(exc)  # interrupts, out of memory and our own bugs are no trace failure
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UnsupportedError(
             f"torch.export could not trace {config.model_type} ({type(exc).__name__}: {first[:300]})"
