@@ -143,12 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         failures.settle()
         return _interrupted(exc)
-    except MemoryError:
+    except MemoryError as exc:
         failures.settle()
         if failures.stop_requested():
             return _interrupted(None)
         print(
-            f"mobius: error: out of memory while {failures.current_phase()}; nothing was "
+            f"mobius: error: out of memory while {failures.phase_of(exc)}; nothing was "
             "written; free memory or convert on a larger machine",
             file=sys.stderr,
         )

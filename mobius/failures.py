@@ -94,13 +94,13 @@ def _on_signal(signum, frame) -> None:
 def install_signal_handlers() -> None:
     """SIGINT raises KeyboardInterrupt, SIGTERM :class:`Terminated`; both record the request first.
 
-    Only from the main thread (Python delivers signals there alone). A SIGINT that the process
-    inherited as ignored (a job started with ``&`` by a non-interactive shell) stays ignored.
+    Only from the main thread (Python delivers signals there alone). Also when the process
+    inherited SIGINT as ignored (a job started with ``&`` by a non-interactive shell, and every
+    child of it): ``kill -INT`` must still stop a build cleanly.
     """
     if threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
 
 
@@ -127,12 +127,25 @@ def phase(name: str) -> Iterator[None]:
     previous, _state.phase = _state.phase, name
     try:
         yield
+    except BaseException as exc:
+        if not hasattr(exc, _PHASE):  # the innermost phase it escaped from
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(exc, _PHASE, name)
+        raise
     finally:
         _state.phase = previous
 
 
+_PHASE = "_mobius_phase"
+
+
 def current_phase() -> str:
     return _state.phase
+
+
+def phase_of(exc: BaseException) -> str:
+    """The phase ``exc`` escaped from (else the current one)."""
+    return getattr(exc, _PHASE, None) or current_phase()
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -226,7 +239,7 @@ def internal_error(exc: BaseException, doing: str | None = None) -> InternalErro
     phase); ``exc`` is its cause."""
     message = " ".join(str(exc).split())
     detail = f"{type(exc).__name__}: {message[:300]}" if message else type(exc).__name__
-    doing = doing or current_phase()
+    doing = doing or phase_of(exc)
     error = InternalError(f"internal error in {where(exc)} while {doing}: {detail}")
     error.__cause__ = exc
     return error

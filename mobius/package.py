@@ -9,7 +9,7 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,10 +117,14 @@ class ModelPackage:
         return target
 
     def _write(self, tmp: Path, *, progress: bool) -> None:
-        callback = _progress_callback(self.model) if progress else None
-        ir.save(
-            self.model, tmp / MODEL_FILE, external_data=DATA_FILE, callback=callback, max_workers=1
-        )
+        with _progress_callback(self.model, progress) as callback:
+            ir.save(
+                self.model,
+                tmp / MODEL_FILE,
+                external_data=DATA_FILE,
+                callback=callback,
+                max_workers=1,
+            )
         for path in self.extra_files:
             shutil.copyfile(path, tmp / path.name)
         for name, text in self.texts.items():
@@ -186,7 +190,13 @@ def _replace(tmp: Path, target: Path) -> None:
         os.rename(tmp, target)
 
 
-def _progress_callback(model: ir.Model):
+@contextlib.contextmanager
+def _progress_callback(model: ir.Model, progress: bool) -> Iterator[Callable | None]:
+    """A progress bar's callback for ``ir.save`` (None without ``progress``); the bar is closed
+    (and its line cleared) however the save ends, so an error line starts a line of its own."""
+    if not progress:
+        yield None
+        return
     from tqdm import tqdm
 
     total = sum(
@@ -196,7 +206,8 @@ def _progress_callback(model: ir.Model):
 
     def callback(tensor: ir.TensorProtocol, info) -> None:
         bar.update(tensor.nbytes)
-        if bar.n >= total:
-            bar.close()
 
-    return callback
+    try:
+        yield callback
+    finally:
+        bar.close()

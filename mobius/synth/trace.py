@@ -123,19 +123,24 @@ def instantiate_on_meta(
 
 @contextlib.contextmanager
 def _quiet():
-    """transformers' warnings and prints off; FX stack traces off (mobius never reads
+    """transformers' warnings and prints off; torch's log of fake-kernel TypeErrors off (the
+    error reaches us anyway); FX stack traces off (mobius never reads
     ``node.meta["stack_trace"]``, and capturing one per node costs a few % of a trace)."""
     import torch.fx.config as fx_config
 
     logger = logging.getLogger("transformers")
-    level, stack_traces = logger.level, fx_config.do_not_emit_stack_traces
+    fake = logging.getLogger("torch._subclasses.fake_tensor")
+    level, fake_level = logger.level, fake.level
+    stack_traces = fx_config.do_not_emit_stack_traces
     logger.setLevel(logging.ERROR)
+    fake.setLevel(logging.CRITICAL)
     fx_config.do_not_emit_stack_traces = True
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             yield
     finally:
         logger.setLevel(level)
+        fake.setLevel(fake_level)
         fx_config.do_not_emit_stack_traces = stack_traces
 
 
