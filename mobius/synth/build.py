@@ -58,7 +58,8 @@ def build(
         prepared.traced,
         prepared.use_cache,
     )
-    report = ExplainReport.from_analysis(analyze(prepared), source=str(src))
+    with failures.phase(f"matching patterns in {arch.model_type}"):
+        report = ExplainReport.from_analysis(analyze(prepared), source=str(src))
     if report.summary.unsupported_ops:
         raise UnsupportedError(_blocked_message(report, src, task))
     checkpoint = Checkpoint(source.tensors) if weights else None

@@ -135,6 +135,11 @@ def test_a_bug_in_a_pattern_is_an_internal_error(checkpoints, tmp_path, capsys, 
     assert err[-1].startswith("mobius: error: internal error in patterns.rms_norm:match")
     assert _nothing_left(out)
 
+    capsys.readouterr()
+    assert main(["explain", "--model", str(directory), "-q"]) == 1  # explain: the same line
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("mobius: error: internal error in patterns.rms")
+
 
 def test_a_bug_in_the_captured_attention_is_not_a_fallback(
     checkpoints, tmp_path, capsys, monkeypatch
