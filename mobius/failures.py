@@ -226,12 +226,17 @@ def where(exc: BaseException) -> str:
     frame = (own or frames or [None])[-1]
     if frame is None:
         return "unknown location"
-    path = Path(frame.filename).resolve()
-    try:
-        module = ".".join(path.relative_to(_ROOT).with_suffix("").parts)
-    except ValueError:
-        module = path.stem
-    return f"{module}:{frame.name}"
+    return f"{_module_name(Path(frame.filename).resolve())}:{frame.name}"
+
+
+def _module_name(path: Path) -> str:
+    """``transformers.models.llama.modeling_llama`` for a file under an import root."""
+    roots = [_ROOT, *(Path(p).resolve() for p in sys.path if p)]
+    for root in sorted(roots, key=lambda r: len(r.parts), reverse=True):
+        if path.is_relative_to(root):
+            parts = path.relative_to(root).with_suffix("").parts
+            return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return path.stem
 
 
 def internal_error(exc: BaseException, doing: str | None = None) -> InternalError:

@@ -136,3 +136,8 @@ def test_signals_after_the_outcome_is_settled_are_ignored():
     failures.settle()
     failures._on_signal(signal.SIGINT, None)  # returns: the output is already in place
     assert not failures.stop_requested()
+
+
+def test_where_names_the_module_of_code_outside_mobius():
+    exc = _raised(lambda: json.loads("{"))
+    assert failures.where(exc).startswith("json.decoder:")
