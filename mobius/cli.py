@@ -143,6 +143,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         failures.settle()
         return _interrupted(exc)
+    except SystemExit as exc:
+        if args is None:
+            raise  # argparse: --help, or a usage error (exit 2, its own message)
+        failures.settle()
+        if failures.stop_requested():
+            return _interrupted(None)
+        print(
+            f"mobius: error: {failures.where(exc)} called exit({exc.code!r}) while "
+            f"{failures.phase_of(exc)}; nothing was written",
+            file=sys.stderr,
+        )
+        return 2
     except MemoryError as exc:
         failures.settle()
         if failures.stop_requested():

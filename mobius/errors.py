@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 class MobiusError(Exception):
-    """A failure caused by the input, reported as one line; the CLI exits with ``exit_code``."""
+    """A failure reported as one line; the CLI exits with ``exit_code`` (2: caused by the input;
+    1: :class:`InternalError`, a bug in mobius)."""
 
     exit_code: int = 2
 

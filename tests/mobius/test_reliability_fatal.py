@@ -77,6 +77,19 @@ def test_out_of_memory_while_tracing_stops_the_build(
     assert _nothing_left(out)
 
 
+def test_exit_called_while_tracing_stops_the_build(checkpoints, tmp_path, capsys, monkeypatch):
+    def exits():
+        raise SystemExit(0)  # a library that exits the process: never a trace failure, never 0
+
+    directory, _, _ = checkpoints.get("llama")
+    calls = _break_rms_norm(monkeypatch, exits)
+    out = tmp_path / "out"
+    code, err = _build(directory, out, capsys)
+    assert code == 2, err
+    assert len(err) == 1 and "called exit(0) while tracing llama" in err[0], err
+    assert len(calls) == 1 and _nothing_left(out)
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupt_torch_turned_into_a_type_error_still_stops(
     checkpoints, tmp_path, capsys, monkeypatch, signum, code
