@@ -9,8 +9,9 @@ Three kinds of exception reach a ``try`` around torch, transformers or the hub:
   handlers record the request (:func:`stop_requested`) before raising. Fatal exceptions are
   re-raised as themselves (:func:`raise_if_fatal`), never turned into an error or a fallback.
 - **internal**: an exception raised by mobius's own code (``mobius/``, ``patterns/``,
-  ``lowering/``) that is not a :class:`~mobius.errors.MobiusError`: a bug. It becomes an
-  :class:`~mobius.errors.InternalError` (exit 1).
+  ``lowering/``) that is not a :class:`~mobius.errors.MobiusError` (deliberate) nor a
+  ``RuntimeError``/``NotImplementedError`` (a torch op failing under one of our shims): a bug.
+  It becomes an :class:`~mobius.errors.InternalError` (exit 1).
 - everything else: the model, transformers or torch.export refusing this way of tracing, which
   the caller may answer with a fallback.
 """
