@@ -24,7 +24,7 @@ def onnx_dtype(dtype: torch.dtype) -> ir.DataType:
     try:
         return TORCH_TO_ONNX[dtype]
     except KeyError:
-        raise TypeError(f"no ONNX type for torch dtype {dtype}") from None
+        raise NotImplementedError(f"no ONNX type for torch dtype {dtype}") from None
 
 
 def is_float(dtype: torch.dtype) -> bool:

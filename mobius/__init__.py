@@ -22,6 +22,7 @@ def build(
     task: str | None = None,
     weights: bool = True,
     trust_remote_code: bool = False,
+    strict: bool = False,
 ) -> ModelPackage:
     """Convert ``src`` (a local checkpoint directory or a hub id) to ONNX.
 
@@ -31,13 +32,30 @@ def build(
         task: the I/O contract (``"text-generation"``, ``"fill-mask"``, ...: ``mobius.tasks.TASKS``); detected when None.
         weights: False builds the graph only; parameters then become named graph inputs.
         trust_remote_code: allow checkpoints whose config points at their own Python code.
+        strict: refuse (``StrictError``) a build that would take a fallback costing fused
+            components or the KV cache; without it such fallbacks are logged and recorded in
+            ``mobius.json``.
+
+    Raises:
+        MobiusError: the input cannot be converted (one line; ``InternalError`` for a bug).
+        KeyboardInterrupt, MemoryError: never turned into a fallback or an error.
 
     Returns:
         A ModelPackage; call ``.save(directory)`` to write ``model.onnx`` and ``model.onnx.data``.
     """
+    from mobius import failures
     from mobius.synth.build import build as _build
 
-    return _build(src, dtype=dtype, task=task, weights=weights, trust_remote_code=trust_remote_code)
+    failures.reset()
+    with failures.watching_interrupts():
+        return _build(
+            src,
+            dtype=dtype,
+            task=task,
+            weights=weights,
+            trust_remote_code=trust_remote_code,
+            strict=strict,
+        )
 
 
 def explain(
@@ -56,9 +74,12 @@ def explain(
         plus a summary (``.summary``), ``.exit_code`` (0 full, 1 no KV cache, 2 blocked),
         ``.to_json()``, ``.render_text()`` and ``.render_html()``.
     """
+    from mobius import failures
     from mobius.report import explain as _explain
 
-    return _explain(src, task=task, trust_remote_code=trust_remote_code)
+    failures.reset()
+    with failures.watching_interrupts():
+        return _explain(src, task=task, trust_remote_code=trust_remote_code)
 
 
 def __getattr__(name: str):

@@ -9,7 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-from mobius.errors import MobiusError
+from mobius import failures
+from mobius.errors import InternalError, MobiusError
+from mobius.failures import Terminated
+
+__all__ = ["Terminated", "main"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +43,16 @@ def _parser() -> argparse.ArgumentParser:
         help="allow checkpoints that ship their own code",
     )
     b.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
+    b.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 2) instead of taking a fallback that costs fused components or the "
+        "KV cache",
+    )
     b.add_argument("-q", "--quiet", action="store_true", help="only print errors")
+    b.add_argument(
+        "--debug", action="store_true", help="print the traceback of an internal error (exit 1)"
+    )
     e = sub.add_parser(
         "explain",
         help="report what each module becomes (component, lowered ops, or blocked); no weights",
@@ -59,17 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument(
         "-q", "--quiet", action="store_true", help="no terminal report; exit status only"
     )
+    e.add_argument(
+        "--debug", action="store_true", help="print the traceback of an internal error (exit 1)"
+    )
     return parser
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so the same cleanup runs; exits with 128 + 15."""
-
-    exit_code = 128 + signal.SIGTERM
-
-
-def _terminate_as_interrupt(signum, frame) -> None:
-    raise Terminated(f"signal {signum}")
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -85,6 +91,7 @@ def _build(args: argparse.Namespace) -> int:
         task=args.task,
         weights=not args.no_weights,
         trust_remote_code=args.trust_remote_code,
+        strict=args.strict,
     )
     target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
@@ -118,23 +125,68 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    quiet = args.quiet or args.command == "explain"  # explain's output is the report itself
-    # our own progress at INFO; other libraries (onnx_ir passes, ...) only when they warn
-    logging.basicConfig(
-        level=logging.ERROR if args.quiet else logging.WARNING, format="mobius: %(message)s"
-    )
-    logging.getLogger("mobius").setLevel(
-        logging.ERROR if args.quiet else logging.WARNING if quiet else logging.INFO
-    )
-    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    """Run the CLI; returns the exit status (0, 1 internal error, 2 input error, 130/143 signal)."""
+    failures.reset()
+    failures.install_signal_handlers()  # first: a signal from here on is a clean stop
+    args = None
     try:
+        args = _parser().parse_args(argv)
+        quiet = args.quiet or args.command == "explain"  # explain's output is the report itself
+        # our own progress at INFO; other libraries (onnx_ir passes, ...) only when they warn
+        logging.basicConfig(
+            level=logging.ERROR if args.quiet else logging.WARNING, format="mobius: %(message)s"
+        )
+        logging.getLogger("mobius").setLevel(
+            logging.ERROR if args.quiet else logging.WARNING if quiet else logging.INFO
+        )
         return _explain(args) if args.command == "explain" else _build(args)
-    except MobiusError as exc:
-        print(f"mobius: error: {exc}", file=sys.stderr)
-        return exc.exit_code
     except KeyboardInterrupt as exc:
-        # the output directory is only ever renamed into place complete (see ModelPackage.save)
-        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
-        print(f"mobius: error: {what}; the output was not written", file=sys.stderr)
-        return getattr(exc, "exit_code", 128 + signal.SIGINT)
+        failures.settle()
+        return _interrupted(exc)
+    except SystemExit as exc:
+        if args is None:
+            raise  # argparse: --help, or a usage error (exit 2, its own message)
+        failures.settle()
+        if failures.stop_requested():
+            return _interrupted(None)
+        print(
+            f"mobius: error: {failures.where(exc)} called exit({exc.code!r}) while "
+            f"{failures.phase_of(exc)}; nothing was written",
+            file=sys.stderr,
+        )
+        return 2
+    except MemoryError as exc:
+        failures.settle()
+        if failures.stop_requested():
+            return _interrupted(None)
+        print(
+            f"mobius: error: out of memory while {failures.phase_of(exc)}; nothing was "
+            "written; free memory or convert on a larger machine",
+            file=sys.stderr,
+        )
+        return 2
+    except Exception as exc:
+        failures.settle()
+        if failures.stop_requested():  # an interrupt that some library turned into an error
+            return _interrupted(None)
+        error = exc if isinstance(exc, MobiusError) else failures.internal_error(exc)
+        if isinstance(error, InternalError):
+            if getattr(args, "debug", False):
+                sys.stderr.write(failures.format_traceback(error))
+            print(
+                f"mobius: error: {error}; rerun with --debug for the traceback and report it",
+                file=sys.stderr,
+            )
+        else:
+            print(f"mobius: error: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+def _interrupted(exc: KeyboardInterrupt | None) -> int:
+    # the output directory is only ever renamed into place complete (see ModelPackage.save)
+    code = getattr(exc, "exit_code", None) or (
+        128 + signal.SIGTERM if failures.stop_signal() == signal.SIGTERM else 128 + signal.SIGINT
+    )
+    what = "terminated" if code == 128 + signal.SIGTERM else "interrupted"
+    print(f"mobius: error: {what}; the output was not written", file=sys.stderr)
+    return code

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from mobius import failures
 from mobius.errors import ConfigError
 
 log = logging.getLogger("mobius")
@@ -176,6 +177,7 @@ def hf_config_from_dict(config: dict, *, trust_remote_code: bool = False) -> Any
     try:
         hf_config = AutoConfig.for_model(model_type, **values)
     except Exception as exc:
+        failures.raise_if_fatal(exc)
         # transformers' validators prefix their reason ("Class validation error for validator
         # 'validate_architecture': ValueError: ..."); the reason alone is the useful part
         reason = re.sub(r"^.*?validat\w* error for [^:]*: (\w+Error: )?", "", str(exc))

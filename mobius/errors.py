@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 class MobiusError(Exception):
-    """A failure caused by the input, reported as one line; the CLI exits with ``exit_code``."""
+    """A failure reported as one line; the CLI exits with ``exit_code`` (2: caused by the input;
+    1: :class:`InternalError`, a bug in mobius)."""
 
     exit_code: int = 2
 
@@ -30,3 +31,14 @@ class UnsupportedError(MobiusError):
 
 class OutputError(MobiusError):
     """The output location cannot be written."""
+
+
+class StrictError(MobiusError):
+    """``--strict``: the build would take a fallback that costs fused components or the cache."""
+
+
+class InternalError(MobiusError):
+    """A bug in mobius itself (not the input): reported as one line, exit 1; its ``__cause__``
+    is the original exception (``--debug`` prints its traceback)."""
+
+    exit_code = 1

@@ -9,13 +9,14 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import onnx_ir as ir
 
+from mobius import failures
 from mobius.errors import OutputError
 
 log = logging.getLogger("mobius")
@@ -43,7 +44,8 @@ def check_output_dir(target: Path, *, overwrite: bool = False) -> None:
         )
     # Ask the file system itself: access() says yes to root on read-only mounts such as /proc.
     try:
-        os.rmdir(tempfile.mkdtemp(prefix=f".{target.name}.mobius-probe-", dir=probe))
+        with _signals_deferred():  # an interrupt between mkdtemp and rmdir would leave it
+            os.rmdir(tempfile.mkdtemp(prefix=f".{target.name}.mobius-probe-", dir=probe))
     except OSError as exc:
         raise OutputError(
             f"cannot write to {probe} ({exc.strerror or exc}); choose another --output"
@@ -78,11 +80,18 @@ class ModelPackage:
         nonfinite: list[str] = []
         token = NONFINITE.set(nonfinite)
         try:
-            made = _make_parents(target.parent)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.mobius-", dir=target.parent))
-            self._write(tmp, progress=progress)
+            with _signals_deferred():  # a signal between mkdir and the assignment would leak it
+                made = _make_parents(target.parent)
+                tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.mobius-", dir=target.parent))
+            with failures.phase(f"writing {target}"):
+                self._write(tmp, progress=progress)
+            failures.stop_checkpoint()
             with _signals_deferred():
+                # a signal that arrived while writing ends the build here, before the rename
+                if _stop_pending():
+                    raise KeyboardInterrupt
                 _replace(tmp, target)
+                failures.settle()  # what arrives now is ignored by the CLI: the build is done
         except BaseException as exc:
             with _signals_deferred():
                 if tmp is not None:
@@ -108,10 +117,14 @@ class ModelPackage:
         return target
 
     def _write(self, tmp: Path, *, progress: bool) -> None:
-        callback = _progress_callback(self.model) if progress else None
-        ir.save(
-            self.model, tmp / MODEL_FILE, external_data=DATA_FILE, callback=callback, max_workers=1
-        )
+        with _progress_callback(self.model, progress) as callback:
+            ir.save(
+                self.model,
+                tmp / MODEL_FILE,
+                external_data=DATA_FILE,
+                callback=callback,
+                max_workers=1,
+            )
         for path in self.extra_files:
             shutil.copyfile(path, tmp / path.name)
         for name, text in self.texts.items():
@@ -154,6 +167,14 @@ def _signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def _stop_pending() -> bool:
+    """SIGINT or SIGTERM is waiting to be delivered (held by ``_signals_deferred``)."""
+    try:
+        return bool(signal.sigpending() & {signal.SIGINT, signal.SIGTERM})
+    except (AttributeError, OSError):  # no sigpending (Windows)
+        return False
+
+
 def _replace(tmp: Path, target: Path) -> None:
     if target.exists():
         trash = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
@@ -169,7 +190,13 @@ def _replace(tmp: Path, target: Path) -> None:
         os.rename(tmp, target)
 
 
-def _progress_callback(model: ir.Model):
+@contextlib.contextmanager
+def _progress_callback(model: ir.Model, progress: bool) -> Iterator[Callable | None]:
+    """A progress bar's callback for ``ir.save`` (None without ``progress``); the bar is closed
+    (and its line cleared) however the save ends, so an error line starts a line of its own."""
+    if not progress:
+        yield None
+        return
     from tqdm import tqdm
 
     total = sum(
@@ -179,7 +206,8 @@ def _progress_callback(model: ir.Model):
 
     def callback(tensor: ir.TensorProtocol, info) -> None:
         bar.update(tensor.nbytes)
-        if bar.n >= total:
-            bar.close()
 
-    return callback
+    try:
+        yield callback
+    finally:
+        bar.close()

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mobius import input_kinds
+from mobius import failures, input_kinds
 from mobius.errors import ConfigError, SourceError
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -133,6 +133,7 @@ def _download(repo_id: str, *, need_weights: bool) -> Path:
             patterns.append("*.safetensors")
         return Path(snapshot_download(repo_id, allow_patterns=patterns))
     except Exception as exc:  # the hub raises many types; all mean the same to the user
+        failures.raise_if_fatal(exc)
         reason = type(exc).__name__
         raise SourceError(
             f"could not fetch '{repo_id}' from the HuggingFace hub ({reason}); "

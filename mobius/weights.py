@@ -15,6 +15,7 @@ import torch
 from torch.export.graph_signature import InputKind
 
 from lowering.dtypes import onnx_dtype
+from mobius import failures
 from mobius.errors import WeightsError
 from mobius.package import NONFINITE
 
@@ -142,6 +143,7 @@ class Checkpoint:
         except OSError:
             raise
         except Exception as exc:  # safetensors' own checks (offsets, alignment) on a corrupt file
+            failures.raise_if_fatal(exc)
             raise WeightsError(
                 f"cannot read tensor '{key}' from {entry.file.name} ({exc}); the file is corrupt, "
                 "re-download or re-save it"

@@ -24,3 +24,18 @@ class CheckpointCache:
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> CheckpointCache:
     return CheckpointCache(tmp_path_factory.mktemp("checkpoints"))
+
+
+@pytest.fixture(autouse=True)
+def _restore_signal_handlers():
+    """``mobius.cli.main`` installs SIGINT/SIGTERM handlers and records stop requests; undo both
+    after each test so one in-process CLI run cannot change how the next test is interrupted."""
+    import signal
+
+    from mobius import failures
+
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+    failures.reset()

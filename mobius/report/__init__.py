@@ -18,10 +18,12 @@ def explain(
     """Trace ``src`` on the meta device (config only, no weights) and report on every module."""
     import torch
 
+    from mobius import failures
     from mobius.synth.analysis import analyze
     from mobius.synth.prepare import prepare
 
     prepared = prepare(
         src, dtype=torch.float32, task=task, weights=False, trust_remote_code=trust_remote_code
     )
-    return ExplainReport.from_analysis(analyze(prepared), source=str(src))
+    with failures.phase(f"matching patterns in {prepared.arch.model_type}"):
+        return ExplainReport.from_analysis(analyze(prepared), source=str(src))

@@ -87,6 +87,8 @@ class Summary:
     cache_layers: int  # layers that keep a cache (attention components, or carried by the trace)
     unsupported_ops: dict[str, list[str]]  # aten op -> modules that use it
     gaps: list[Gap]
+    # steps down the fallback chain the build took: kind, reason, costs (synth/fallbacks.py)
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -204,6 +206,7 @@ def _summary(analysis: Analysis, modules: list[ModuleReport]) -> Summary:
         cache_layers=cache_layers,
         unsupported_ops=unsupported,
         gaps=_gaps(analysis, modules, unsupported),
+        fallbacks=list(analysis.fallbacks),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mobius.report.model import SCHEMA_VERSION, STATUSES, VERDICTS
+from mobius.synth.fallbacks import FUSED_ATTENTION, KINDS, KV_CACHE, PARALLEL_PREFILL
 
 _COUNTS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}
 _PATHS = {"type": "array", "items": {"type": "string"}}
@@ -58,6 +59,16 @@ GAP = _object(
         "next_step": {"type": "string"},
     }
 )
+FALLBACK = _object(
+    {
+        "kind": {"enum": list(KINDS)},
+        "reason": {"type": "string"},
+        "costs": {
+            "type": "array",
+            "items": {"enum": [FUSED_ATTENTION, KV_CACHE, PARALLEL_PREFILL]},
+        },
+    }
+)
 SUMMARY = _object(
     {
         "verdict": {"enum": list(VERDICTS)},
@@ -75,6 +86,7 @@ SUMMARY = _object(
         "cache_layers": _COUNT,
         "unsupported_ops": {"type": "object", "additionalProperties": _PATHS},
         "gaps": {"type": "array", "items": GAP},
+        "fallbacks": {"type": "array", "items": FALLBACK},
     }
 )
 SCHEMA: dict[str, Any] = _object(

@@ -61,6 +61,7 @@ class Analysis:
     cache_blocker: str | None = None  # why captured attention could not carry the cache
     traced_cache_layers: int = 0  # layers whose state the trace itself carries (synth/state.py)
     token_loop: bool = False  # traced for one token, run over the sequence in an ONNX Loop
+    fallbacks: list[dict[str, object]] = field(default_factory=list)  # Fallback.to_dict()s
 
     @property
     def blocked(self) -> dict[str, list[str]]:
@@ -165,6 +166,7 @@ def analyze(prepared: Prepared) -> Analysis:
         cache_blocker=prepared.cache_blocker,
         traced_cache_layers=_traced_cache_layers(prepared),
         token_loop=bool(prepared.traced.loop_inputs),
+        fallbacks=[f.to_dict() for f in prepared.fallbacks],
         modules=[modules[p] for p in sorted(modules, key=_tree_order)],
     )
 

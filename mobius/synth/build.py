@@ -11,10 +11,12 @@ import time
 import onnx_ir as ir
 import torch
 
+from mobius import failures
 from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.package import MODEL_FILE, ModelPackage
 from mobius.registry import saved_head
 from mobius.report import ExplainReport
+from mobius.synth import fallbacks
 from mobius.synth.analysis import analyze
 from mobius.synth.emit import emit
 from mobius.synth.prepare import Prepared, prepare
@@ -40,13 +42,17 @@ def build(
     task: str | None = None,
     weights: bool = True,
     trust_remote_code: bool = False,
+    strict: bool = False,
 ) -> ModelPackage:
-    """Convert a checkpoint (local directory or hub id) into a ModelPackage."""
+    """Convert a checkpoint (local directory or hub id) into a ModelPackage; with ``strict``,
+    a fallback (fused components or the KV cache lost) is a StrictError instead."""
     torch_dtype = parse_dtype(dtype)
     started = time.perf_counter()
     prepared = prepare(
         src, dtype=torch_dtype, task=task, weights=weights, trust_remote_code=trust_remote_code
     )
+    if strict:
+        fallbacks.refuse(prepared.fallbacks)
     source, arch, the_task, traced, use_cache = (
         prepared.source,
         prepared.arch,
@@ -54,7 +60,8 @@ def build(
         prepared.traced,
         prepared.use_cache,
     )
-    report = ExplainReport.from_analysis(analyze(prepared), source=str(src))
+    with failures.phase(f"matching patterns in {arch.model_type}"):
+        report = ExplainReport.from_analysis(analyze(prepared), source=str(src))
     if report.summary.unsupported_ops:
         raise UnsupportedError(_blocked_message(report, src, task))
     checkpoint = Checkpoint(source.tensors) if weights else None
@@ -67,9 +74,11 @@ def build(
     )
     try:
         captured_cache = use_cache and not traced.cache_in_graph  # else the trace has its states
-        model = emit(traced, binder, name=arch.model_type, use_cache=captured_cache)
-        if traced.loop_inputs:
-            model = loop_over_tokens(model, traced.loop_inputs, traced.inputs)
+        with failures.phase(f"emitting ONNX for {arch.model_type}"):
+            model = emit(traced, binder, name=arch.model_type, use_cache=captured_cache)
+            if traced.loop_inputs:
+                model = loop_over_tokens(model, traced.loop_inputs, traced.inputs)
+        failures.stop_checkpoint()
     except UnsupportedError as exc:
         if not str(exc).startswith("no lowering for"):
             raise
@@ -96,6 +105,7 @@ def build(
                 "kv_cache": use_cache,
                 "graphs": {MODEL_FILE: graph_names(model)},
                 **labels(prepared),
+                "fallbacks": [f.to_dict() for f in prepared.fallbacks],
             },
             indent=2,
         ),

@@ -21,7 +21,8 @@ from lowering import (
     onnx_dtype,
     op_name,
 )
-from mobius.errors import UnsupportedError
+from mobius import failures
+from mobius.errors import MobiusError, UnsupportedError
 from mobius.synth.cleanup import tidy
 from mobius.synth.decompose import functional_form
 from mobius.synth.trace import WRAPPER_PREFIX, TracedModel
@@ -185,10 +186,10 @@ def emit(
             try:
                 result = claim.emit(ctx) if claim is not None else node_handler(node)(ctx, node)
             except Exception as exc:
-                where = f" in {path}" if path else ""
-                raise UnsupportedError(
-                    f"lowering {op_name(node.target)}{where} failed: {exc}"
-                ) from exc
+                failure = _lowering_failure(exc, op_name(node.target), path)
+                if failure is exc:
+                    raise
+                raise failure from exc
             finally:
                 builder.pop_module()
             ctx.env[node] = result
@@ -307,3 +308,18 @@ def _emit_outputs(
         if isinstance(val, torch.Tensor):
             value.dtype = onnx_dtype(val.dtype)
             value.shape = ir.Shape([d if isinstance(d, int) else None for d in val.shape])
+
+
+# what patterns and lowerings raise on purpose for a case they do not handle
+_DELIBERATE = (UnsupportedError, NotImplementedError, ValueError)
+
+
+def _lowering_failure(exc: Exception, op: str, path: str) -> Exception:
+    """A deliberate refusal as UnsupportedError (exit 2); anything else is a bug of ours."""
+    failures.raise_if_fatal(exc)
+    where = f" in {path}" if path else ""
+    if isinstance(exc, _DELIBERATE):
+        return UnsupportedError(f"lowering {op}{where} failed: {exc}")
+    if isinstance(exc, MobiusError):
+        return exc
+    return failures.internal_error(exc, f"lowering {op}{where}")

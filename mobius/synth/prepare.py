@@ -10,7 +10,7 @@ import torch
 from torch.export.graph_signature import InputKind
 
 from mobius import config as config_mod
-from mobius import input_kinds
+from mobius import failures, input_kinds
 from mobius import source as source_mod
 from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
@@ -18,6 +18,17 @@ from mobius.registry import get_task
 from mobius.source import Source
 from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.emit import bidirectional_attention, unclaimed_attention
+from mobius.synth.fallbacks import (
+    CARRIED_CACHE,
+    FUSED_ATTENTION,
+    KV_CACHE,
+    MODEL_ATTENTION,
+    NO_CACHE,
+    ONE_TOKEN_LOOP,
+    PARALLEL_PREFILL,
+    Fallback,
+    announce,
+)
 from mobius.synth.trace import SpecialisedShapeError, TracedModel, trace
 from mobius.tasks import Task
 
@@ -35,6 +46,7 @@ class Prepared:
     use_cache: bool
     unclaimed_attention: list[str] = field(default_factory=list)
     cache_blocker: str | None = None  # why captured attention could not carry the cache
+    fallbacks: list[Fallback] = field(default_factory=list)  # the steps down the chain, in order
 
 
 def prepare(
@@ -45,16 +57,34 @@ def prepare(
     weights: bool,
     trust_remote_code: bool,
 ) -> Prepared:
-    """Resolve ``src``, trace it on meta, and fall back to a cache-less trace if attention escapes."""
-    source = source_mod.resolve(src, trust_remote_code=trust_remote_code, need_weights=weights)
-    hf_config = config_mod.hf_config_from_dict(source.config, trust_remote_code=trust_remote_code)
-    arch = config_mod.from_hf(hf_config)
-    the_task = get_task(task, arch)
-    input_kinds.warn_text_only(hf_config, source.directory, the_task.name)
+    """Resolve ``src``, trace it on meta, and fall back to a cache-less trace if attention escapes.
+
+    Only an UnsupportedError (the model cannot be traced this way) moves down the chain;
+    interrupts, out-of-memory and mobius's own bugs stop the build (``mobius.failures``)."""
+    with failures.phase("reading the checkpoint"):
+        source = source_mod.resolve(src, trust_remote_code=trust_remote_code, need_weights=weights)
+        hf_config = config_mod.hf_config_from_dict(
+            source.config, trust_remote_code=trust_remote_code
+        )
+        arch = config_mod.from_hf(hf_config)
+        the_task = get_task(task, arch)
+        input_kinds.warn_text_only(hf_config, source.directory, the_task.name)
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
+    with failures.phase(f"tracing {arch.model_type}"):
+        prepared = _trace_with_fallbacks(source, arch, the_task, dtype)
+        failures.stop_checkpoint()
+        prepared.traced.program = decompose_unlowered(prepared.traced.program)
+    announce(prepared.fallbacks)
+    return prepared
+
+
+def _trace_with_fallbacks(
+    source: Source, arch: ArchitectureConfig, the_task: Task, dtype: torch.dtype
+) -> Prepared:
     use_cache = the_task.supports_cache
     fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
     first_error: UnsupportedError | None = None
+    taken: list[Fallback] = []
     traced: TracedModel | None
     try:
         traced = trace(arch, the_task, dtype)
@@ -69,27 +99,40 @@ def prepare(
     else:
         unclaimed = unclaimed_attention(traced) if use_cache else []
         blocker = _captured_cache_blocker(traced, unclaimed) if use_cache else None
+    failures.stop_checkpoint()
     if blocker is not None and use_cache:
         # the captured attention cannot carry this model's cache: let transformers' own Cache do
         # it inside the trace, with the model's own attention lowered op by op
-        log.info("carrying the cache through the trace: %s", blocker)
+        log.info("tracing again, carrying transformers' own cache through the trace")
         try:
             traced = _trace_carrying_cache(arch, the_task, dtype, fallback)
+            taken.append(Fallback(CARRIED_CACHE, blocker, (FUSED_ATTENTION,)))
+            if traced.loop_inputs:
+                taken.append(
+                    Fallback(
+                        ONE_TOKEN_LOOP,
+                        "the trace fixes the sequence length (the model loops over tokens)",
+                        (FUSED_ATTENTION, PARALLEL_PREFILL),
+                    )
+                )
         except UnsupportedError as exc:
             use_cache = False
             if isinstance(exc, BidirectionalError):
                 blocker = str(exc)
             else:
                 blocker = f"{blocker}; carrying transformers' cache through the trace failed: {exc}"
-            log.warning("building without a KV cache: %s", blocker)
+            lost = (
+                (KV_CACHE,) if traced is not None and not unclaimed else (KV_CACHE, FUSED_ATTENTION)
+            )
+            taken.append(Fallback(NO_CACHE, blocker, lost))
             if traced is None or unclaimed:
                 traced = _trace_without_cache(arch, the_task, dtype, fallback, first_error)
             if isinstance(exc, BidirectionalError):
                 unclaimed = []  # no pattern would give it a cache: nothing to report per module
     elif traced is None:
         traced = _trace_without_cache(arch, the_task, dtype, fallback, first_error)
-    traced.program = decompose_unlowered(traced.program)
-    return Prepared(source, arch, the_task, traced, use_cache, unclaimed, blocker)
+        taken.append(Fallback(MODEL_ATTENTION, blocker or str(first_error), (FUSED_ATTENTION,)))
+    return Prepared(source, arch, the_task, traced, use_cache, unclaimed, blocker, taken)
 
 
 def _trace_without_cache(

@@ -23,6 +23,7 @@ from unittest import mock
 
 import torch
 
+from mobius import failures
 from mobius.errors import UnsupportedError
 from mobius.tasks.base import BATCH, PAST, TensorSpec
 from mobius.tasks.causal_lm import cache_input_name, cache_output_name
@@ -209,6 +210,7 @@ def _probe_call(model: torch.nn.Module, **extra: Any) -> Any:
         with torch.no_grad(), mock.patch.object(torch.compiler, "is_compiling", lambda: True):
             return model(input_ids=ids, use_cache=True, return_dict=True, **extra)
     except Exception as exc:
+        failures.check(exc)
         raise UnsupportedError(f"running the model with a cache failed: {_line(exc)}") from exc
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch.export.graph_signature import InputKind
 
+from mobius import failures
 from mobius.config import ArchitectureConfig, position_limit
 from mobius.errors import UnsupportedError
 from mobius.synth.inline import inline_grad_regions
@@ -115,25 +116,31 @@ def instantiate_on_meta(
                 )
             return make_traceable(model.eval())
         except (ValueError, KeyError) as exc:  # the model does not support this implementation
+            failures.check(exc)
             last_error = exc
     raise UnsupportedError(f"transformers could not build {config.model_type}: {last_error}")
 
 
 @contextlib.contextmanager
 def _quiet():
-    """transformers' warnings and prints off; FX stack traces off (mobius never reads
+    """transformers' warnings and prints off; torch's log of fake-kernel TypeErrors off (the
+    error reaches us anyway); FX stack traces off (mobius never reads
     ``node.meta["stack_trace"]``, and capturing one per node costs a few % of a trace)."""
     import torch.fx.config as fx_config
 
     logger = logging.getLogger("transformers")
-    level, stack_traces = logger.level, fx_config.do_not_emit_stack_traces
+    fake = logging.getLogger("torch._subclasses.fake_tensor")
+    level, fake_level = logger.level, fake.level
+    stack_traces = fx_config.do_not_emit_stack_traces
     logger.setLevel(logging.ERROR)
+    fake.setLevel(logging.CRITICAL)
     fx_config.do_not_emit_stack_traces = True
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             yield
     finally:
         logger.setLevel(level)
+        fake.setLevel(fake_level)
         fx_config.do_not_emit_stack_traces = stack_traces
 
 
@@ -180,6 +187,7 @@ def _export(
         with _quiet(), tracing_branches(wrapper, one_token), unchecked_distributions():
             program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
     except Exception as exc:
+        failures.check(exc)  # interrupts, out of memory and our own bugs are no trace failure
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UnsupportedError(
             f"torch.export could not trace {config.model_type} ({type(exc).__name__}: {first[:300]})"

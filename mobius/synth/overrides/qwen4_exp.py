@@ -7,6 +7,8 @@ import sys
 
 import torch
 
+from mobius.errors import UnsupportedError
+
 
 def _rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``table[b, index[b, ...]]`` for a [batch, n, ...] table: one Gather on the flattened rows."""
@@ -46,7 +48,7 @@ def batched_selection(module: torch.nn.Module) -> None:
             keys = cache.update_indexer(keys, module.layer_idx)
 
         if attention_mask is None:
-            raise ValueError(
+            raise UnsupportedError(  # with the captured attention: the chain falls back
                 "the QSA indexer selects keys from the 4-D attention mask, absent here"
             )
         mask = attention_mask[:, 0]

@@ -80,6 +80,10 @@ def test_fallback_without_cache_when_the_trace_cannot_carry_it(checkpoints, monk
     assert gap.modules == ["transformer.h.0.self_attention", "transformer.h.1.self_attention"]
     assert "transformer.h.0–1.self_attention" in gap.next_step
     assert _module(report, "transformer.h.0.self_attention").declines
+    (fallback,) = report.summary.fallbacks  # recorded with its reason and what it costs
+    assert fallback["kind"] == "no-cache"
+    assert fallback["costs"] == ["kv cache", "fused attention"]
+    assert "not a transformers Cache" in fallback["reason"]
 
 
 def test_blocked_op_is_named_with_its_modules(digamma_checkpoint, registered):
