@@ -14,6 +14,9 @@ reason is kept on the module as ``_mobius_declined``.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +25,33 @@ import torch
 import torch.fx
 
 from lowering import LoweringContext, onnx_dtype
-from mobius.components.attention import Attention, CausalMask
+from mobius.components.attention import Attention, CausalMask, PaddingMask
 from mobius.tasks.causal_lm import cache_input_name, cache_output_name
 from patterns.registry import emits
 
 IMPLEMENTATION = "mobius"
-_UNSUPPORTED_KWARGS = ("position_bias", "s_aux", "sinks", "attention_chunk_size")
+_UNSUPPORTED_KWARGS = (
+    "position_bias",
+    "s_aux",
+    "sinks",
+    "attention_chunk_size",
+    "head_mask",
+    "alibi",
+    "relative_position",
+)
+# set while tracing a single-graph task (no KV cache): bidirectional calls are captured too
+_SINGLE_GRAPH = contextvars.ContextVar("mobius_single_graph", default=False)
+
+
+@contextlib.contextmanager
+def single_graph_task(enabled: bool) -> Iterator[None]:
+    """While tracing: calls need no layer index for a cache, and ``is_causal=False`` is captured
+    (an encoder's padding-only attention) instead of declined."""
+    token = _SINGLE_GRAPH.set(enabled)
+    try:
+        yield
+    finally:
+        _SINGLE_GRAPH.reset(token)
 
 
 @torch.library.custom_op("mobius::attention", mutates_args=())
@@ -67,12 +91,15 @@ def _attention_shape(query, key, value, layer_idx, scaling, is_causal, sliding_w
     return query.new_empty((batch, seq, heads, value.shape[-1]))
 
 
-def decline_reason(module: torch.nn.Module, kwargs: dict[str, Any]) -> str | None:
-    """Why this call cannot be one mobius::attention op (None when it can)."""
+def decline_reason(
+    module: torch.nn.Module, kwargs: dict[str, Any], cache: bool = True
+) -> str | None:
+    """Why this call cannot be one mobius::attention op (None when it can). Without a ``cache``
+    (a single-graph task) the layer index names nothing and is not required."""
     for name in _UNSUPPORTED_KWARGS:
         if kwargs.get(name) is not None:
             return f"the call passes {name}, which the Attention component does not model"
-    if not isinstance(getattr(module, "layer_idx", None), int):
+    if cache and not isinstance(getattr(module, "layer_idx", None), int):
         return "the attention module has no integer layer_idx to name its cache"
     if getattr(getattr(module, "config", None), "attention_chunk_size", None):
         return "chunked attention (attention_chunk_size) is not modelled"
@@ -92,9 +119,13 @@ def mobius_attention_forward(
 ) -> tuple[torch.Tensor, None]:
     """The function registered in transformers' AttentionInterface under the name ``mobius``."""
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
-    reason = decline_reason(module, kwargs) or (
-        None if causal else "bidirectional attention (is_causal=False) has no causal KV cache"
-    )
+    single_graph = _SINGLE_GRAPH.get()
+    reason = decline_reason(module, kwargs, cache=not single_graph)
+    if reason is None and not causal:
+        if not single_graph:
+            reason = "bidirectional attention (is_causal=False) has no causal KV cache"
+        elif kwargs.get("sliding_window"):
+            reason = "a bidirectional sliding window is not modelled"
     if reason is None and attention_mask is not None:
         # "mobius" has no mask function, so the model-level mask is None here: a mask that still
         # arrives was made by the module itself (Doge's dynamic mask: a learned per-key bias), and
@@ -109,11 +140,12 @@ def mobius_attention_forward(
             module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs
         )
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    layer = getattr(module, "layer_idx", None)
     out = torch.ops.mobius.attention(
         query,
         key,
         value,
-        module.layer_idx,
+        layer if isinstance(layer, int) else -1,
         float(scale),
         bool(causal),
         int(kwargs.get("sliding_window") or 0),
@@ -134,6 +166,7 @@ class AttentionCall:
     """The facts of one captured attention call that the emitted graph needs."""
 
     layer: int
+    causal: bool
     scaling: float
     window: int
     softcap: float
@@ -146,11 +179,11 @@ class AttentionCall:
     @classmethod
     def of(cls, ctx: LoweringContext, node: torch.fx.Node) -> AttentionCall:
         q, k, v, layer_idx, scaling, is_causal, window, softcap = node.args
-        if not is_causal:
-            raise NotImplementedError("non-causal attention in a causal-LM graph")
+        if not is_causal and ctx.state["use_cache"]:
+            raise NotImplementedError("non-causal attention in a graph with a KV cache")
         qv, kv, vv = ctx.val(q), ctx.val(k), ctx.val(v)
         return cls(
-            layer_idx, scaling, window, softcap, qv.dtype, int(kv.shape[1]), int(kv.shape[-1]),
+            layer_idx, bool(is_causal), scaling, window, softcap, qv.dtype, int(kv.shape[1]), int(kv.shape[-1]),
             int(vv.shape[-1]), int(qv.shape[1]),
         )  # fmt: skip
 
@@ -171,18 +204,7 @@ def attend(
     heads * dim], in which case the output is packed too.
     """
     state = ctx.state
-    mask = state["masks"].get(call.window)
-    if mask is None:
-        mask = CausalMask(
-            call.window, name=f"causal_mask_w{call.window}" if call.window else "causal_mask"
-        )(
-            ctx.op,
-            state["attention_mask"],
-            query_length,
-            onnx_dtype(call.dtype),
-            float(torch.finfo(call.dtype).min),
-        )
-        state["masks"][call.window] = mask
+    mask = _mask(ctx, call, query_length)
     heads = (call.q_heads, call.kv_heads) if packed else None
     component = Attention(call.scaling, call.softcap, heads=heads, name="attention")
     if not state["use_cache"]:
@@ -200,6 +222,33 @@ def attend(
     )
     state["cache"].append((call.layer, past, {"key": present_key, "value": present_value}))
     return y
+
+
+def _mask(ctx: LoweringContext, call: AttentionCall, query_length) -> ir.Value | None:
+    """The additive mask for ``call``, built once per (causality, window) from the padding input.
+
+    Bidirectional calls take the padding mask alone ([batch, 1, 1, keys]), or none where the task
+    has no padding input (pixel_values). Masked keys get the dtype's lowest finite value, so a fully
+    padded row stays finite."""
+    state = ctx.state
+    padding = state.get("attention_mask")
+    key = (call.causal, call.window)
+    if key in state["masks"]:
+        return state["masks"][key]
+    dtype, lowest = onnx_dtype(call.dtype), float(torch.finfo(call.dtype).min)
+    if not call.causal:
+        mask = (
+            None
+            if padding is None
+            else PaddingMask(name="padding_mask")(ctx.op, padding, query_length, dtype, lowest)
+        )
+    else:
+        if padding is None:
+            raise NotImplementedError("causal attention in a graph without an attention_mask")
+        name = f"causal_mask_w{call.window}" if call.window else "causal_mask"
+        mask = CausalMask(call.window, name=name)(ctx.op, padding, query_length, dtype, lowest)
+    state["masks"][key] = mask
+    return mask
 
 
 @emits(torch.ops.mobius.attention.default)

@@ -65,8 +65,16 @@ def prepare(
         reason = str(exc).removeprefix("torch.export could not trace ")
         blocker: str | None = f"the model cannot be traced with the captured attention ({reason})"
     else:
-        unclaimed = unclaimed_attention(traced) if use_cache else []
+        unclaimed = (
+            unclaimed_attention(traced) if "mobius" in the_task.attention_implementations else []
+        )
         blocker = _captured_cache_blocker(traced, unclaimed) if use_cache else None
+        if unclaimed and not use_cache:
+            # a single graph: attention the capture missed ran without its padding mask (the
+            # model-level mask is skipped under "mobius"), so trace the model's own attention
+            blocker = _uncaptured_reason(traced, unclaimed)
+            log.info("lowering attention op by op: %s", blocker)
+            traced = _trace_without_cache(arch, the_task, dtype, fallback, None)
     if blocker is not None and use_cache:
         # the captured attention cannot carry this model's cache: let transformers' own Cache do
         # it inside the trace, with the model's own attention lowered op by op
@@ -127,6 +135,27 @@ def _trace_carrying_cache(
 
 class BidirectionalError(UnsupportedError):
     """The model attends both ways: it converts, but without a cache."""
+
+
+def _uncaptured_reason(traced: TracedModel, unclaimed: list[str]) -> str:
+    """Why attention in ``unclaimed`` was not captured: the reasons the capture declined it with,
+    or that it does not call transformers' AttentionInterface."""
+    reasons: dict[str, list[str]] = {}
+    for path in unclaimed:
+        declined = [
+            r
+            for p, r in traced.attention_declines.items()
+            if p == path or p.startswith(path + ".") or path.startswith(p + ".")
+        ]
+        reason = declined[0] if declined else "it does not call transformers' AttentionInterface"
+        reasons.setdefault(reason, []).append(path)
+    return "; ".join(
+        f"attention not captured in {_shown(paths)}: {reason}" for reason, paths in reasons.items()
+    )
+
+
+def _shown(paths: list[str]) -> str:
+    return ", ".join(paths[:4]) + (f" and {len(paths) - 4} more" if len(paths) > 4 else "")
 
 
 def _captured_cache_blocker(traced: TracedModel, unclaimed: list[str]) -> str | None:
