@@ -166,7 +166,6 @@ class AttentionCall:
     """The facts of one captured attention call that the emitted graph needs."""
 
     layer: int
-    causal: bool
     scaling: float
     window: int
     softcap: float
@@ -175,6 +174,7 @@ class AttentionCall:
     head_dim: int
     v_head_dim: int
     q_heads: int
+    causal: bool = True  # False: bidirectional, over the padding mask only (no cache)
 
     @classmethod
     def of(cls, ctx: LoweringContext, node: torch.fx.Node) -> AttentionCall:
@@ -183,8 +183,8 @@ class AttentionCall:
             raise NotImplementedError("non-causal attention in a graph with a KV cache")
         qv, kv, vv = ctx.val(q), ctx.val(k), ctx.val(v)
         return cls(
-            layer_idx, bool(is_causal), scaling, window, softcap, qv.dtype, int(kv.shape[1]), int(kv.shape[-1]),
-            int(vv.shape[-1]), int(qv.shape[1]),
+            layer_idx, scaling, window, softcap, qv.dtype, int(kv.shape[1]), int(kv.shape[-1]),
+            int(vv.shape[-1]), int(qv.shape[1]), bool(is_causal),
         )  # fmt: skip
 
 

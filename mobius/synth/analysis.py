@@ -152,9 +152,10 @@ def analyze(prepared: Prepared) -> Analysis:
             if _claimed_only(node, owner):
                 owned.claimed_parameters += size
     for path in prepared.unclaimed_attention:
-        module(path).declines.append(
-            ("attention", "this attention does not call transformers' AttentionInterface")
+        reason = prepared.attention_reasons.get(
+            path, "this attention does not call transformers' AttentionInterface"
         )
+        module(path).declines.append(("attention", reason))
     return Analysis(
         model_type=prepared.arch.model_type,
         task=prepared.task.name,

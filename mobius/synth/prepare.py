@@ -34,6 +34,8 @@ class Prepared:
     use_cache: bool
     unclaimed_attention: list[str] = field(default_factory=list)
     cache_blocker: str | None = None  # why captured attention could not carry the cache
+    # why the capture missed each module of ``unclaimed_attention`` (single-graph tasks)
+    attention_reasons: dict[str, str] = field(default_factory=dict)
 
 
 def prepare(
@@ -54,6 +56,7 @@ def prepare(
     fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")
     first_error: UnsupportedError | None = None
     traced: TracedModel | None
+    reasons: dict[str, str] = {}
     try:
         traced = trace(arch, the_task, dtype)
     except UnsupportedError as exc:
@@ -72,8 +75,8 @@ def prepare(
         if unclaimed and not use_cache:
             # a single graph: attention the capture missed ran without its padding mask (the
             # model-level mask is skipped under "mobius"), so trace the model's own attention
-            blocker = _uncaptured_reason(traced, unclaimed)
-            log.info("lowering attention op by op: %s", blocker)
+            reasons = _uncaptured_reasons(traced, unclaimed)
+            log.info("lowering attention op by op: %s", "; ".join(sorted(set(reasons.values()))))
             traced = _trace_without_cache(arch, the_task, dtype, fallback, None)
     if blocker is not None and use_cache:
         # the captured attention cannot carry this model's cache: let transformers' own Cache do
@@ -95,7 +98,7 @@ def prepare(
     elif traced is None:
         traced = _trace_without_cache(arch, the_task, dtype, fallback, first_error)
     traced.program = decompose_unlowered(traced.program)
-    return Prepared(source, arch, the_task, traced, use_cache, unclaimed, blocker)
+    return Prepared(source, arch, the_task, traced, use_cache, unclaimed, blocker, reasons)
 
 
 def _trace_without_cache(
@@ -137,21 +140,22 @@ class BidirectionalError(UnsupportedError):
     """The model attends both ways: it converts, but without a cache."""
 
 
-def _uncaptured_reason(traced: TracedModel, unclaimed: list[str]) -> str:
-    """Why attention in ``unclaimed`` was not captured: the reasons the capture declined it with,
-    or that it does not call transformers' AttentionInterface."""
-    reasons: dict[str, list[str]] = {}
+def _uncaptured_reasons(traced: TracedModel, unclaimed: list[str]) -> dict[str, str]:
+    """Why attention in each of ``unclaimed`` was not captured: the reason the capture declined
+    the call with, or that the module does not call transformers' AttentionInterface."""
+
+    def related(a: str, b: str) -> bool:
+        return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+    reasons = {}
     for path in unclaimed:
-        declined = [
-            r
-            for p, r in traced.attention_declines.items()
-            if p == path or p.startswith(path + ".") or path.startswith(p + ".")
-        ]
-        reason = declined[0] if declined else "it does not call transformers' AttentionInterface"
-        reasons.setdefault(reason, []).append(path)
-    return "; ".join(
-        f"attention not captured in {_shown(paths)}: {reason}" for reason, paths in reasons.items()
-    )
+        declined = [r for p, r in traced.attention_declines.items() if related(p, path)]
+        reasons[path] = (
+            f"the capture declined the call: {declined[0]}"
+            if declined
+            else "this attention does not call transformers' AttentionInterface"
+        )
+    return reasons
 
 
 def _shown(paths: list[str]) -> str:
