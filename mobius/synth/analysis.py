@@ -78,7 +78,7 @@ def _attention_use(node: torch.fx.Node) -> ComponentUse:
         "attention",
         "Attention",
         {
-            "layer": layer,
+            "layer": layer if layer >= 0 else None,  # -1: no layer_idx (no cache needed)
             "heads": int(qv.shape[1]),
             "kv_heads": int(kv.shape[1]),
             "head_dim": int(qv.shape[-1]),
