@@ -121,6 +121,10 @@ def mobius_attention_forward(
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     single_graph = _SINGLE_GRAPH.get()
     reason = decline_reason(module, kwargs, cache=not single_graph)
+    if reason is None and single_graph and is_causal is None and not hasattr(module, "is_causal"):
+        # the model-level mask, which would say, is skipped under "mobius"; transformers' own
+        # default (causal) is wrong for encoders that never set the attribute (Splinter)
+        reason = "the call does not say whether it is causal (no is_causal argument or attribute)"
     if reason is None and not causal:
         if not single_graph:
             reason = "bidirectional attention (is_causal=False) has no causal KV cache"

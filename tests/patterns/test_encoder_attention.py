@@ -126,5 +126,15 @@ def test_unmodelled_arguments_still_decline_in_a_single_graph_task(kwarg):
     layer = Layer()
     q, k, v = _qkv()
     with single_graph_task(True):
-        mobius_attention_forward(layer, q, k, v, None, scaling=0.25, **{kwarg: torch.zeros(1)})
+        mobius_attention_forward(
+            layer, q, k, v, None, scaling=0.25, **{kwarg: torch.zeros(2, 4, 5, 5)}
+        )
     assert kwarg in layer._mobius_declined
+
+
+def test_call_that_does_not_say_whether_it_is_causal_declines_in_a_single_graph_task():
+    # transformers would default to causal, but under "mobius" no model-level mask says otherwise
+    layer = torch.nn.Module()
+    with single_graph_task(True):
+        mobius_attention_forward(layer, *_qkv(), None, scaling=0.25)
+    assert "whether it is causal" in layer._mobius_declined
