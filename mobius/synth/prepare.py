@@ -73,11 +73,17 @@ def prepare(
         )
         blocker = _captured_cache_blocker(traced, unclaimed) if use_cache else None
         if unclaimed and not use_cache:
-            # a single graph: attention the capture missed ran without its padding mask (the
-            # model-level mask is skipped under "mobius"), so trace the model's own attention
             reasons = _uncaptured_reasons(traced, unclaimed)
-            log.info("lowering attention op by op: %s", "; ".join(sorted(set(reasons.values()))))
-            traced = _trace_without_cache(arch, the_task, dtype, fallback, None)
+            if traced.attention_declines or the_task.padding_mask_input in {
+                s.name for s in traced.inputs
+            }:
+                # a single graph: a declined call ran transformers' sdpa without the mask, and
+                # attention the capture missed lost the model-level padding mask ("mobius" skips
+                # it): trace the model's own attention, lowered op by op
+                log.info("attention op by op: %s", "; ".join(sorted(set(reasons.values()))))
+                traced = _trace_without_cache(arch, the_task, dtype, fallback, None)
+            # else nothing is padded (pixel inputs): the captured layers stay fused, and the
+            # uncaptured attention (a pooling head) is lowered op by op as traced
     if blocker is not None and use_cache:
         # the captured attention cannot carry this model's cache: let transformers' own Cache do
         # it inside the trace, with the model's own attention lowered op by op
