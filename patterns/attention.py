@@ -41,17 +41,29 @@ _UNSUPPORTED_KWARGS = (
 )
 # set while tracing a single-graph task (no KV cache): bidirectional calls are captured too
 _SINGLE_GRAPH = contextvars.ContextVar("mobius_single_graph", default=False)
+# with a padding input: the input lengths its mask may span (None: nothing is padded)
+_PADDED_LENGTHS = contextvars.ContextVar("mobius_padded_lengths", default=None)
 
 
 @contextlib.contextmanager
-def single_graph_task(enabled: bool) -> Iterator[None]:
+def single_graph_task(enabled: bool, padded_lengths: tuple | None = None) -> Iterator[None]:
     """While tracing: calls need no layer index for a cache, and ``is_causal=False`` is captured
-    (an encoder's padding-only attention) instead of declined."""
+    (an encoder's padding-only attention) instead of declined. ``padded_lengths`` are the last-axis
+    sizes of the task's inputs when one of them is a padding mask: keys of another length (audio
+    frames from padded samples) cannot take that mask, so such a call declines."""
     token = _SINGLE_GRAPH.set(enabled)
+    lengths = _PADDED_LENGTHS.set(padded_lengths)
     try:
         yield
     finally:
         _SINGLE_GRAPH.reset(token)
+        _PADDED_LENGTHS.reset(lengths)
+
+
+def _same_length(a: int | torch.SymInt, b: int | torch.SymInt) -> bool:
+    """Equal as traced, without adding a guard."""
+    exprs = [x.node.expr if isinstance(x, torch.SymInt) else x for x in (a, b)]
+    return bool(exprs[0] == exprs[1])
 
 
 @torch.library.custom_op("mobius::attention", mutates_args=())
@@ -125,6 +137,14 @@ def mobius_attention_forward(
         # the model-level mask, which would say, is skipped under "mobius"; transformers' own
         # default (causal) is wrong for encoders that never set the attribute (Splinter)
         reason = "the call does not say whether it is causal (no is_causal argument or attribute)"
+    lengths = _PADDED_LENGTHS.get()
+    if (
+        reason is None
+        and single_graph
+        and lengths is not None
+        and not any(_same_length(key.shape[2], n) for n in lengths)
+    ):
+        reason = "the keys are not positions of the padded input, so its mask does not apply"
     if reason is None and not causal:
         if not single_graph:
             reason = "bidirectional attention (is_causal=False) has no causal KV cache"

@@ -79,7 +79,13 @@ class _TaskWrapper(torch.nn.Module):
     def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
         inputs = dict(zip(self._names, args[: len(self._names)], strict=True))
         if self._layout is None:
-            with single_graph_task(not self._task.supports_cache):
+            padding = inputs.get(self._task.padding_mask_input or "")
+            lengths = (
+                None
+                if padding is None
+                else tuple(a.shape[-1] for a in inputs.values() if a.dim() >= 2)
+            )
+            with single_graph_task(not self._task.supports_cache, lengths):
                 return self._task.call(self.m, inputs)
         cache = self._layout.fill(self.m, args[len(self._names) :])
         grows = any(slot.grows for slot in self._layout.slots)

@@ -138,3 +138,12 @@ def test_call_that_does_not_say_whether_it_is_causal_declines_in_a_single_graph_
     with single_graph_task(True):
         mobius_attention_forward(layer, *_qkv(), None, scaling=0.25)
     assert "whether it is causal" in layer._mobius_declined
+
+
+@pytest.mark.parametrize("lengths, captured", [((5,), True), ((7, 9), False)])
+def test_keys_must_be_positions_of_the_padded_input(lengths, captured):
+    # audio: the mask covers samples, the keys are frames; it cannot be applied to them
+    layer = Layer()
+    with single_graph_task(True, lengths):
+        mobius_attention_forward(layer, *_qkv(), None, scaling=0.25)
+    assert hasattr(layer, "_mobius_declined") is not captured
