@@ -5,7 +5,9 @@ records the call as one ``mobius::attention`` node carrying the layer index, sca
 sliding window and softcap. Because "mobius" has no entry in transformers' mask interface, the
 model-level mask construction is skipped entirely; the mask is rebuilt from the task's
 ``attention_mask`` input. The node is then emitted as the ``Attention`` component with the
-``past_key_values.{i}`` / ``present.{i}`` cache of the causal-LM contract.
+``past_key_values.{i}`` / ``present.{i}`` cache of the causal-LM contract. In a task without a
+cache (``single_graph_task``: encoders), bidirectional calls are captured too and get a padding-only
+mask (none where the task has no padding input).
 
 A call the op cannot express exactly (an extra positional bias, attention sinks, a mask the module
 built itself) declines: it runs transformers' sdpa path instead, so the layer is lowered op by op, and the

@@ -68,9 +68,9 @@ def prepare(
         reason = str(exc).removeprefix("torch.export could not trace ")
         blocker: str | None = f"the model cannot be traced with the captured attention ({reason})"
     else:
-        unclaimed = (
-            unclaimed_attention(traced) if "mobius" in the_task.attention_implementations else []
-        )
+        # with a cache: every layer must be captured; without: an escape lost its padding mask
+        tried_capture = "mobius" in the_task.attention_implementations
+        unclaimed = unclaimed_attention(traced) if use_cache or tried_capture else []
         blocker = _captured_cache_blocker(traced, unclaimed) if use_cache else None
         if unclaimed and not use_cache:
             reasons = _uncaptured_reasons(traced, unclaimed)
