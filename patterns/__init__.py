@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch.fx
 
-from patterns import attention_block, rms_norm, rotary, sdpa
+from patterns import attention_block, gelu, rms_norm, rotary, sdpa
 from patterns.base import Claim, Decline, MatchContext, Region
 
 REGION_PATTERNS: list[Callable[[Region], Claim | Decline | None]] = [rms_norm.match]
@@ -20,6 +20,7 @@ ANCHOR_PATTERNS: list[Callable[[torch.fx.Node, MatchContext], Claim | Decline | 
     attention_block.match,
     rotary.match,
     sdpa.match,
+    gelu.match,
 ]
 
 

@@ -5,7 +5,9 @@ records the call as one ``mobius::attention`` node carrying the layer index, sca
 sliding window and softcap. Because "mobius" has no entry in transformers' mask interface, the
 model-level mask construction is skipped entirely; the mask is rebuilt from the task's
 ``attention_mask`` input. The node is then emitted as the ``Attention`` component with the
-``past_key_values.{i}`` / ``present.{i}`` cache of the causal-LM contract.
+``past_key_values.{i}`` / ``present.{i}`` cache of the causal-LM contract. In a task without a
+cache (``single_graph_task``: encoders), bidirectional calls are captured too and get a padding-only
+mask (none where the task has no padding input).
 
 A call the op cannot express exactly (an extra positional bias, attention sinks, a mask the module
 built itself) declines: it runs transformers' sdpa path instead, so the layer is lowered op by op, and the
@@ -14,6 +16,9 @@ reason is kept on the module as ``_mobius_declined``.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +27,45 @@ import torch
 import torch.fx
 
 from lowering import LoweringContext, onnx_dtype
-from mobius.components.attention import Attention, CausalMask
+from mobius.components.attention import Attention, CausalMask, PaddingMask
 from mobius.tasks.causal_lm import cache_input_name, cache_output_name
 from patterns.registry import emits
 
 IMPLEMENTATION = "mobius"
-_UNSUPPORTED_KWARGS = ("position_bias", "s_aux", "sinks", "attention_chunk_size")
+_UNSUPPORTED_KWARGS = (
+    "position_bias",
+    "s_aux",
+    "sinks",
+    "attention_chunk_size",
+    "head_mask",
+    "alibi",
+    "relative_position",
+)
+# set while tracing a single-graph task (no KV cache): bidirectional calls are captured too
+_SINGLE_GRAPH = contextvars.ContextVar("mobius_single_graph", default=False)
+# with a padding input: the input lengths its mask may span (None: nothing is padded)
+_PADDED_LENGTHS = contextvars.ContextVar("mobius_padded_lengths", default=None)
+
+
+@contextlib.contextmanager
+def single_graph_task(enabled: bool, padded_lengths: tuple | None = None) -> Iterator[None]:
+    """While tracing: calls need no layer index for a cache, and ``is_causal=False`` is captured
+    (an encoder's padding-only attention) instead of declined. ``padded_lengths`` are the last-axis
+    sizes of the task's inputs when one of them is a padding mask: keys of another length (audio
+    frames from padded samples) cannot take that mask, so such a call declines."""
+    token = _SINGLE_GRAPH.set(enabled)
+    lengths = _PADDED_LENGTHS.set(padded_lengths)
+    try:
+        yield
+    finally:
+        _SINGLE_GRAPH.reset(token)
+        _PADDED_LENGTHS.reset(lengths)
+
+
+def _same_length(a: int | torch.SymInt, b: int | torch.SymInt) -> bool:
+    """Equal as traced, without adding a guard."""
+    exprs = [x.node.expr if isinstance(x, torch.SymInt) else x for x in (a, b)]
+    return bool(exprs[0] == exprs[1])
 
 
 @torch.library.custom_op("mobius::attention", mutates_args=())
@@ -67,12 +105,15 @@ def _attention_shape(query, key, value, layer_idx, scaling, is_causal, sliding_w
     return query.new_empty((batch, seq, heads, value.shape[-1]))
 
 
-def decline_reason(module: torch.nn.Module, kwargs: dict[str, Any]) -> str | None:
-    """Why this call cannot be one mobius::attention op (None when it can)."""
+def decline_reason(
+    module: torch.nn.Module, kwargs: dict[str, Any], cache: bool = True
+) -> str | None:
+    """Why this call cannot be one mobius::attention op (None when it can). Without a ``cache``
+    (a single-graph task) the layer index names nothing and is not required."""
     for name in _UNSUPPORTED_KWARGS:
         if kwargs.get(name) is not None:
             return f"the call passes {name}, which the Attention component does not model"
-    if not isinstance(getattr(module, "layer_idx", None), int):
+    if cache and not isinstance(getattr(module, "layer_idx", None), int):
         return "the attention module has no integer layer_idx to name its cache"
     if getattr(getattr(module, "config", None), "attention_chunk_size", None):
         return "chunked attention (attention_chunk_size) is not modelled"
@@ -92,9 +133,25 @@ def mobius_attention_forward(
 ) -> tuple[torch.Tensor, None]:
     """The function registered in transformers' AttentionInterface under the name ``mobius``."""
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
-    reason = decline_reason(module, kwargs) or (
-        None if causal else "bidirectional attention (is_causal=False) has no causal KV cache"
-    )
+    single_graph = _SINGLE_GRAPH.get()
+    reason = decline_reason(module, kwargs, cache=not single_graph)
+    if reason is None and single_graph and is_causal is None and not hasattr(module, "is_causal"):
+        # the model-level mask, which would say, is skipped under "mobius"; transformers' own
+        # default (causal) is wrong for encoders that never set the attribute (Splinter)
+        reason = "the call does not say whether it is causal (no is_causal argument or attribute)"
+    lengths = _PADDED_LENGTHS.get()
+    if (
+        reason is None
+        and single_graph
+        and lengths is not None
+        and not any(_same_length(key.shape[2], n) for n in lengths)
+    ):
+        reason = "the keys are not positions of the padded input, so its mask does not apply"
+    if reason is None and not causal:
+        if not single_graph:
+            reason = "bidirectional attention (is_causal=False) has no causal KV cache"
+        elif kwargs.get("sliding_window"):
+            reason = "a bidirectional sliding window is not modelled"
     if reason is None and attention_mask is not None:
         # "mobius" has no mask function, so the model-level mask is None here: a mask that still
         # arrives was made by the module itself (Doge's dynamic mask: a learned per-key bias), and
@@ -109,11 +166,12 @@ def mobius_attention_forward(
             module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs
         )
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
+    layer = getattr(module, "layer_idx", None)
     out = torch.ops.mobius.attention(
         query,
         key,
         value,
-        module.layer_idx,
+        layer if isinstance(layer, int) else -1,
         float(scale),
         bool(causal),
         int(kwargs.get("sliding_window") or 0),
@@ -142,16 +200,17 @@ class AttentionCall:
     head_dim: int
     v_head_dim: int
     q_heads: int
+    causal: bool = True  # False: bidirectional, over the padding mask only (no cache)
 
     @classmethod
     def of(cls, ctx: LoweringContext, node: torch.fx.Node) -> AttentionCall:
         q, k, v, layer_idx, scaling, is_causal, window, softcap = node.args
-        if not is_causal:
-            raise NotImplementedError("non-causal attention in a causal-LM graph")
+        if not is_causal and ctx.state["use_cache"]:
+            raise NotImplementedError("non-causal attention in a graph with a KV cache")
         qv, kv, vv = ctx.val(q), ctx.val(k), ctx.val(v)
         return cls(
             layer_idx, scaling, window, softcap, qv.dtype, int(kv.shape[1]), int(kv.shape[-1]),
-            int(vv.shape[-1]), int(qv.shape[1]),
+            int(vv.shape[-1]), int(qv.shape[1]), bool(is_causal),
         )  # fmt: skip
 
 
@@ -171,18 +230,7 @@ def attend(
     heads * dim], in which case the output is packed too.
     """
     state = ctx.state
-    mask = state["masks"].get(call.window)
-    if mask is None:
-        mask = CausalMask(
-            call.window, name=f"causal_mask_w{call.window}" if call.window else "causal_mask"
-        )(
-            ctx.op,
-            state["attention_mask"],
-            query_length,
-            onnx_dtype(call.dtype),
-            float(torch.finfo(call.dtype).min),
-        )
-        state["masks"][call.window] = mask
+    mask = _mask(ctx, call, query_length)
     heads = (call.q_heads, call.kv_heads) if packed else None
     component = Attention(call.scaling, call.softcap, heads=heads, name="attention")
     if not state["use_cache"]:
@@ -200,6 +248,33 @@ def attend(
     )
     state["cache"].append((call.layer, past, {"key": present_key, "value": present_value}))
     return y
+
+
+def _mask(ctx: LoweringContext, call: AttentionCall, query_length) -> ir.Value | None:
+    """The additive mask for ``call``, built once per (causality, window) from the padding input.
+
+    Bidirectional calls take the padding mask alone ([batch, 1, 1, keys]), or none where the task
+    has no padding input (pixel_values). Masked keys get the dtype's lowest finite value, so a fully
+    padded row stays finite."""
+    state = ctx.state
+    padding = state.get("attention_mask")
+    key = (call.causal, call.window)
+    if key in state["masks"]:
+        return state["masks"][key]
+    dtype, lowest = onnx_dtype(call.dtype), float(torch.finfo(call.dtype).min)
+    if not call.causal:
+        mask = (
+            None
+            if padding is None
+            else PaddingMask(name="padding_mask")(ctx.op, padding, query_length, dtype, lowest)
+        )
+    else:
+        if padding is None:
+            raise NotImplementedError("causal attention in a graph without an attention_mask")
+        name = f"causal_mask_w{call.window}" if call.window else "causal_mask"
+        mask = CausalMask(call.window, name=name)(ctx.op, padding, query_length, dtype, lowest)
+    state["masks"][key] = mask
+    return mask
 
 
 @emits(torch.ops.mobius.attention.default)

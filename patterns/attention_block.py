@@ -17,10 +17,12 @@ from dataclasses import dataclass
 import torch
 import torch.fx
 
+from lowering.linalg import linear
+from lowering.packed import packable, packed_linear
 from mobius.components.rotary import ApplyRotary
 from patterns import rotary
 from patterns.attention import AttentionCall, attend
-from patterns.base import Claim, Decline, asserts_on, aten, is_op, only_user
+from patterns.base import Claim, Decline, asserts_on, aten, is_op, only_user, placeholder_users
 
 VIEWS = (aten.view, aten.reshape, aten._unsafe_view)
 
@@ -91,24 +93,59 @@ def match(node: torch.fx.Node, context: object = None) -> Claim | Decline | None
     if (q.tables is None) != (k.tables is None):
         return Decline("attention_block", module, "q and k are not rotated alike")
     nodes = {node, merge, *q.nodes, *k.nodes, *v.nodes}
+    # bidirectional blocks also take the three projections, to run them as one MatMul
+    projections = None if node.args[5] else _projections([q.source, k.source, v.source])
+    if projections is not None:
+        nodes |= set(projections)
     nodes |= asserts_on(nodes)
 
     def emit(ctx):
         call = AttentionCall.of(ctx, node)
-        query = _rotated(ctx, q, call.q_heads)
-        key = _rotated(ctx, k, call.kv_heads)
-        length = ctx.op.Shape(ctx.value(q.source), start=1, end=2)
-        return attend(ctx, call, query, key, ctx.value(v.source), length, packed=True)
+        sources = _project(ctx, projections, module) if projections else None
+        sources = sources or [ctx.value(p.source) for p in (q, k, v)]
+        query = _rotated(ctx, q, sources[0], call.q_heads)
+        key = _rotated(ctx, k, sources[1], call.kv_heads)
+        length = ctx.op.Shape(sources[0], start=1, end=2)
+        return attend(ctx, call, query, key, sources[2], length, packed=True)
 
-    return Claim("attention_block", "Attention", module, nodes, merge, emit, {"layout": "packed"})
+    attributes = {"layout": "packed", "packed_projections": projections is not None}
+    return Claim("attention_block", "Attention", module, nodes, merge, emit, attributes)
 
 
-def _rotated(ctx, packed: PackedInput, heads: int):
+def _projections(sources: list[torch.fx.Node]) -> list[torch.fx.Node] | None:
+    """The q/k/v ``linear`` nodes when they read one input and weights nothing else reads, with a
+    bias on all three or on none (else None: they stay three MatMuls)."""
+    if not all(is_op(s, aten.linear) for s in sources) or len({s.args[0] for s in sources}) != 1:
+        return None
+    weights = [s.args[1] for s in sources]
+    biases = [s.args[2] if len(s.args) > 2 else s.kwargs.get("bias") for s in sources]
+    if not all(placeholder_users(w) == 1 for w in weights):
+        return None
+    if len({b is None for b in biases}) != 1 or not all(
+        b is None or placeholder_users(b) == 1 for b in biases
+    ):
+        return None
+    return sources
+
+
+def _project(ctx, projections: list[torch.fx.Node], module: str):
+    """The three projections as one MatMul where the weights are initializers (else each alone)."""
+    weights = [ctx.value(p.args[1]) for p in projections]
+    biases = [p.args[2] if len(p.args) > 2 else p.kwargs.get("bias") for p in projections]
+    bias_values = None if biases[0] is None else [ctx.value(b) for b in biases]
+    if not packable(weights) or (bias_values is not None and not packable(bias_values)):
+        return [linear(ctx, p) for p in projections]
+    parts = [(w.name or "").rsplit(".", 2) for w in weights]  # owner, layer, "weight"
+    name = f"{module}.qkv"
+    if all(len(p) == 3 for p in parts) and len({p[0] for p in parts}) == 1:
+        name = f"{parts[0][0]}.{'+'.join(p[1] for p in parts)}"  # ...self.query+key+value
+    return packed_linear(ctx, ctx.value(projections[0].args[0]), weights, bias_values, name)
+
+
+def _rotated(ctx, packed: PackedInput, source, heads: int):
     if packed.tables is None:
-        return ctx.value(packed.source)
+        return source
     cos_table, sin_table, half = packed.tables
     cos_half = rotary._half_table(ctx, cos_table, half, like=packed.source)
     sin_half = rotary._half_table(ctx, sin_table, half, like=packed.source)
-    return ApplyRotary(num_heads=heads, name="rotary")(
-        ctx.op, ctx.value(packed.source), cos_half, sin_half
-    )
+    return ApplyRotary(num_heads=heads, name="rotary")(ctx.op, source, cos_half, sin_half)

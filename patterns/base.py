@@ -107,3 +107,10 @@ def only_user(node: torch.fx.Node) -> torch.fx.Node | None:
 def asserts_on(nodes: set[torch.fx.Node]) -> set[torch.fx.Node]:
     """The metadata-assert nodes that only look at ``nodes`` (claimed along with them)."""
     return {u for n in nodes for u in n.users if is_op(u, *NO_OPS)}
+
+
+def placeholder_users(node: Any) -> int:
+    """How many real ops read ``node`` if it is a graph input or parameter (else 0)."""
+    if not isinstance(node, torch.fx.Node) or node.op != "placeholder":
+        return 0
+    return len([u for u in node.users if not is_op(u, *NO_OPS)])

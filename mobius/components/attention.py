@@ -1,4 +1,5 @@
-"""Attention with a KV cache, as ONNX Attention-23, and the padding-aware causal mask it needs."""
+"""Attention (with a KV cache or without), as ONNX Attention-23, and the masks it takes: the
+padding-aware causal mask of decoders and the padding-only mask of encoders."""
 
 from __future__ import annotations
 
@@ -45,6 +46,22 @@ class CausalMask(nn.Module):
         zero_f = op.Constant(value=ir.tensor(0.0, dtype=dtype))
         low_f = op.Constant(value=ir.tensor(lowest, dtype=dtype))
         return op.Where(allowed, zero_f, low_f)
+
+
+class PaddingMask(nn.Module):
+    """Additive mask [batch, 1, q_len, keys] from the 2-D padding mask, for bidirectional attention.
+
+    Every query sees every non-padding key (the rows are equal; onnxruntime wants the query axis
+    spelled out). Padding keys get the dtype's lowest finite value (not -inf): a row whose keys are
+    all padding then averages them instead of turning into NaN.
+    """
+
+    def forward(self, op, attention_mask, query_length, dtype: ir.DataType, lowest: float):
+        keep = op.Cast(op.Unsqueeze(attention_mask, _ints(op, [1, 2])), to=ir.DataType.BOOL)
+        zero_f = op.Constant(value=ir.tensor(0.0, dtype=dtype))
+        low_f = op.Constant(value=ir.tensor(lowest, dtype=dtype))
+        rows = op.Concat(_ints(op, [1, 1]), query_length, _ints(op, [1]), axis=0)
+        return op.Expand(op.Where(keep, zero_f, low_f), rows)
 
 
 class Attention(nn.Module):

@@ -64,7 +64,7 @@ class ModuleReport:
 class Gap:
     """Something that keeps the conversion from being complete, and what to do about it."""
 
-    kind: str  # "lowering" | "pattern" | "cache"
+    kind: str  # "lowering" | "pattern" | "cache" | "attention"
     subject: str  # the aten op, or the pattern name
     modules: list[str]
     next_step: str
@@ -250,8 +250,10 @@ def _gaps(
                 + (f" ({analysis.cache_blocker})" if analysis.cache_blocker else ""),
             )
         )
+    elif analysis.unclaimed_attention:  # a single graph: attention lowered op by op
+        gaps.extend(_op_by_op_attention(modules, analysis.unclaimed_attention))
     declined: dict[tuple[str, str], list[str]] = {}
-    covered = set(analysis.unclaimed_attention)  # already a "cache" gap
+    covered = set(analysis.unclaimed_attention)  # already a "cache" or "attention" gap
     for m in modules:
         for d in m.declines:
             if d.pattern == "attention" and m.path in covered:
@@ -267,3 +269,24 @@ def _gaps(
         for (pattern, reason), mods in declined.items()
     )
     return gaps
+
+
+def _op_by_op_attention(modules: list[ModuleReport], unclaimed: list[str]) -> list[Gap]:
+    """One gap per reason the capture missed attention in a graph without a cache: the model's
+    own attention (its mask or bias included) is lowered op by op there, with no fused Attention."""
+    by_path = {m.path: m for m in modules}
+    reasons: dict[str, list[str]] = {}
+    for path in unclaimed:
+        module = by_path.get(path)
+        found = [d.reason for d in module.declines if d.pattern == "attention"] if module else []
+        reasons.setdefault(found[0] if found else "it was not captured", []).append(path)
+    return [
+        Gap(
+            "attention",
+            "op-by-op",
+            paths,
+            f"attention in {describe(paths)} is lowered op by op (no fused Attention) because "
+            f"{reason}",
+        )
+        for reason, paths in reasons.items()
+    ]

@@ -53,7 +53,7 @@ MODULE = _object(
 )
 GAP = _object(
     {
-        "kind": {"enum": ["lowering", "pattern", "cache"]},
+        "kind": {"enum": ["lowering", "pattern", "cache", "attention"]},
         "subject": {"type": "string"},
         "modules": _PATHS,
         "next_step": {"type": "string"},

@@ -80,7 +80,7 @@ def _attention_use(node: torch.fx.Node) -> ComponentUse:
         "attention",
         "Attention",
         {
-            "layer": layer,
+            "layer": layer if layer >= 0 else None,  # -1: no layer_idx (no cache needed)
             "heads": int(qv.shape[1]),
             "kv_heads": int(kv.shape[1]),
             "head_dim": int(qv.shape[-1]),
@@ -154,9 +154,10 @@ def analyze(prepared: Prepared) -> Analysis:
             if _claimed_only(node, owner):
                 owned.claimed_parameters += size
     for path in prepared.unclaimed_attention:
-        module(path).declines.append(
-            ("attention", "this attention does not call transformers' AttentionInterface")
+        reason = prepared.attention_reasons.get(
+            path, "this attention does not call transformers' AttentionInterface"
         )
+        module(path).declines.append(("attention", reason))
     return Analysis(
         model_type=prepared.arch.model_type,
         task=prepared.task.name,

@@ -235,7 +235,7 @@ def _bind_placeholders(
             )
             contract.append(value)
             ctx.env[node] = value
-            if tspec.name == "attention_mask":
+            if tspec.name == traced.padding_input:
                 ctx.state["attention_mask"] = value
         else:
             persistent = (

@@ -47,6 +47,8 @@ class Prepared:
     unclaimed_attention: list[str] = field(default_factory=list)
     cache_blocker: str | None = None  # why captured attention could not carry the cache
     fallbacks: list[Fallback] = field(default_factory=list)  # the steps down the chain, in order
+    # why the capture missed each module of ``unclaimed_attention`` (single-graph tasks)
+    attention_reasons: dict[str, str] = field(default_factory=dict)
 
 
 def prepare(
@@ -86,6 +88,7 @@ def _trace_with_fallbacks(
     first_error: UnsupportedError | None = None
     taken: list[Fallback] = []
     traced: TracedModel | None
+    reasons: dict[str, str] = {}
     try:
         traced = trace(arch, the_task, dtype)
     except UnsupportedError as exc:
@@ -97,8 +100,29 @@ def _trace_with_fallbacks(
         reason = str(exc).removeprefix("torch.export could not trace ")
         blocker: str | None = f"the model cannot be traced with the captured attention ({reason})"
     else:
-        unclaimed = unclaimed_attention(traced) if use_cache else []
+        # with a cache: every layer must be captured; without: an escape lost its padding mask
+        tried_capture = "mobius" in the_task.attention_implementations
+        unclaimed = unclaimed_attention(traced) if use_cache or tried_capture else []
         blocker = _captured_cache_blocker(traced, unclaimed) if use_cache else None
+        if unclaimed and not use_cache:
+            reasons = _uncaptured_reasons(traced, unclaimed)
+            if traced.attention_declines or the_task.padding_mask_input in {
+                s.name for s in traced.inputs
+            }:
+                # a single graph: a declined call ran transformers' sdpa without the mask, and
+                # attention the capture missed lost the model-level padding mask ("mobius" skips
+                # it): trace the model's own attention, lowered op by op
+                log.info("attention op by op: %s", "; ".join(sorted(set(reasons.values()))))
+                traced = _trace_without_cache(arch, the_task, dtype, fallback, None)
+                taken.append(
+                    Fallback(
+                        MODEL_ATTENTION,
+                        "; ".join(sorted(set(reasons.values()))),
+                        (FUSED_ATTENTION,),
+                    )
+                )
+            # else nothing is padded (pixel inputs): the captured layers stay fused, and the
+            # uncaptured attention (a pooling head) is lowered op by op as traced
     failures.stop_checkpoint()
     if blocker is not None and use_cache:
         # the captured attention cannot carry this model's cache: let transformers' own Cache do
@@ -132,7 +156,7 @@ def _trace_with_fallbacks(
     elif traced is None:
         traced = _trace_without_cache(arch, the_task, dtype, fallback, first_error)
         taken.append(Fallback(MODEL_ATTENTION, blocker or str(first_error), (FUSED_ATTENTION,)))
-    return Prepared(source, arch, the_task, traced, use_cache, unclaimed, blocker, taken)
+    return Prepared(source, arch, the_task, traced, use_cache, unclaimed, blocker, taken, reasons)
 
 
 def _trace_without_cache(
@@ -172,6 +196,28 @@ def _trace_carrying_cache(
 
 class BidirectionalError(UnsupportedError):
     """The model attends both ways: it converts, but without a cache."""
+
+
+def _uncaptured_reasons(traced: TracedModel, unclaimed: list[str]) -> dict[str, str]:
+    """Why attention in each of ``unclaimed`` was not captured: the reason the capture declined
+    the call with, or that the module does not call transformers' AttentionInterface."""
+
+    def related(a: str, b: str) -> bool:
+        return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+    reasons = {}
+    for path in unclaimed:
+        declined = [r for p, r in traced.attention_declines.items() if related(p, path)]
+        reasons[path] = (
+            f"the capture declined the call: {declined[0]}"
+            if declined
+            else "this attention does not call transformers' AttentionInterface"
+        )
+    return reasons
+
+
+def _shown(paths: list[str]) -> str:
+    return ", ".join(paths[:4]) + (f" and {len(paths) - 4} more" if len(paths) > 4 else "")
 
 
 def _captured_cache_blocker(traced: TracedModel, unclaimed: list[str]) -> str | None:

@@ -21,6 +21,7 @@ from mobius.synth.state import CacheLayout, probe_layout
 from mobius.tasks import Task, TensorSpec
 from mobius.tasks.base import SEQUENCE
 from mobius.weights import KeyMapping
+from patterns.attention import single_graph_task
 from patterns.base import WRAPPER_PREFIX, MatchContext
 
 
@@ -38,6 +39,9 @@ class TracedModel:
     dtype: torch.dtype
     hf_config: Any = None
     causal: bool = False  # traced for a causal-LM task
+    padding_input: str | None = "attention_mask"  # the task input holding the padding mask
+    # attention modules whose call the mobius implementation declined: path -> reason
+    attention_declines: dict[str, str] = field(default_factory=dict)
     module_classes: dict[str, str] = field(default_factory=dict)
     cache_in_graph: bool = False  # past/present states are traced inputs/outputs (state.py)
     state_kinds: set[str] | None = None  # cache-layer attributes the model fills (None: unknown)
@@ -76,7 +80,14 @@ class _TaskWrapper(torch.nn.Module):
     def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
         inputs = dict(zip(self._names, args[: len(self._names)], strict=True))
         if self._layout is None:
-            return self._task.call(self.m, inputs)
+            padding = inputs.get(self._task.padding_mask_input or "")
+            lengths = (
+                None
+                if padding is None
+                else tuple(a.shape[-1] for a in inputs.values() if a.dim() >= 2)
+            )
+            with single_graph_task(not self._task.supports_cache, lengths):
+                return self._task.call(self.m, inputs)
         cache = self._layout.fill(self.m, args[len(self._names) :])
         grows = any(slot.grows for slot in self._layout.slots)
         logits, cache = self._task.call_with_cache(self.m, inputs, cache, mask_spans_past=grows)
@@ -408,6 +419,12 @@ def trace(
         dtype=dtype,
         hf_config=config.hf_config,
         causal=task.supports_cache,
+        padding_input=task.padding_mask_input,
+        attention_declines={
+            path: module._mobius_declined
+            for path, module in model.named_modules()
+            if isinstance(getattr(module, "_mobius_declined", None), str)
+        },
         module_classes=classes,
         cache_in_graph=layout is not None,
         state_kinds=None if probed is None else {slot.attribute for slot in probed.slots},

@@ -28,8 +28,9 @@ class Task:
     """An I/O contract. Subclasses say which HF class to build and how to call it."""
 
     name: str = ""
-    # transformers attention implementations to try, in order ("mobius" captures attention)
-    attention_implementations: tuple[str, ...] = ("sdpa", "eager")
+    # transformers attention implementations to try, in order ("mobius" captures attention; a
+    # trace where some attention escapes the capture is redone with the others)
+    attention_implementations: tuple[str, ...] = ("mobius", "sdpa", "eager")
     supports_cache: bool = False
     mapping: str = ""  # transformers' MODEL_FOR_..._MAPPING (without the suffix) giving the class
     classifies: bool = False  # the outputs are scores over the config's id2label
@@ -37,6 +38,10 @@ class Task:
     def supports(self, config: ArchitectureConfig) -> bool:
         """Whether transformers has a model class for ``config`` that this task can build."""
         raise NotImplementedError
+
+    # the input whose zeros mark padding keys for the captured attention (None: nothing is padded,
+    # as for pixel_values); without a cache, attention may be bidirectional (``is_causal=False``)
+    padding_mask_input: str | None = "attention_mask"
 
     def auto_class(self, config: ArchitectureConfig) -> Any:
         raise NotImplementedError

@@ -21,12 +21,13 @@ def _initializer_names(directory) -> set[str]:
 
 
 def _source_keys(directory) -> dict[str, str]:
-    """Checkpoint key -> initializer name; a transformed weight names its key in metadata."""
+    """Checkpoint key -> initializer name; a transformed weight names its key(s) in metadata
+    (a packed one, such as an encoder's q/k/v, names all of them, comma-separated)."""
     model = onnx.load(str(directory / "model.onnx"), load_external_data=False)
     meta = {p.key: p.value for p in model.metadata_props}
     renamed = json.loads(meta.get("mobius.weight_sources", "{}"))
     keys = {i.name: i.name for i in model.graph.initializer if i.name not in renamed}
-    keys.update({source: name for name, source in renamed.items()})
+    keys.update({key: name for name, source in renamed.items() for key in source.split(",")})
     return keys
 
 
