@@ -146,6 +146,6 @@ def _rotated(ctx, packed: PackedInput, source, heads: int):
     if packed.tables is None:
         return source
     cos_table, sin_table, half = packed.tables
-    cos_half = rotary._half_table(ctx, cos_table, half, like=packed.source)
-    sin_half = rotary._half_table(ctx, sin_table, half, like=packed.source)
+    cos_half = rotary._half_table(ctx, cos_table, half, like=packed.source, like_value=source)
+    sin_half = rotary._half_table(ctx, sin_table, half, like=packed.source, like_value=source)
     return ApplyRotary(num_heads=heads, name="rotary")(ctx.op, source, cos_half, sin_half)

@@ -100,12 +100,15 @@ def _duplicated_table(table: torch.fx.Node) -> str | None:
     return None
 
 
-def _half_table(ctx, table: torch.fx.Node, half: int, like: torch.fx.Node | None = None):
+def _half_table(
+    ctx, table: torch.fx.Node, half: int, like: torch.fx.Node | None = None, like_value=None
+):
     """table[..., :half], computed once per table and shared by every layer.
 
     A table traced with batch 1 (positions made by the model itself, as encoders without a
     ``position_ids`` input do) is broadcast by torch's mul; ONNX ``RotaryEmbedding`` needs the
-    batch of ``like`` (the rotated tensor), so the table is expanded to it.
+    batch of ``like`` (the rotated tensor), so the table is expanded to it. ``like_value`` is its
+    ONNX value where ``like`` itself is not emitted (q/k/v packed into one MatMul).
     """
     cache = ctx.state.setdefault("rotary_tables", {})
     key = (table, half)
@@ -115,7 +118,7 @@ def _half_table(ctx, table: torch.fx.Node, half: int, like: torch.fx.Node | None
         return cache[key]
     expanded = (table, half, "expanded")
     if expanded not in cache:
-        batch = ctx.op.Shape(ctx.value(like), start=0, end=1)
+        batch = ctx.op.Shape(ctx.value(like) if like_value is None else like_value, start=0, end=1)
         rest = ctx.op.Shape(cache[key], start=1)
         cache[expanded] = ctx.op.Expand(cache[key], ctx.op.Concat(batch, rest, axis=0))
     return cache[expanded]

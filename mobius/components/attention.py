@@ -57,7 +57,11 @@ class PaddingMask(nn.Module):
     """
 
     def forward(self, op, attention_mask, query_length, dtype: ir.DataType, lowest: float):
-        keep = op.Cast(op.Unsqueeze(attention_mask, _ints(op, [1, 2])), to=ir.DataType.BOOL)
+        # leading axes fold into the batch, as the model folds them (multiple choice's
+        # [batch, choices, seq] runs as [batch * choices, seq])
+        rows_2d = op.Concat(_ints(op, [-1]), op.Shape(attention_mask, start=-1), axis=0)
+        mask_2d = op.Reshape(attention_mask, rows_2d)
+        keep = op.Cast(op.Unsqueeze(mask_2d, _ints(op, [1, 2])), to=ir.DataType.BOOL)
         zero_f = op.Constant(value=ir.tensor(0.0, dtype=dtype))
         low_f = op.Constant(value=ir.tensor(lowest, dtype=dtype))
         rows = op.Concat(_ints(op, [1, 1]), query_length, _ints(op, [1]), axis=0)
