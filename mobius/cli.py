@@ -1,4 +1,5 @@
-"""Command line: ``mobius build --model SRC --output DIR`` and ``mobius explain --model SRC``."""
+"""Command line: ``mobius build --model SRC --output DIR``, ``mobius explain --model SRC`` and
+``mobius generate --model DIR --prompt TEXT``."""
 
 from __future__ import annotations
 
@@ -59,7 +60,32 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument(
         "-q", "--quiet", action="store_true", help="no terminal report; exit status only"
     )
+    _add_generate_parser(sub)
     return parser
+
+
+def _add_generate_parser(sub) -> None:
+    g = sub.add_parser(
+        "generate",
+        help="generate text from a converted causal LM (onnxruntime-genai, or onnxruntime)",
+        description="Greedy decoding, streamed to stdout; stops at the end-of-sequence token.",
+    )
+    g.add_argument("--model", required=True, help="a directory written by `mobius build`")
+    g.add_argument("--prompt", required=True, help="the prompt text")
+    g.add_argument("--max-new-tokens", type=int, default=128, help="at most this many tokens")
+    g.add_argument(
+        "--chat",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="wrap the prompt in the tokenizer's chat template (default: when it has one)",
+    )
+    g.add_argument(
+        "--runtime",
+        choices=["auto", "genai", "onnxruntime"],
+        default="auto",
+        help="auto: onnxruntime-genai when installed and genai_config.json is there",
+    )
+    g.add_argument("-q", "--quiet", action="store_true", help="only the generated text")
 
 
 class Terminated(KeyboardInterrupt):
@@ -117,6 +143,32 @@ def _explain(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def _generate(args: argparse.Namespace) -> int:
+    from mobius.errors import ConfigError
+    from mobius.generate import generate, pick_runtime
+
+    if args.max_new_tokens < 1:
+        raise ConfigError("--max-new-tokens must be at least 1")
+    runtime = pick_runtime(Path(args.model), args.runtime)
+    if not args.quiet:
+        print(f"mobius: generating with {runtime}", file=sys.stderr)
+    pieces = generate(
+        args.model,
+        args.prompt,
+        max_new_tokens=args.max_new_tokens,
+        chat=args.chat,
+        runtime=runtime,
+    )
+    for piece in pieces:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    return 0
+
+
+COMMANDS = {"build": _build, "explain": _explain, "generate": _generate}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     quiet = args.quiet or args.command == "explain"  # explain's output is the report itself
@@ -129,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
-        return _explain(args) if args.command == "explain" else _build(args)
+        return COMMANDS[args.command](args)
     except MobiusError as exc:
         print(f"mobius: error: {exc}", file=sys.stderr)
         return exc.exit_code

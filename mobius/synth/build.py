@@ -11,6 +11,7 @@ import time
 import torch
 
 from mobius.errors import ConfigError, UnsupportedError
+from mobius.genai import genai_files
 from mobius.package import ModelPackage
 from mobius.report import ExplainReport
 from mobius.synth.analysis import analyze
@@ -94,6 +95,8 @@ def build(
         ),
         "explain.json": report.to_json(),
     }
+    if the_task.name == "causal-lm" and use_cache:
+        texts.update(genai_files(model, arch.hf_config, source.directory))
     extra = [source.config_path, *source.extra_files()]
     return ModelPackage(model=model, extra_files=extra, texts=texts)
 
