@@ -150,8 +150,6 @@ def _generate(args: argparse.Namespace) -> int:
     if args.max_new_tokens < 1:
         raise ConfigError("--max-new-tokens must be at least 1")
     runtime = pick_runtime(Path(args.model), args.runtime)
-    if not args.quiet:
-        print(f"mobius: generating with {runtime}", file=sys.stderr)
     pieces = generate(
         args.model,
         args.prompt,
@@ -159,6 +157,8 @@ def _generate(args: argparse.Namespace) -> int:
         chat=args.chat,
         runtime=runtime,
     )
+    if not args.quiet:
+        print(f"mobius: generating with {runtime}", file=sys.stderr)
     for piece in pieces:
         sys.stdout.write(piece)
         sys.stdout.flush()

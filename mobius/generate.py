@@ -82,7 +82,8 @@ def generate(
 ) -> Iterator[str]:
     """Greedy continuation of ``prompt``, yielded as text pieces while it is generated.
 
-    ``chat`` None applies the chat template when the model has one; True requires one.
+    ``chat`` None applies the chat template when the model has one; True requires one. Bad
+    arguments raise here, before the iterator is returned.
     """
     directory = Path(directory)
     chosen = pick_runtime(directory, runtime)
@@ -90,10 +91,8 @@ def generate(
     if chat and template is None:
         raise ConfigError(f"{directory} has no chat template; drop --chat")
     use_template = template if chat is not False else None
-    if chosen == "genai":
-        yield from _genai_text(directory, prompt, max_new_tokens, use_template)
-    else:
-        yield from _onnxruntime_text(directory, prompt, max_new_tokens, use_template)
+    run = _genai_text if chosen == "genai" else _onnxruntime_text
+    return run(directory, prompt, max_new_tokens, use_template)  # checked before any work
 
 
 def _messages(prompt: str) -> list[dict[str, str]]:
