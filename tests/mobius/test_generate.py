@@ -153,3 +153,25 @@ def test_genai_config_json_is_valid_for_genai(onnx_dir):
     config = json.loads((onnx_dir / GENAI_CONFIG_FILE).read_text())
     assert config["model"]["type"] == "llama"
     og.Model(str(onnx_dir))  # loads: genai accepts every field
+
+
+def test_example_script_prints_what_the_cli_prints(onnx_dir, capsys):
+    """examples/text_generation.py (genai when installed, else mobius's loop) = mobius generate."""
+    import os
+    import subprocess
+    import sys
+
+    script = EXAMPLE.parent / "text_generation.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(onnx_dir), PROMPT],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(EXAMPLE.parents[1])},
+    )
+    code = main(
+        ["generate", "--model", str(onnx_dir), "--prompt", PROMPT, "--max-new-tokens"]
+        + ["64", "-q", "--no-chat"]
+    )
+    assert code == 0
+    assert done.stdout == capsys.readouterr().out
