@@ -12,17 +12,21 @@ import json
 import shutil
 from pathlib import Path
 
+import onnx_ir as ir
 import pytest
 import torch
 
 import mobius
-from mobius.genai import GENAI_CONFIG_FILE, genai_model_type
+from mobius.genai import (
+    GENAI_CONFIG_FILE,
+    NotDrivable,
+    cache_geometry,
+    genai_files,
+    genai_model_type,
+)
 from mobius.generate import genai_tokens
 from mobius.runtime import OnnxCausalLM
-from mobius.testing.configs import tiny_config_for
 from mobius.testing.tiny import make_checkpoint
-
-og = pytest.importorskip("onnxruntime_genai")
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "tiny-llama"
 TOKENS = {"vocab_size": 512, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3}
@@ -133,10 +137,45 @@ def test_generation_config_search_defaults(tmp_path):
     assert config["model"]["context_length"] == config["search"]["max_length"] == 2048
 
 
-def test_recurrent_state_gets_no_genai_config(tmp_path, caplog):
-    checkpoint = tmp_path / "mamba2"
-    tiny_config_for("mamba2").save_pretrained(checkpoint)
+def graph_with_inputs(shapes: dict[str, list]) -> ir.Model:
+    """An empty graph with only these float inputs (what genai_config reads of a graph)."""
+    inputs = [
+        ir.Value(name=name, shape=ir.Shape(shape), type=ir.TensorType(ir.DataType.FLOAT))
+        for name, shape in shapes.items()
+    ]
+    return ir.Model(ir.Graph(inputs=inputs, outputs=[], nodes=[], name="g"), ir_version=10)
+
+
+def cache(layers: int, key: list, value: list, **extra: list) -> dict[str, list]:
+    shapes = {"input_ids": ["batch", "sequence"]}
+    for i in range(layers):
+        shapes |= {f"past_key_values.{i}.key": key, f"past_key_values.{i}.value": value}
+        shapes |= {f"past_key_values.{i}.{kind}": shape for kind, shape in extra.items()}
+    return shapes
+
+
+def test_cache_geometry_reads_the_graph():
+    shapes = cache(3, ["batch", 2, "past", 16], ["batch", 2, "past", 16])
+    assert cache_geometry(graph_with_inputs(shapes)) == (3, 2, 16)
+
+
+@pytest.mark.parametrize(
+    ("shapes", "reason"),
+    [
+        (  # mamba2-style: a recurrent state beside (or instead of) keys and values
+            cache(2, ["batch", 2, "past", 16], ["batch", 2, "past", 16], recurrent_state=[1, 2]),
+            "the cache also holds recurrent_state states",
+        ),
+        (  # MLA: keys carry the rotary part, values do not
+            cache(2, ["batch", 4, "past", 24], ["batch", 4, "past", 16]),
+            "differ in shape",
+        ),
+        ({"input_ids": ["batch", "sequence"]}, "no key/value cache"),
+    ],
+)
+def test_caches_genai_cannot_drive_get_no_config(shapes, reason, caplog):
+    with pytest.raises(NotDrivable, match=reason):
+        cache_geometry(graph_with_inputs(shapes))
     with caplog.at_level("INFO", logger="mobius"):
-        package = mobius.build(checkpoint, weights=False)
-    assert GENAI_CONFIG_FILE not in package.texts
-    assert "states, which onnxruntime-genai's decoder loop does not carry" in caplog.text
+        assert genai_files(graph_with_inputs(shapes), None, Path(".")) == {}
+    assert f"no {GENAI_CONFIG_FILE}: " in caplog.text and reason in caplog.text

