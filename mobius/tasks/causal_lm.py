@@ -9,6 +9,7 @@ import torch
 from mobius.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 from mobius.tasks.nested import FromConfig, nested_model_class
+from mobius.tasks.positions import model_positions
 
 
 class CausalLMTask(Task):
@@ -45,7 +46,8 @@ class CausalLMTask(Task):
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
-        out = model(**inputs, use_cache=False, return_dict=True)
+        """Logits for ``inputs``; ``position_ids`` count real tokens from 0 (``positions.py``)."""
+        out = model(**model_positions(model, inputs), use_cache=False, return_dict=True)
         return (out.logits,)
 
     def call_with_cache(
@@ -58,7 +60,9 @@ class CausalLMTask(Task):
         """Run on top of ``cache`` (a transformers Cache holding the past): logits and the cache.
 
         Models whose cache holds no tokens (only recurrent states) take the new tokens' mask only.
+        ``position_ids`` count real tokens from 0, past ones included (``positions.py``).
         """
+        inputs = model_positions(model, inputs)
         if not mask_spans_past:
             new = inputs["input_ids"].shape[1]
             inputs = {**inputs, "attention_mask": inputs["attention_mask"][:, -new:]}

@@ -11,25 +11,104 @@ from mobius.runtime import OnnxCausalLM, session  # the tests import both from h
 
 
 def decoder_inputs(
-    vocab_size: int, batch: int = 2, length: int = 7, pad: int = 3, seed: int = 1
+    vocab_size: int,
+    batch: int = 2,
+    length: int = 7,
+    pad: int = 3,
+    seed: int = 1,
+    pad_token_id: int | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Token ids with the first row left-padded by ``pad`` positions, and matching position ids."""
+    """Token ids with the first row left-padded by ``pad`` positions, and the contract's position
+    ids (real tokens counted from 0). With ``pad_token_id``, the padded positions hold it and no
+    real token does, as a tokenizer pads (RoBERTa-style models find padding by that id)."""
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab_size, (batch, length), generator=gen)
     mask = torch.ones(batch, length, dtype=torch.long)
     mask[0, :pad] = 0
+    if pad_token_id is not None and 0 <= pad_token_id < vocab_size:
+        ids[ids == pad_token_id] = (pad_token_id + 1) % vocab_size
+        ids[mask == 0] = pad_token_id
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     return {"input_ids": ids, "attention_mask": mask, "position_ids": positions}
 
 
+def text_decoder_inputs(config, length: int = 7) -> dict[str, torch.Tensor]:
+    """``decoder_inputs`` for ``config``'s text model: its vocab, padded with its pad token."""
+    pad_token_id = getattr(config, "pad_token_id", None)
+    return decoder_inputs(
+        config.vocab_size,
+        length=length,
+        pad_token_id=pad_token_id if isinstance(pad_token_id, int) else None,
+    )
+
+
+def _logits(out) -> torch.Tensor:
+    return (out.logits if hasattr(out, "logits") else out[0]).float()
+
+
+def hf_derives_positions(model: torch.nn.Module, feeds: dict[str, torch.Tensor]) -> bool:
+    """Whether ``model``, called without ``position_ids``, numbers each row's real tokens from
+    that row's first one, as RoBERTa (from ``input_ids``) and OPT (from ``attention_mask``) do.
+
+    Checked on ``feeds``' first left-padded row: its logits without ``position_ids`` equal those
+    of the same tokens without the padding. Such models are called that way by their users, so
+    parity compares with that call; the others (GPT-2 counts pads as positions) are called with
+    the mask-derived ``position_ids``, as ``generate`` passes them.
+    """
+    import inspect
+
+    if "position_ids" not in inspect.signature(model.forward).parameters:
+        return False
+    mask = feeds["attention_mask"]
+    padded = [row for row in range(len(mask)) if not bool(mask[row].all())]
+    if not padded:
+        return True
+    row, ids = padded[0], feeds["input_ids"]
+    start = int((mask[row] == 0).sum())
+    if bool(mask[row, start:].eq(0).any()):  # not left padding
+        return False
+    try:
+        with torch.no_grad():
+            with_pads = _logits(
+                model(input_ids=ids[row : row + 1], attention_mask=mask[row : row + 1])
+            )
+            alone = _logits(
+                model(
+                    input_ids=ids[row : row + 1, start:], attention_mask=mask[row : row + 1, start:]
+                )
+            )
+    except Exception:  # noqa: BLE001 - a model that cannot run without position_ids
+        return False
+    return bool((with_pads[0, start:] - alone[0]).abs().max() < 1e-3)
+
+
+def hf_reference_feeds(model: torch.nn.Module, feeds: dict[str, torch.Tensor]) -> dict:
+    """The feeds to call the HF model with as its users do: without ``position_ids`` where it
+    derives them itself (``hf_derives_positions``), else with the contract's."""
+    feeds = hf_feeds(model, feeds)
+    if "position_ids" in feeds and hf_derives_positions(model, feeds):
+        feeds = {k: v for k, v in feeds.items() if k != "position_ids"}
+    return feeds
+
+
 def encoder_inputs(
-    vocab_size: int, names: list[str], batch: int = 2, length: int = 7, seed: int = 1
+    vocab_size: int,
+    names: list[str],
+    batch: int = 2,
+    length: int = 7,
+    seed: int = 1,
+    pad_token_id: int | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Token ids with right padding in the first row (how encoders are batched), plus token types."""
+    """Token ids with right padding in the first row (how encoders are batched), plus token types.
+    With ``pad_token_id``, the padded positions hold it and no real token does (RoBERTa-style
+    encoders number positions from the non-pad tokens)."""
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(3, vocab_size, (batch, length), generator=gen)
     mask = torch.ones(batch, length, dtype=torch.long)
     mask[0, -2:] = 0
+    if pad_token_id is not None and 0 <= pad_token_id < vocab_size:
+        ids[ids == pad_token_id] = 3 if pad_token_id != 3 else 4
+        ids[mask == 0] = pad_token_id
     feeds = {"input_ids": ids, "attention_mask": mask}
     if "token_type_ids" in names:
         types = torch.zeros_like(ids)
@@ -51,13 +130,18 @@ def max_abs_diff(model: torch.nn.Module, directory: Path, config, length: int = 
         }
         keep = None
     elif "position_ids" in names:
-        feeds = decoder_inputs(config.vocab_size, length=length)
+        feeds = text_decoder_inputs(config, length=length)
         keep = feeds["attention_mask"].bool().numpy()
     else:
-        feeds = encoder_inputs(config.vocab_size, names)
+        pad_token_id = getattr(config, "pad_token_id", None)
+        feeds = encoder_inputs(
+            config.vocab_size,
+            names,
+            pad_token_id=pad_token_id if isinstance(pad_token_id, int) else None,
+        )
         keep = feeds["attention_mask"].bool().numpy()
     with torch.no_grad():
-        out = model(**feeds)
+        out = model(**(hf_reference_feeds(model, feeds) if "position_ids" in names else feeds))
     expected = (
         out.logits if hasattr(out, "logits") and "position_ids" in names else out.last_hidden_state
     ).numpy()
@@ -107,7 +191,8 @@ def causal_lm_parity(
     """Max |onnxruntime - torch| of a converted causal LM (batch 2, left padding).
 
     With a KV cache: a prefill of ``prefill`` tokens, then one decode step of the rest on the
-    returned cache, each against the full forward. Without one: the logits of all ``length``. Returns
+    returned cache, each against the full forward, called as the model's users call it
+    (``hf_reference_feeds``: without ``position_ids`` where it derives them itself). Without one: the logits of all ``length``. Returns
     ``cache``, ``prefill_diff``, ``decode_diff`` (with a cache) and ``max_diff``.
     """
     text = config.get_text_config()
@@ -115,10 +200,10 @@ def causal_lm_parity(
     if not lm.has_cache:
         diff = max_abs_diff(model, directory, text, length=length)
         return {"cache": False, "prefill_diff": diff, "max_diff": diff}
-    feeds = decoder_inputs(text.vocab_size, length=length)
+    feeds = text_decoder_inputs(text, length=length)
     ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
     with torch.no_grad():
-        out = model(**hf_feeds(model, feeds))
+        out = model(**hf_reference_feeds(model, feeds))
     expected = (out.logits if hasattr(out, "logits") else out[0]).float().numpy()
     keep = mask.astype(bool)
     first, cache = lm.run(
