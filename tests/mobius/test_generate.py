@@ -125,6 +125,7 @@ def test_auto_falls_back_to_onnxruntime_without_genai_config(onnx_dir, tmp_path,
         ("genai-without-config", "has no genai_config.json"),
         ("chat-without-template", "has no chat template; drop --chat"),
         ("zero-tokens", "--max-new-tokens must be at least 1"),
+        ("not-a-causal-lm", "holds a feature-extraction model; generate needs a causal-lm one"),
     ],
 )
 def test_refusals_are_one_line(onnx_dir, tmp_path, capsys, case, message):
@@ -138,6 +139,11 @@ def test_refusals_are_one_line(onnx_dir, tmp_path, capsys, case, message):
         flags = ["--runtime", "genai"]
     elif case == "chat-without-template":
         flags = ["--chat"]
+    elif case == "not-a-causal-lm":
+        directory = tmp_path / "encoder"
+        shutil.copytree(onnx_dir, directory)
+        info = json.loads((directory / "mobius.json").read_text())
+        (directory / "mobius.json").write_text(json.dumps({**info, "task": "feature-extraction"}))
     args = ["generate", "--model", str(directory), "--prompt", PROMPT, *flags]
     args += ["--max-new-tokens", "0" if case == "zero-tokens" else "2"]
     assert main(args) == 2
