@@ -134,6 +134,10 @@ def genai_config(
     text = hf_config.get_text_config()
     generation = _read_json(Path(checkpoint_dir) / "generation_config.json")
     eos = _token_ids(generation, text, "eos_token_id")
+    if eos is None:  # genai has no "never stop": it then stops at the pad id (0 without one)
+        log.warning(
+            "no eos_token_id in the generation config: onnxruntime-genai stops at the pad id"
+        )
     pad = _token_ids(generation, text, "pad_token_id")
     if pad is None or isinstance(pad, list):
         pad = (eos[0] if isinstance(eos, list) else eos) if pad is None else pad[0]
