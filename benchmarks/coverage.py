@@ -10,6 +10,8 @@ For each type in ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``, in a fresh subprocess wi
    one, the logits of all 9 (``max_abs_diff``). This sets the status. Then the same for a long
    prompt, reported next to it: a prefill of 70 and a step of 10 (shorter where the model's
    position table is: reformer's holds 32).
+4. with a cache and a ``genai_config.json``: 8 greedy tokens through onnxruntime-genai, against
+   the same through plain onnxruntime (the genai column).
 
 Statuses: pass, pass-no-cache, mismatch, blocked (ops without a lowering, from ``mobius explain``),
 convert-error, hf-build-error, timeout. Results go to ``benchmarks/results/coverage.json`` (merged
@@ -52,6 +54,7 @@ from coverage_report import (  # sibling module
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "coverage.json"
 CLI_TIMEOUT = 400
+GENAI_TOKENS = 8  # greedy tokens compared between onnxruntime-genai and onnxruntime
 
 
 # ------------------------------------------------------------------------------------------ worker
@@ -153,6 +156,30 @@ def _parity(model, out_dir: Path, config) -> dict:
     return {**short, "long": long}
 
 
+def _genai(out_dir: Path, config) -> str:
+    """The genai column: onnxruntime-genai's greedy tokens against plain onnxruntime's (which
+    the parity check ties to PyTorch), from the output directory alone."""
+    if not (out_dir / "genai_config.json").is_file():
+        return "no config"
+    try:
+        from mobius.generate import genai_tokens, stop_tokens
+        from mobius.runtime import OnnxCausalLM
+
+        vocab = config.get_text_config().vocab_size
+        ids = [(7 * i + 3) % vocab for i in range(LENGTH)]
+        # where the config names no end-of-sequence id (tiny configs), genai stops at the pad id
+        genai_config = json.loads((out_dir / "genai_config.json").read_text())
+        stop = stop_tokens(out_dir) or {genai_config["model"].get("pad_token_id", 0)}
+        expected = list(OnnxCausalLM(out_dir).stream(ids, GENAI_TOKENS, stop))
+        actual = list(genai_tokens(out_dir, ids, GENAI_TOKENS))
+    except Exception as exc:
+        return "error: " + _exception_line(exc)
+    if actual == expected:
+        return "same"
+    step = next((i for i, (a, b) in enumerate(zip(actual, expected, strict=False)) if a != b), None)
+    return f"differs at token {min(len(actual), len(expected)) if step is None else step}"
+
+
 def _hf_model(model_type: str):
     from mobius.testing.causal_lm import tiny_causal_lm
 
@@ -229,6 +256,8 @@ def work(model_type: str) -> dict:
             )
             return result
         result.update(parity)
+        if parity["cache"]:
+            result["genai"] = _genai(out_dir, config)
         if parity["max_diff"] <= ATOL:
             result["status"] = "pass" if parity["cache"] else "pass-no-cache"
         else:

@@ -204,6 +204,24 @@ def _long_totals(results: dict) -> list[str]:
     return [text + ".", ""]
 
 
+def _genai_totals(results: dict) -> list[str]:
+    """The genai column's tally, over the types it ran on (those with a cache)."""
+    ran = {t: r["genai"] for t, r in results.items() if r.get("genai")}
+    if not ran:
+        return []
+    same = sorted(t for t, g in ran.items() if g == "same")
+    none = sorted(t for t, g in ran.items() if g == "no config")
+    other = sorted(t for t in ran if t not in same and t not in none)
+    text = (
+        f"onnxruntime-genai (greedy, {len(ran)} types with a cache checked): {len(same)} give "
+        f"onnxruntime's tokens; {len(none)} get no `genai_config.json` (recurrent states or "
+        "unequal key/value shapes)"
+    )
+    if other:
+        text += "; " + ", ".join(f"{t} ({ran[t]})" for t in other)
+    return [text + ".", ""]
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -238,6 +256,7 @@ def write_report(data: dict) -> None:
         f"| **total** | **{len(results)}** |",
         "",
         *_long_totals(results),
+        *_genai_totals(results),
         "## Failures by class",
         "",
         "Each class with the types it would fix, most types first (a type blocked by several ops "
@@ -269,12 +288,12 @@ def write_report(data: dict) -> None:
         "",
         "## Per type",
         "",
-        "| type | status | max diff | long check | seconds | error / blocking ops / reason |",
-        "|---|---|---|---|---|---|",
+        "| type | status | max diff | long check | genai | seconds | error / blocking ops / reason |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, r in sorted(results.items()):
         lines.append(
             f"| {name} | {r['status']} | {fmt_diff(r)} | {_long_cell(r)} | "
-            f"{r.get('seconds', 0):.0f} | {_cell(detail(r))} |"
+            f"{_cell(r.get('genai', ''))} | {r.get('seconds', 0):.0f} | {_cell(detail(r))} |"
         )
     REPORT.write_text("\n".join(lines) + "\n")

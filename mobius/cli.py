@@ -1,4 +1,5 @@
-"""Command line: ``mobius build --model SRC --output DIR`` and ``mobius explain --model SRC``."""
+"""Command line: ``mobius build --model SRC --output DIR``, ``mobius explain --model SRC`` and
+``mobius generate --model DIR --prompt TEXT``."""
 
 from __future__ import annotations
 
@@ -75,7 +76,32 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument(
         "--debug", action="store_true", help="print the traceback of an internal error (exit 1)"
     )
+    _add_generate_parser(sub)
     return parser
+
+
+def _add_generate_parser(sub) -> None:
+    g = sub.add_parser(
+        "generate",
+        help="generate text from a converted causal LM (onnxruntime-genai, or onnxruntime)",
+        description="Greedy decoding, streamed to stdout; stops at the end-of-sequence token.",
+    )
+    g.add_argument("--model", required=True, help="a directory written by `mobius build`")
+    g.add_argument("--prompt", required=True, help="the prompt text")
+    g.add_argument("--max-new-tokens", type=int, default=128, help="at most this many tokens")
+    g.add_argument(
+        "--chat",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="wrap the prompt in the tokenizer's chat template (default: when it has one)",
+    )
+    g.add_argument(
+        "--runtime",
+        choices=["auto", "genai", "onnxruntime"],
+        default="auto",
+        help="auto: onnxruntime-genai when installed and genai_config.json is there",
+    )
+    g.add_argument("-q", "--quiet", action="store_true", help="only the generated text")
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -124,6 +150,32 @@ def _explain(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def _generate(args: argparse.Namespace) -> int:
+    from mobius.errors import ConfigError
+    from mobius.generate import generate, pick_runtime
+
+    if args.max_new_tokens < 1:
+        raise ConfigError("--max-new-tokens must be at least 1")
+    runtime = pick_runtime(Path(args.model), args.runtime)
+    pieces = generate(
+        args.model,
+        args.prompt,
+        max_new_tokens=args.max_new_tokens,
+        chat=args.chat,
+        runtime=runtime,
+    )
+    if not args.quiet:
+        print(f"mobius: generating with {runtime}", file=sys.stderr)
+    for piece in pieces:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    return 0
+
+
+COMMANDS = {"build": _build, "explain": _explain, "generate": _generate}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0, 1 internal error, 2 input error, 130/143 signal)."""
     failures.reset()
@@ -139,16 +191,16 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("mobius").setLevel(
             logging.ERROR if args.quiet else logging.WARNING if quiet else logging.INFO
         )
-        return _explain(args) if args.command == "explain" else _build(args)
+        return COMMANDS[args.command](args)
     except KeyboardInterrupt as exc:
         failures.settle()
-        return _interrupted(exc)
+        return _interrupted(exc, args)
     except SystemExit as exc:
         if args is None:
             raise  # argparse: --help, or a usage error (exit 2, its own message)
         failures.settle()
         if failures.stop_requested():
-            return _interrupted(None)
+            return _interrupted(None, args)
         print(
             f"mobius: error: {failures.where(exc)} called exit({exc.code!r}) while "
             f"{failures.phase_of(exc)}; nothing was written",
@@ -158,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError as exc:
         failures.settle()
         if failures.stop_requested():
-            return _interrupted(None)
+            return _interrupted(None, args)
         print(
             f"mobius: error: out of memory while {failures.phase_of(exc)}; nothing was "
             "written; free memory or convert on a larger machine",
@@ -168,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         failures.settle()
         if failures.stop_requested():  # an interrupt that some library turned into an error
-            return _interrupted(None)
+            return _interrupted(None, args)
         error = exc if isinstance(exc, MobiusError) else failures.internal_error(exc)
         if isinstance(error, InternalError):
             if getattr(args, "debug", False):
@@ -182,11 +234,15 @@ def main(argv: list[str] | None = None) -> int:
         return error.exit_code
 
 
-def _interrupted(exc: KeyboardInterrupt | None) -> int:
+def _interrupted(exc: KeyboardInterrupt | None, args: argparse.Namespace | None) -> int:
     # the output directory is only ever renamed into place complete (see ModelPackage.save)
     code = getattr(exc, "exit_code", None) or (
         128 + signal.SIGTERM if failures.stop_signal() == signal.SIGTERM else 128 + signal.SIGINT
     )
     what = "terminated" if code == 128 + signal.SIGTERM else "interrupted"
-    print(f"mobius: error: {what}; the output was not written", file=sys.stderr)
+    writes = getattr(args, "command", "build") == "build"  # explain and generate write no model
+    print(
+        f"mobius: error: {what}" + ("; the output was not written" if writes else ""),
+        file=sys.stderr,
+    )
     return code

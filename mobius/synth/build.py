@@ -13,6 +13,7 @@ import torch
 
 from mobius import failures
 from mobius.errors import ConfigError, UnsupportedError, WeightsError
+from mobius.genai import genai_files
 from mobius.package import MODEL_FILE, ModelPackage
 from mobius.registry import saved_head
 from mobius.report import ExplainReport
@@ -111,6 +112,8 @@ def build(
         ),
         "explain.json": report.to_json(),
     }
+    if the_task.name == "causal-lm" and use_cache:
+        texts.update(genai_files(model, arch.hf_config, source.directory))
     extra = [source.config_path, *source.extra_files()]
     return ModelPackage(model=model, extra_files=extra, texts=texts)
 

@@ -7,13 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-
-def session(directory: Path):
-    import onnxruntime as ort
-
-    return ort.InferenceSession(
-        str(Path(directory) / "model.onnx"), providers=["CPUExecutionProvider"]
-    )
+from mobius.runtime import OnnxCausalLM, session  # the tests import both from here too
 
 
 def decoder_inputs(
@@ -203,68 +197,6 @@ def contract_diffs(model: torch.nn.Module, directory: Path, config) -> dict[str,
             diff = diff[mask.bool().numpy()]
         diffs[name] = float(diff.max())
     return diffs
-
-
-# ONNX Runtime's input type names, for states that are not float32 (Qwen4-Exp keeps its indexer's
-# position ids, int64, in the cache)
-_NUMPY_TYPES = {"tensor(float16)": np.float16, "tensor(int64)": np.int64}
-
-
-class OnnxCausalLM:
-    """Drives a converted causal LM with its KV cache: prefill, decode steps and greedy generation."""
-
-    def __init__(self, directory: Path) -> None:
-        self.session = session(directory)
-        self.inputs = {i.name: i for i in self.session.get_inputs()}
-        self.cache_names = [n for n in self.inputs if n.startswith("past_key_values.")]
-        self.output_names = [o.name for o in self.session.get_outputs()]
-
-    @property
-    def has_cache(self) -> bool:
-        return bool(self.cache_names)
-
-    def empty_cache(self, batch: int) -> dict[str, np.ndarray]:
-        """The cache before the first call: no past tokens, and zero recurrent states."""
-        cache = {}
-        for name in self.cache_names:
-            dims = self.inputs[name].shape
-            dtype = _NUMPY_TYPES.get(self.inputs[name].type, np.float32)
-            shape = [batch if d == "batch" else d if isinstance(d, int) else 0 for d in dims]
-            cache[name] = np.zeros(shape, dtype=dtype)
-        return cache
-
-    def run(
-        self, ids, mask, positions, cache: dict[str, np.ndarray]
-    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """One call: logits for ``ids`` and the cache after them."""
-        feeds = {
-            "input_ids": np.asarray(ids),
-            "attention_mask": np.asarray(mask),
-            "position_ids": np.asarray(positions),
-        }
-        feeds = {k: v for k, v in feeds.items() if k in self.inputs}
-        feeds.update(cache)
-        outputs = dict(zip(self.output_names, self.session.run(None, feeds), strict=True))
-        present = {
-            n.replace("present.", "past_key_values.", 1): v
-            for n, v in outputs.items()
-            if n.startswith("present.")
-        }
-        return outputs["logits"], present
-
-    def generate(self, ids: np.ndarray, mask: np.ndarray, new_tokens: int) -> np.ndarray:
-        """Greedy decoding with the cache; returns the generated tokens [batch, new_tokens]."""
-        ids, mask = np.asarray(ids), np.asarray(mask)
-        positions = np.clip(mask.cumsum(-1) - 1, 0, None)
-        logits, cache = self.run(ids, mask, positions, self.empty_cache(ids.shape[0]))
-        tokens = []
-        for _ in range(new_tokens):
-            token = logits[:, -1].argmax(-1)[:, None].astype(np.int64)
-            tokens.append(token)
-            mask = np.concatenate([mask, np.ones_like(token)], axis=1)
-            positions = positions[:, -1:] + 1
-            logits, cache = self.run(token, mask, positions, cache)
-        return np.concatenate(tokens, axis=1)
 
 
 def hf_greedy(

