@@ -48,8 +48,8 @@ def pick_runtime(directory: Path, runtime: str = "auto") -> str:
         raise ConfigError(f"{directory} has no {MODEL_FILE}; convert a model with `mobius build`")
     info = directory / "mobius.json"
     task = json.loads(info.read_text(encoding="utf-8")).get("task") if info.is_file() else None
-    if task not in (None, "causal-lm"):
-        raise ConfigError(f"{directory} holds a {task} model; generate needs a causal-lm one")
+    if task not in (None, "text-generation", "causal-lm"):  # causal-lm: builds before the rename
+        raise ConfigError(f"{directory} holds a {task} model; generate needs a text-generation one")
     if runtime not in RUNTIMES:
         raise ConfigError(f"unknown runtime '{runtime}'; choose one of: {', '.join(RUNTIMES)}")
     has_config = (directory / GENAI_CONFIG_FILE).is_file()

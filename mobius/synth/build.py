@@ -112,7 +112,7 @@ def build(
         ),
         "explain.json": report.to_json(),
     }
-    if the_task.name == "causal-lm" and use_cache:
+    if the_task.supports_cache and use_cache:
         texts.update(genai_files(model, arch.hf_config, source.directory))
     extra = [source.config_path, *source.extra_files()]
     return ModelPackage(model=model, extra_files=extra, texts=texts)

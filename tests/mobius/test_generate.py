@@ -125,7 +125,10 @@ def test_auto_falls_back_to_onnxruntime_without_genai_config(onnx_dir, tmp_path,
         ("genai-without-config", "has no genai_config.json"),
         ("chat-without-template", "has no chat template; drop --chat"),
         ("zero-tokens", "--max-new-tokens must be at least 1"),
-        ("not-a-causal-lm", "holds a feature-extraction model; generate needs a causal-lm one"),
+        (
+            "not-a-causal-lm",
+            "holds a feature-extraction model; generate needs a text-generation one",
+        ),
     ],
 )
 def test_refusals_are_one_line(onnx_dir, tmp_path, capsys, case, message):
