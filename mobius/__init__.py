@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mobius.errors import MobiusError
@@ -22,6 +23,11 @@ def build(
     task: str | None = None,
     weights: bool = True,
     trust_remote_code: bool = False,
+    precision: str | None = None,
+    block_size: int = 32,
+    symmetric: bool = False,
+    accuracy_level: int = 0,
+    quant_exclude: Sequence[str] = (),
 ) -> ModelPackage:
     """Convert ``src`` (a local checkpoint directory or a hub id) to ONNX.
 
@@ -31,13 +37,32 @@ def build(
         task: the I/O contract (``"text-generation"``, ``"fill-mask"``, ...: ``mobius.tasks.TASKS``); detected when None.
         weights: False builds the graph only; parameters then become named graph inputs.
         trust_remote_code: allow checkpoints whose config points at their own Python code.
+        precision: ``"int4"`` or ``"int8"`` quantizes every linear weight (round to nearest, per
+            block along K) into ``com.microsoft`` ``MatMulNBits``; None keeps ``dtype``.
+        block_size: weights per scale (a power of two, at least 16).
+        symmetric: no zero points (asymmetric, the default, stores one per block).
+        accuracy_level: MatMulNBits' compute type: 0 the activation's, 4 int8 (fastest on CPU).
+        quant_exclude: globs over module paths (``lm_head``, ``*.mlp.down_proj``) kept in float.
 
     Returns:
         A ModelPackage; call ``.save(directory)`` to write ``model.onnx`` and ``model.onnx.data``.
     """
+    from mobius.quantize import QuantOptions
     from mobius.synth.build import build as _build
 
-    return _build(src, dtype=dtype, task=task, weights=weights, trust_remote_code=trust_remote_code)
+    quantization = None
+    if precision is not None:
+        quantization = QuantOptions(
+            precision, block_size, symmetric, accuracy_level, tuple(quant_exclude)
+        )
+    return _build(
+        src,
+        dtype=dtype,
+        task=task,
+        weights=weights,
+        trust_remote_code=trust_remote_code,
+        quantization=quantization,
+    )
 
 
 def explain(

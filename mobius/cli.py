@@ -39,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         help="allow checkpoints that ship their own code",
     )
     b.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
+    _quantization_flags(b)
     b.add_argument("-q", "--quiet", action="store_true", help="only print errors")
     e = sub.add_parser(
         "explain",
@@ -60,6 +61,39 @@ def _parser() -> argparse.ArgumentParser:
         "-q", "--quiet", action="store_true", help="no terminal report; exit status only"
     )
     return parser
+
+
+def _quantization_flags(b: argparse.ArgumentParser) -> None:
+    q = b.add_argument_group("weight-only quantization (MatMulNBits)")
+    q.add_argument(
+        "--precision", choices=["int4", "int8"], default=None, help="quantize every linear weight"
+    )
+    q.add_argument("--block-size", type=int, default=32, help="weights per scale (default 32)")
+    q.add_argument("--symmetric", action="store_true", help="no zero points (default: asymmetric)")
+    q.add_argument(
+        "--accuracy-level",
+        type=int,
+        default=0,
+        choices=range(5),
+        help="MatMulNBits compute type: 0 the activation's (default), 4 int8 (fastest on CPU)",
+    )
+    q.add_argument(
+        "--quant-exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="module path glob kept in float (repeatable), e.g. lm_head or '*.mlp.down_proj'",
+    )
+
+
+def _quantization_kwargs(args: argparse.Namespace) -> dict:
+    return {
+        "precision": args.precision,
+        "block_size": args.block_size,
+        "symmetric": args.symmetric,
+        "accuracy_level": args.accuracy_level,
+        "quant_exclude": args.quant_exclude,
+    }
 
 
 class Terminated(KeyboardInterrupt):
@@ -85,6 +119,7 @@ def _build(args: argparse.Namespace) -> int:
         task=args.task,
         weights=not args.no_weights,
         trust_remote_code=args.trust_remote_code,
+        **_quantization_kwargs(args),
     )
     target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:

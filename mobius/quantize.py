@@ -1,0 +1,256 @@
+"""Weight-only int4/int8 quantization: a pass over the emitted model that turns every linear layer
+(``MatMul`` or ``Gemm`` by a 2-D parameter initializer) into ``com.microsoft`` ``MatMulNBits``.
+
+Emission is untouched. The quantized initializers are lazy: each weight is read, quantized and
+packed only when the model is saved, one weight at a time (its three tensors share one result,
+dropped once all three are written), so peak memory stays one float weight plus its packed form.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx_ir as ir
+
+from mobius.blockquant import Packed, Scheme, quantize
+from mobius.errors import ConfigError
+
+log = logging.getLogger("mobius")
+
+PRECISIONS = {"int4": 4, "int8": 8}
+MS_DOMAIN = "com.microsoft"
+_FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
+
+
+@dataclass(frozen=True)
+class QuantOptions:
+    """What the user asked for: ``precision`` ("int4" or "int8"), ``block_size``, ``symmetric``,
+    ``accuracy_level`` and ``exclude`` (globs over module paths, kept in float)."""
+
+    precision: str = "int4"
+    block_size: int = 32
+    symmetric: bool = False
+    accuracy_level: int = 0
+    exclude: tuple[str, ...] = ()
+
+    def check(self, dtype: str, weights: bool) -> Scheme:
+        """The Scheme, or a ConfigError naming the option that cannot be honoured."""
+        if self.precision not in PRECISIONS:
+            raise ConfigError(
+                f"unknown precision '{self.precision}'; choose one of: {', '.join(PRECISIONS)}"
+            )
+        if self.block_size < 16 or self.block_size & (self.block_size - 1):
+            raise ConfigError(
+                "--block-size must be a power of two of at least 16 (MatMulNBits), "
+                f"got {self.block_size}"
+            )
+        if self.accuracy_level not in range(5):
+            raise ConfigError(f"--accuracy-level must be 0 to 4, got {self.accuracy_level}")
+        if dtype not in ("f32", "f16"):
+            raise ConfigError(
+                f"--precision {self.precision} needs --dtype f32 or f16 (MatMulNBits has no "
+                f"{dtype} kernel on CPU)"
+            )
+        if not weights:
+            raise ConfigError(f"--precision {self.precision} quantizes weights; drop --no-weights")
+        return Scheme(
+            PRECISIONS[self.precision], self.block_size, self.symmetric, self.accuracy_level
+        )
+
+
+@dataclass
+class QuantizeReport:
+    """What the pass did, for mobius.json: the scheme and the fate of every linear weight."""
+
+    scheme: Scheme
+    exclude: list[str]
+    quantized: list[str] = field(default_factory=list)  # source keys
+    excluded: list[str] = field(default_factory=list)  # matched --quant-exclude, kept float
+    kept_float: list[str] = field(
+        default_factory=list
+    )  # also read by another op (a tied embedding)
+
+    def to_json(self) -> dict:
+        s = self.scheme
+        return {
+            "scheme": "MatMulNBits, round to nearest, weight only",
+            "precision": s.name,
+            "bits": s.bits,
+            "block_size": s.block_size,
+            "symmetric": s.symmetric,
+            "accuracy_level": s.accuracy_level,
+            "exclude": self.exclude,
+            "quantized_weights": self.quantized,
+            "excluded_weights": self.excluded,
+            "float_weights_also_kept": self.kept_float,
+        }
+
+
+def module_of(key: str) -> str:
+    """``model.layers.0.mlp.up_proj.weight`` -> ``model.layers.0.mlp.up_proj``."""
+    return key[: -len(".weight")] if key.endswith(".weight") else key
+
+
+def excluded_by(key: str, patterns: Sequence[str]) -> bool:
+    """A glob matches the weight's module path (or the key itself)."""
+    module = module_of(key)
+    return any(fnmatch.fnmatchcase(module, p) or fnmatch.fnmatchcase(key, p) for p in patterns)
+
+
+def quantize_linears(
+    model: ir.Model, scheme: Scheme, exclude: Sequence[str] = ()
+) -> QuantizeReport:
+    """Replace each linear by a parameter with MatMulNBits, in place; return what was done."""
+    report = QuantizeReport(scheme, list(exclude))
+    for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
+        found = _linear_weight(node)
+        if found is None:
+            continue
+        a, weight, transposed = found
+        key = _source_key(weight)
+        if excluded_by(key, exclude):
+            report.excluded.append(key)
+            continue
+        _replace(node, a, weight, transposed, key, scheme)
+        report.quantized.append(key)
+        if weight.uses():
+            report.kept_float.append(key)
+        elif weight.is_initializer():
+            weight.graph.initializers.pop(weight.name)
+    if report.quantized:
+        model.opset_imports.setdefault(MS_DOMAIN, 1)
+    log.info(
+        "quantized %d linear weights to %s (%d excluded)",
+        len(report.quantized),
+        scheme.name,
+        len(report.excluded),
+    )
+    return report
+
+
+def _linear_weight(node: ir.Node) -> tuple[ir.Value, ir.Value, bool] | None:
+    """(activation, weight, weight is stored [N, K]) when ``node`` is a linear by a parameter."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "MatMul" and len(node.inputs) == 2:
+        a, w = node.inputs
+        transposed = False
+    elif node.op_type == "Gemm" and len(node.inputs) == 2:
+        attrs = node.attributes
+        if attrs.get_int("transA", 0) or attrs.get_float("alpha", 1.0) != 1.0:
+            return None
+        a, w = node.inputs
+        transposed = bool(attrs.get_int("transB", 0))
+    else:
+        return None
+    if a is None or w is None or a.const_value is not None or w.const_value is None:
+        return None
+    if not w.is_initializer() or w.dtype not in _FLOATS or len(w.shape) != 2:
+        return None
+    if a.shape is not None and len(a.shape) < 2:
+        return None
+    props = w.const_value.metadata_props
+    if "mobius.source_key" not in props and "mobius.source_keys" not in props:
+        return None  # a buffer or constant made by the trace, not a parameter
+    return a, w, transposed
+
+
+def _source_key(weight: ir.Value) -> str:
+    props = weight.const_value.metadata_props
+    return props.get("mobius.source_key") or weight.name or ""
+
+
+def _replace(
+    node: ir.Node, a: ir.Value, weight: ir.Value, transposed: bool, key: str, scheme: Scheme
+) -> None:
+    tensor = weight.const_value
+    rows, cols = (int(d) for d in weight.shape)
+    n, k = (rows, cols) if transposed else (cols, rows)
+    load = _nk_loader(tensor, transposed)
+    shared = _SharedPacking(load, scheme)
+    kb = scheme.blocks(k)
+    base = f"{weight.name[:-2] if weight.name.endswith('.T') else weight.name}.{scheme.name}"
+    graph = weight.graph
+    dtype = weight.dtype
+    parts: list[tuple[str, ir.DataType, list[int]]] = [
+        ("b", ir.DataType.UINT8, [n, kb, scheme.block_size * scheme.bits // 8]),
+        ("scales", dtype, [n * kb]),
+    ]
+    if not scheme.symmetric:
+        parts.append(("zero_points", ir.DataType.UINT8, [n * (-(-kb * scheme.bits // 8))]))
+    inputs = [a]
+    for part, part_dtype, shape in parts:
+        name = f"{base}.{part}"
+        lazy = ir.LazyTensor(
+            shared.getter(part, name), dtype=part_dtype, shape=ir.Shape(shape), name=name
+        )
+        lazy.metadata_props["mobius.source_key"] = key
+        lazy.metadata_props["mobius.transform"] = (
+            f"{scheme.name} block {scheme.block_size} "
+            f"{'symmetric' if scheme.symmetric else 'asymmetric'} ({part})"
+        )
+        value = ir.Value(name=name, type=ir.TensorType(part_dtype), shape=lazy.shape)
+        value.const_value = lazy
+        graph.register_initializer(value)
+        inputs.append(value)
+    replacement = ir.Node(
+        MS_DOMAIN,
+        "MatMulNBits",
+        inputs,
+        attributes=[
+            ir.AttrInt64("K", k),
+            ir.AttrInt64("N", n),
+            ir.AttrInt64("bits", scheme.bits),
+            ir.AttrInt64("block_size", scheme.block_size),
+            ir.AttrInt64("accuracy_level", scheme.accuracy_level),
+        ],
+        name=f"{node.name or base}.MatMulNBits",
+        metadata_props=dict(node.metadata_props),
+    )
+    owner = node.graph
+    owner.insert_before(node, replacement)
+    replacement.outputs[0].shape = node.outputs[0].shape
+    replacement.outputs[0].type = node.outputs[0].type
+    old = node.outputs[0]
+    name = old.name
+    old.replace_all_uses_with(replacement.outputs[0], replace_graph_outputs=True)
+    old.name = None
+    replacement.outputs[0].name = name
+    owner.remove(node, safe=True)
+
+
+def _nk_loader(tensor: ir.TensorProtocol, transposed: bool) -> Callable[[], np.ndarray]:
+    """The weight as [N, K]: a ``<key>.T`` initializer's source directly (no transpose made)."""
+    source = getattr(tensor, "_source", None)  # lowering.transposed.TransposedTensor
+    if source is not None and not transposed:
+        return source
+    if transposed:
+        return tensor.numpy
+    return lambda: np.ascontiguousarray(tensor.numpy().T)
+
+
+class _SharedPacking:
+    """Quantizes one weight on the first request for any of its parts; each part is handed out
+    once and then dropped, so nothing stays in memory after the three are written."""
+
+    def __init__(self, load: Callable[[], np.ndarray], scheme: Scheme) -> None:
+        self.load, self.scheme = load, scheme
+        self.pending: dict[str, np.ndarray] = {}
+
+    def _pack(self) -> None:
+        packed: Packed = quantize(self.load(), self.scheme)
+        self.pending = {"b": packed.b, "scales": packed.scales}
+        if packed.zero_points is not None:
+            self.pending["zero_points"] = packed.zero_points
+
+    def getter(self, part: str, name: str) -> Callable[[], ir.TensorProtocol]:
+        def get() -> ir.TensorProtocol:
+            if part not in self.pending:
+                self._pack()
+            return ir.Tensor(self.pending.pop(part), name=name)
+
+        return get
