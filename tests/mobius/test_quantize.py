@@ -1,0 +1,164 @@
+"""--precision int4|int8: MatMulNBits graphs match PyTorch run on the same quantized weights.
+
+The reference here quantizes and dequantizes each nn.Linear weight itself, in torch, from the
+MatMulNBits definition (per block of ``block_size`` along K: asymmetric ``scale = (max(w, 0) -
+min(w, 0)) / (2^bits - 1)``, ``zero = round(-min / scale)``; symmetric ``scale = max|w| / (2^(bits-1)
+- 1)``, ``zero = 2^(bits-1)``; ``w ~ (clamp(round(w / scale) + zero) - zero) * scale``). It shares no
+code with ``mobius.blockquant``. The tiny llama has hidden size 80 and MLP width 144, so every K
+ends in a partial block.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+import torch
+
+import mobius
+from mobius.cli import main
+from mobius.testing.parity import max_abs_diff
+from mobius.testing.tiny import make_checkpoint
+
+ATOL = 1e-4
+SHAPE = {"hidden_size": 80, "intermediate_size": 144}
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("quant") / "llama80"
+    model, config = make_checkpoint("llama", directory, tie_word_embeddings=False, **SHAPE)
+    return directory, model, config
+
+
+@pytest.fixture(scope="module")
+def tied_llama(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("quant") / "llama_tied"
+    model, config = make_checkpoint("llama", directory, tie_word_embeddings=True, **SHAPE)
+    return directory, model, config
+
+
+def reference_dequantized(w: torch.Tensor, bits: int, block: int, symmetric: bool) -> torch.Tensor:
+    n, k = w.shape
+    blocks = -(-k // block)
+    padded = torch.zeros(n, blocks * block, dtype=torch.float32)
+    padded[:, :k] = w.float()
+    x = padded.view(n, blocks, block)
+    top = (1 << bits) - 1
+    if symmetric:
+        zero = torch.full((n, blocks, 1), float(1 << (bits - 1)))
+        scale = x.abs().amax(-1, keepdim=True) / float((1 << (bits - 1)) - 1)
+    else:
+        low = x.amin(-1, keepdim=True).clamp(max=0)
+        high = x.amax(-1, keepdim=True).clamp(min=0)
+        scale = (high - low) / float(top)
+        zero = torch.round(-low / torch.where(scale == 0, 1.0, scale)).clamp(0, top)
+    divisor = torch.where(scale == 0, 1.0, scale)
+    q = (torch.round(x / divisor) + zero).clamp(0, top)
+    return ((q - zero) * scale).view(n, -1)[:, :k]
+
+
+def quantized_reference(model, bits: int, block: int, symmetric: bool, keep=()) -> torch.nn.Module:
+    """A copy of ``model`` whose Linear weights are replaced by their reference dequantization
+    (each its own Parameter, so a tied lm_head no longer changes the embedding)."""
+    ref = copy.deepcopy(model)
+    for name, module in ref.named_modules():
+        if isinstance(module, torch.nn.Linear) and name not in keep:
+            deq = reference_dequantized(module.weight.detach(), bits, block, symmetric)
+            module.weight = torch.nn.Parameter(deq)
+    return ref
+
+
+def ops(directory: Path) -> list[str]:
+    return [
+        n.op_type
+        for n in onnx.load(str(directory / "model.onnx"), load_external_data=False).graph.node
+    ]
+
+
+@pytest.mark.parametrize(
+    "precision,symmetric,block", [("int4", False, 32), ("int4", True, 16), ("int8", False, 32)]
+)
+def test_matches_reference_dequantized_weights(llama, tmp_path, precision, symmetric, block):
+    directory, model, config = llama
+    package = mobius.build(directory, precision=precision, symmetric=symmetric, block_size=block)
+    out = package.save(tmp_path / "q")
+    graph = onnx.load(str(out / "model.onnx"), load_external_data=False).graph
+    nbits = [n for n in graph.node if n.op_type == "MatMulNBits"]
+    assert len(nbits) == 15 and "MatMul" not in ops(out)  # 7 per layer and lm_head
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in nbits[0].attribute}
+    bits = int(precision[-1])
+    assert (attrs["bits"], attrs["block_size"], attrs["accuracy_level"]) == (bits, block, 0)
+    ref = quantized_reference(model, bits, block, symmetric)
+    assert max_abs_diff(ref, out, config) <= ATOL
+
+
+def test_close_to_float_model_and_smaller(llama, tmp_path):
+    """int8 is ~16x finer than int4; on random weights both stay near the float logits. The
+    embedding and norms stay float in all three, so the files shrink by less than 4x and 8x."""
+    directory, model, config = llama
+    diffs, sizes = {}, {}
+    for precision in (None, "int8", "int4"):
+        out = mobius.build(directory, precision=precision).save(tmp_path / str(precision))
+        diffs[precision] = max_abs_diff(model, out, config)
+        sizes[precision] = (out / "model.onnx.data").stat().st_size
+    print(f"max |logit diff| vs float32 torch: {diffs}; model.onnx.data bytes: {sizes}")
+    assert diffs[None] <= ATOL < diffs["int8"] < diffs["int4"] / 4
+    assert sizes[None] > sizes["int8"] > sizes["int4"]
+
+
+def test_exclude_keeps_layers_float(llama, tmp_path):
+    directory, model, config = llama
+    package = mobius.build(
+        directory, precision="int4", quant_exclude=["lm_head", "*.mlp.down_proj"]
+    )
+    out = package.save(tmp_path / "q")
+    assert ops(out).count("MatMulNBits") == 12 and ops(out).count("MatMul") == 3
+    record = json.loads((out / "mobius.json").read_text())["quantization"]
+    assert record["excluded_weights"] == [
+        "model.layers.0.mlp.down_proj.weight",
+        "model.layers.1.mlp.down_proj.weight",
+        "lm_head.weight",
+    ]
+    assert (record["bits"], record["block_size"], record["symmetric"]) == (4, 32, False)
+    assert len(record["quantized_weights"]) == 12
+    keep = {"lm_head", "model.layers.0.mlp.down_proj", "model.layers.1.mlp.down_proj"}
+    assert max_abs_diff(quantized_reference(model, 4, 32, False, keep), out, config) <= ATOL
+
+
+def test_tied_lm_head_quantized_embedding_kept(tied_llama, tmp_path):
+    directory, model, config = tied_llama
+    out = mobius.build(directory, precision="int8").save(tmp_path / "q")
+    record = json.loads((out / "mobius.json").read_text())["quantization"]
+    assert record["float_weights_also_kept"] == ["model.embed_tokens.weight"]
+    assert max_abs_diff(quantized_reference(model, 8, 32, False), out, config) <= ATOL
+
+
+def test_cli_flags(llama, tmp_path):
+    directory, model, config = llama
+    out = tmp_path / "q"
+    argv = ["build", "--model", str(directory), "--output", str(out), "-q", "--precision", "int8"]
+    assert main([*argv, "--symmetric", "--block-size", "64", "--accuracy-level", "0"]) == 0
+    record = json.loads((out / "mobius.json").read_text())["quantization"]
+    assert (record["precision"], record["block_size"], record["symmetric"]) == ("int8", 64, True)
+    assert max_abs_diff(quantized_reference(model, 8, 64, True), out, config) <= ATOL
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--block-size", "24"], "--block-size must be a power of two"),
+        (["--dtype", "bf16"], "needs --dtype f32 or f16"),
+        (["--no-weights"], "drop --no-weights"),
+    ],
+)
+def test_bad_options_one_line(llama, tmp_path, capsys, flags, message):
+    directory = llama[0]
+    argv = ["build", "--model", str(directory), "--output", str(tmp_path / "q"), "-q"]
+    assert main([*argv, "--precision", "int4", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mobius: error: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "q").exists()
