@@ -12,6 +12,7 @@ block ``b`` (``block_size`` consecutive K elements), ``w = (q - zero_point) * sc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,3 +81,17 @@ def quantize(weight: np.ndarray, scheme: Scheme) -> Packed:
             z = z[:, 0::2] | (z[:, 1::2] << 4)
         zero_points = np.ascontiguousarray(z).reshape(-1)
     return Packed(np.ascontiguousarray(b), stored.reshape(-1), zero_points)
+
+
+def quantize_rows(slabs: Iterable[np.ndarray], scheme: Scheme) -> Packed:
+    """``quantize`` over consecutive row slabs of one weight (every part is laid out row by row,
+    so the slabs' results concatenate); memory stays one slab's temporaries plus the result."""
+    parts = [quantize(slab, scheme) for slab in slabs]
+    zero_points = None
+    if not scheme.symmetric:
+        zero_points = np.concatenate([p.zero_points for p in parts])
+    return Packed(
+        np.concatenate([p.b for p in parts]),
+        np.concatenate([p.scales for p in parts]),
+        zero_points,
+    )

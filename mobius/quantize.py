@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import fnmatch
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import onnx_ir as ir
+import torch
 
-from mobius.blockquant import Packed, Scheme, quantize
-from mobius.errors import ConfigError
+from mobius.blockquant import Packed, Scheme, quantize_rows
+from mobius.errors import ConfigError, WeightsError
+from mobius.weights import _read_into
 
 log = logging.getLogger("mobius")
 
@@ -170,7 +172,7 @@ def _replace(
     tensor = weight.const_value
     rows, cols = (int(d) for d in weight.shape)
     n, k = (rows, cols) if transposed else (cols, rows)
-    load = _nk_loader(tensor, transposed)
+    load = _nk_slabs(tensor, transposed)
     shared = _SharedPacking(load, scheme)
     kb = scheme.blocks(k)
     base = f"{weight.name[:-2] if weight.name.endswith('.T') else weight.name}.{scheme.name}"
@@ -223,26 +225,50 @@ def _replace(
     owner.remove(node, safe=True)
 
 
-def _nk_loader(tensor: ir.TensorProtocol, transposed: bool) -> Callable[[], np.ndarray]:
-    """The weight as [N, K]: a ``<key>.T`` initializer's source directly (no transpose made)."""
-    source = getattr(tensor, "_source", None)  # lowering.transposed.TransposedTensor
-    if source is not None and not transposed:
-        return source
-    if transposed:
-        return tensor.numpy
-    return lambda: np.ascontiguousarray(tensor.numpy().T)
+SLAB_BYTES = 16 << 20  # rows of a weight read and quantized at a time
+
+
+def _nk_slabs(tensor: ir.TensorProtocol, transposed: bool) -> Callable[[], Iterator[np.ndarray]]:
+    """The weight as [N, K] row slabs. A checkpoint tensor (or a ``<key>.T`` of one) is read
+    slab by slab from its safetensors file, so not even one whole weight is held in memory."""
+    if not transposed:
+        # lowering.transposed.TransposedTensor keeps its source's bound ``numpy``: the [N, K] weight
+        source = getattr(getattr(tensor, "_source", None), "__self__", None)
+        if source is None:
+            return lambda: iter([np.ascontiguousarray(tensor.numpy().T)])
+        tensor = source
+    entry = getattr(tensor, "entry", None)  # mobius.weights.CopiedTensor: bytes as in the file
+    if entry is None:
+        return lambda: iter([tensor.numpy()])
+    return lambda: _file_slabs(entry)
+
+
+def _file_slabs(entry) -> Iterator[np.ndarray]:
+    n, k = entry.shape
+    itemsize = torch.empty((), dtype=entry.dtype).element_size()
+    rows = max(1, SLAB_BYTES // (k * itemsize))
+    with entry.file.open("rb", buffering=0) as source:
+        source.seek(entry.offset)
+        for start in range(0, n, rows):
+            slab = torch.empty((min(rows, n - start), k), dtype=entry.dtype)
+            view = memoryview(slab.view(-1).view(torch.uint8).numpy())
+            if _read_into(source, view) < len(view):
+                raise WeightsError(
+                    f"{entry.file.name} ended inside tensor '{entry.key}'; re-download or re-save it"
+                )
+            yield slab.numpy()
 
 
 class _SharedPacking:
     """Quantizes one weight on the first request for any of its parts; each part is handed out
     once and then dropped, so nothing stays in memory after the three are written."""
 
-    def __init__(self, load: Callable[[], np.ndarray], scheme: Scheme) -> None:
+    def __init__(self, load: Callable[[], Iterator[np.ndarray]], scheme: Scheme) -> None:
         self.load, self.scheme = load, scheme
         self.pending: dict[str, np.ndarray] = {}
 
     def _pack(self) -> None:
-        packed: Packed = quantize(self.load(), self.scheme)
+        packed: Packed = quantize_rows(self.load(), self.scheme)
         self.pending = {"b": packed.b, "scales": packed.scales}
         if packed.zero_points is not None:
             self.pending["zero_points"] = packed.zero_points
