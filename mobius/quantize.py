@@ -19,6 +19,7 @@ import torch
 
 from mobius.blockquant import Packed, Scheme, quantize_rows
 from mobius.errors import ConfigError, WeightsError
+from mobius.quantize_gather import share_with_gathers, swap_node
 from mobius.weights import _read_into
 
 log = logging.getLogger("mobius")
@@ -72,6 +73,8 @@ class QuantizeReport:
     exclude: list[str]
     quantized: list[str] = field(default_factory=list)  # source keys
     excluded: list[str] = field(default_factory=list)  # matched --quant-exclude, kept float
+    # a tied embedding whose lookup became GatherBlockQuantized over the lm_head's packed bytes
+    shared_embedding: list[str] = field(default_factory=list)
     kept_float: list[str] = field(
         default_factory=list
     )  # also read by another op (a tied embedding)
@@ -88,6 +91,7 @@ class QuantizeReport:
             "exclude": self.exclude,
             "quantized_weights": self.quantized,
             "excluded_weights": self.excluded,
+            "embedding_shared_with_lm_head": self.shared_embedding,
             "float_weights_also_kept": self.kept_float,
         }
 
@@ -117,12 +121,14 @@ def quantize_linears(
         if excluded_by(key, exclude):
             report.excluded.append(key)
             continue
-        _replace(node, a, weight, transposed, key, scheme)
+        packed = _replace(node, a, weight, transposed, key, scheme)
         report.quantized.append(key)
+        if weight.uses() and share_with_gathers(weight, packed, scheme):
+            report.shared_embedding.append(key)
         if weight.uses():
             report.kept_float.append(key)
         elif weight.is_initializer():
-            weight.graph.initializers.pop(weight.name)
+            weight.graph.initializers.pop(weight.name, None)
     if report.quantized:
         model.opset_imports.setdefault(MS_DOMAIN, 1)
     log.info(
@@ -168,7 +174,8 @@ def _source_key(weight: ir.Value) -> str:
 
 def _replace(
     node: ir.Node, a: ir.Value, weight: ir.Value, transposed: bool, key: str, scheme: Scheme
-) -> None:
+) -> list[ir.Value]:
+    """Swap ``node`` for MatMulNBits; returns its initializers (B, scales[, zero_points])."""
     tensor = weight.const_value
     rows, cols = (int(d) for d in weight.shape)
     n, k = (rows, cols) if transposed else (cols, rows)
@@ -213,16 +220,8 @@ def _replace(
         name=f"{node.name or base}.MatMulNBits",
         metadata_props=dict(node.metadata_props),
     )
-    owner = node.graph
-    owner.insert_before(node, replacement)
-    replacement.outputs[0].shape = node.outputs[0].shape
-    replacement.outputs[0].type = node.outputs[0].type
-    old = node.outputs[0]
-    name = old.name
-    old.replace_all_uses_with(replacement.outputs[0], replace_graph_outputs=True)
-    old.name = None
-    replacement.outputs[0].name = name
-    owner.remove(node, safe=True)
+    swap_node(node, replacement)
+    return inputs[1:]
 
 
 SLAB_BYTES = 16 << 20  # rows of a weight read and quantized at a time

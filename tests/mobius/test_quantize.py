@@ -35,13 +35,6 @@ def llama(tmp_path_factory):
     return directory, model, config
 
 
-@pytest.fixture(scope="module")
-def tied_llama(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("quant") / "llama_tied"
-    model, config = make_checkpoint("llama", directory, tie_word_embeddings=True, **SHAPE)
-    return directory, model, config
-
-
 def reference_dequantized(w: torch.Tensor, bits: int, block: int, symmetric: bool) -> torch.Tensor:
     n, k = w.shape
     blocks = -(-k // block)
@@ -62,14 +55,19 @@ def reference_dequantized(w: torch.Tensor, bits: int, block: int, symmetric: boo
     return ((q - zero) * scale).view(n, -1)[:, :k]
 
 
-def quantized_reference(model, bits: int, block: int, symmetric: bool, keep=()) -> torch.nn.Module:
-    """A copy of ``model`` whose Linear weights are replaced by their reference dequantization
-    (each its own Parameter, so a tied lm_head no longer changes the embedding)."""
+def quantized_reference(
+    model, bits: int, block: int, symmetric: bool, keep=(), embedding_too: bool = False
+) -> torch.nn.Module:
+    """A copy of ``model`` whose Linear weights are replaced by their reference dequantization,
+    each its own Parameter: a tied lm_head no longer changes the embedding, unless
+    ``embedding_too``, which gives the embedding the lm_head's dequantized weight as well."""
     ref = copy.deepcopy(model)
     for name, module in ref.named_modules():
         if isinstance(module, torch.nn.Linear) and name not in keep:
             deq = reference_dequantized(module.weight.detach(), bits, block, symmetric)
             module.weight = torch.nn.Parameter(deq)
+    if embedding_too:
+        ref.get_input_embeddings().weight = ref.get_output_embeddings().weight
     return ref
 
 
@@ -133,12 +131,24 @@ def test_exclude_keeps_layers_float(llama, tmp_path):
     assert max_abs_diff(quantized_reference(model, 4, 32, False, keep), out, config) <= ATOL
 
 
-def test_tied_lm_head_quantized_embedding_kept(tied_llama, tmp_path):
-    directory, model, config = tied_llama
-    out = mobius.build(directory, precision="int8").save(tmp_path / "q")
+@pytest.mark.parametrize("hidden,shared", [(64, True), (80, False)])
+def test_tied_embedding(tmp_path, hidden, shared):
+    """A tied embedding becomes GatherBlockQuantized over the lm_head's packed bytes when the
+    hidden size is whole blocks; otherwise (80 = 2.5 blocks of 32) its float copy stays."""
+    directory = tmp_path / "tied"
+    model, config = make_checkpoint(
+        "llama", directory, tie_word_embeddings=True, hidden_size=hidden, intermediate_size=144
+    )
+    out = mobius.build(directory, precision="int4").save(tmp_path / "q")
     record = json.loads((out / "mobius.json").read_text())["quantization"]
-    assert record["float_weights_also_kept"] == ["model.embed_tokens.weight"]
-    assert max_abs_diff(quantized_reference(model, 8, 32, False), out, config) <= ATOL
+    key = ["model.embed_tokens.weight"]
+    assert record["embedding_shared_with_lm_head"] == (key if shared else [])
+    assert record["float_weights_also_kept"] == ([] if shared else key)
+    assert ("GatherBlockQuantized" in ops(out)) is shared
+    graph = onnx.load(str(out / "model.onnx"), load_external_data=False).graph
+    assert ("model.embed_tokens.weight" in {i.name for i in graph.initializer}) is not shared
+    ref = quantized_reference(model, 4, 32, False, embedding_too=shared)
+    assert max_abs_diff(ref, out, config) <= ATOL
 
 
 def test_cli_flags(llama, tmp_path):
