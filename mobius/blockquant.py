@@ -83,15 +83,27 @@ def quantize(weight: np.ndarray, scheme: Scheme) -> Packed:
     return Packed(np.ascontiguousarray(b), stored.reshape(-1), zero_points)
 
 
-def quantize_rows(slabs: Iterable[np.ndarray], scheme: Scheme) -> Packed:
-    """``quantize`` over consecutive row slabs of one weight (every part is laid out row by row,
-    so the slabs' results concatenate); memory stays one slab's temporaries plus the result."""
-    parts = [quantize(slab, scheme) for slab in slabs]
-    zero_points = None
-    if not scheme.symmetric:
-        zero_points = np.concatenate([p.zero_points for p in parts])
-    return Packed(
-        np.concatenate([p.b for p in parts]),
-        np.concatenate([p.scales for p in parts]),
-        zero_points,
-    )
+def quantize_rows(slabs: Iterable[np.ndarray], shape: tuple[int, int], scheme: Scheme) -> Packed:
+    """``quantize`` over consecutive row slabs of one ``shape`` ([N, K]) weight, each slab's result
+    written into place (every part is laid out row by row): memory stays the result plus one slab's
+    temporaries."""
+    n, k = shape
+    kb = scheme.blocks(k)
+    b = np.empty((n, kb, scheme.block_size * scheme.bits // 8), dtype=np.uint8)
+    scales: np.ndarray | None = None
+    zp_row = -(-kb * scheme.bits // 8)
+    zero_points = None if scheme.symmetric else np.empty(n * zp_row, dtype=np.uint8)
+    row = 0
+    for slab in slabs:
+        part = quantize(slab, scheme)
+        rows = len(slab)
+        if scales is None:
+            scales = np.empty(n * kb, dtype=part.scales.dtype)
+        b[row : row + rows] = part.b
+        scales[row * kb : (row + rows) * kb] = part.scales
+        if zero_points is not None:
+            zero_points[row * zp_row : (row + rows) * zp_row] = part.zero_points
+        row += rows
+    if row != n or scales is None:
+        raise ValueError(f"slabs held {row} rows, the weight has {n}")
+    return Packed(b, scales, zero_points)

@@ -180,7 +180,7 @@ def _replace(
     rows, cols = (int(d) for d in weight.shape)
     n, k = (rows, cols) if transposed else (cols, rows)
     load = _nk_slabs(tensor, transposed)
-    shared = _SharedPacking(load, scheme)
+    shared = _SharedPacking(load, (n, k), scheme)
     kb = scheme.blocks(k)
     base = f"{weight.name[:-2] if weight.name.endswith('.T') else weight.name}.{scheme.name}"
     graph = weight.graph
@@ -224,7 +224,7 @@ def _replace(
     return inputs[1:]
 
 
-SLAB_BYTES = 16 << 20  # rows of a weight read and quantized at a time
+SLAB_BYTES = 4 << 20  # rows of a weight read and quantized at a time
 
 
 def _nk_slabs(tensor: ir.TensorProtocol, transposed: bool) -> Callable[[], Iterator[np.ndarray]]:
@@ -262,12 +262,14 @@ class _SharedPacking:
     """Quantizes one weight on the first request for any of its parts; each part is handed out
     once and then dropped, so nothing stays in memory after the three are written."""
 
-    def __init__(self, load: Callable[[], Iterator[np.ndarray]], scheme: Scheme) -> None:
-        self.load, self.scheme = load, scheme
+    def __init__(
+        self, load: Callable[[], Iterator[np.ndarray]], shape: tuple[int, int], scheme: Scheme
+    ) -> None:
+        self.load, self.shape, self.scheme = load, shape, scheme
         self.pending: dict[str, np.ndarray] = {}
 
     def _pack(self) -> None:
-        packed: Packed = quantize_rows(self.load(), self.scheme)
+        packed: Packed = quantize_rows(self.load(), self.shape, self.scheme)
         self.pending = {"b": packed.b, "scales": packed.scales}
         if packed.zero_points is not None:
             self.pending["zero_points"] = packed.zero_points
