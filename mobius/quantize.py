@@ -8,6 +8,7 @@ dropped once all three are written), so peak memory stays one float weight plus 
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -71,7 +72,7 @@ class QuantizeReport:
 
     scheme: Scheme
     exclude: list[str]
-    quantized: list[str] = field(default_factory=list)  # source keys
+    quantized: list[str] = field(default_factory=list)  # linear parameter names
     excluded: list[str] = field(default_factory=list)  # matched --quant-exclude, kept float
     # a tied embedding whose lookup became GatherBlockQuantized over the lm_head's packed bytes
     shared_embedding: list[str] = field(default_factory=list)
@@ -101,10 +102,22 @@ def module_of(key: str) -> str:
     return key[: -len(".weight")] if key.endswith(".weight") else key
 
 
-def excluded_by(key: str, patterns: Sequence[str]) -> bool:
-    """A glob matches the weight's module path (or the key itself)."""
-    module = module_of(key)
-    return any(fnmatch.fnmatchcase(module, p) or fnmatch.fnmatchcase(key, p) for p in patterns)
+def excluded_by(module: str, key: str, patterns: Sequence[str]) -> bool:
+    """A glob matches the linear's module path, its weight's checkpoint key or that key's module
+    (a tied ``lm_head`` reads ``model.embed_tokens.weight``: ``lm_head`` and the key both match)."""
+    names = (module, key, module_of(key))
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns for name in names)
+
+
+def linear_module(node: ir.Node, key: str) -> str:
+    """The module path of the linear ``node`` computes (from the exporter's name scopes), else
+    the one its weight's key names."""
+    scopes = node.metadata_props.get("pkg.onnxscript.name_scopes")
+    try:
+        names = ast.literal_eval(scopes) if scopes else []
+    except (ValueError, SyntaxError):
+        names = []
+    return names[-1] if names and isinstance(names[-1], str) else module_of(key)
 
 
 def quantize_linears(
@@ -118,11 +131,13 @@ def quantize_linears(
             continue
         a, weight, transposed = found
         key = _source_key(weight)
-        if excluded_by(key, exclude):
-            report.excluded.append(key)
+        module = linear_module(node, key)
+        name = f"{module}.weight"  # the linear's parameter (a tied one is named by its module)
+        if excluded_by(module, key, exclude):
+            report.excluded.append(name)
             continue
         packed = _replace(node, a, weight, transposed, key, scheme)
-        report.quantized.append(key)
+        report.quantized.append(name)
         if weight.uses() and share_with_gathers(weight, packed, scheme):
             report.shared_embedding.append(key)
         if weight.uses():

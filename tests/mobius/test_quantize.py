@@ -149,6 +149,14 @@ def test_tied_embedding(tmp_path, hidden, shared):
     assert ("model.embed_tokens.weight" in {i.name for i in graph.initializer}) is not shared
     ref = quantized_reference(model, 4, 32, False, embedding_too=shared)
     assert max_abs_diff(ref, out, config) <= ATOL
+    # a tied lm_head is excluded by its module path, though its weight is the embedding's key
+    out = mobius.build(directory, precision="int4", quant_exclude=["lm_head"]).save(tmp_path / "x")
+    record = json.loads((out / "mobius.json").read_text())["quantization"]
+    assert record["excluded_weights"] == ["lm_head.weight"]
+    assert "lm_head.weight" not in record["quantized_weights"]
+    assert "GatherBlockQuantized" not in ops(out) and ops(out).count("MatMulNBits") == 14
+    ref = quantized_reference(model, 4, 32, False, keep={"lm_head"})
+    assert max_abs_diff(ref, out, config) <= ATOL
 
 
 def test_cli_flags(llama, tmp_path):
