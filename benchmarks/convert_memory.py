@@ -109,7 +109,9 @@ def tree_rss(proc: psutil.Process) -> tuple[int, int]:
     return rss, shared
 
 
-def convert_once(checkpoint: Path, output: Path, interval: float) -> dict:
+def convert_once(
+    checkpoint: Path, output: Path, interval: float, extra: list[str] | None = None
+) -> dict:
     """Run one CLI conversion; return wall time and peak RSS (sampled, and as the kernel reports it)."""
     cmd = [
         sys.executable,
@@ -121,7 +123,7 @@ def convert_once(checkpoint: Path, output: Path, interval: float) -> dict:
         "--output",
         str(output),
     ]
-    cmd += ["--overwrite", "-q"]
+    cmd += [*(extra or []), "--overwrite", "-q"]
     with tempfile.TemporaryFile() as log:
         started = time.perf_counter()
         child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -174,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         "--interval", type=float, default=0.05, help="RSS sampling period in seconds"
     )
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--precision", choices=["int4", "int8"], help="pass --precision to the build"
+    )
     args = parser.parse_args(argv)
 
     checkpoint = make_checkpoint(args.workdir / "qwen2-0.5b-random")
@@ -182,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
 
     runs = []
     for i in range(args.repeat):
-        run = convert_once(checkpoint, output, args.interval)
+        extra = ["--precision", args.precision] if args.precision else []
+        run = convert_once(checkpoint, output, args.interval, extra)
         run["output_bytes"] = dir_bytes([output / "model.onnx", output / "model.onnx.data"])
         run["rss_over_checkpoint"] = round(run["peak_rss_bytes"] / ckpt_bytes, 3)
         runs.append(run)
@@ -228,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "versions": versions(),
         "model": {"shape": "Qwen2.5-0.5B", "model_type": "qwen2", **QWEN2_05B, "dtype": "float32"},
+        "precision": args.precision or "f32",
         "checkpoint_bytes": ckpt_bytes,
         "interval_s": args.interval,
         "runs": runs,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mobius.errors import MobiusError
@@ -23,6 +24,11 @@ def build(
     weights: bool = True,
     trust_remote_code: bool = False,
     strict: bool = False,
+    precision: str | None = None,
+    block_size: int = 32,
+    symmetric: bool = False,
+    accuracy_level: int = 0,
+    quant_exclude: Sequence[str] = (),
 ) -> ModelPackage:
     """Convert ``src`` (a local checkpoint directory or a hub id) to ONNX.
 
@@ -32,6 +38,12 @@ def build(
         task: the I/O contract (``"text-generation"``, ``"fill-mask"``, ...: ``mobius.tasks.TASKS``); detected when None.
         weights: False builds the graph only; parameters then become named graph inputs.
         trust_remote_code: allow checkpoints whose config points at their own Python code.
+        precision: ``"int4"`` or ``"int8"`` quantizes every linear weight (round to nearest, per
+            block along K) into ``com.microsoft`` ``MatMulNBits``; None keeps ``dtype``.
+        block_size: weights per scale (a power of two, at least 16).
+        symmetric: no zero points (asymmetric, the default, stores one per block).
+        accuracy_level: MatMulNBits' compute type: 0 the activation's, 4 int8 (fastest on CPU).
+        quant_exclude: globs over module paths (``lm_head``, ``*.mlp.down_proj``) kept in float.
         strict: refuse (``StrictError``) a build that would take a fallback costing fused
             components or the KV cache; without it such fallbacks are logged and recorded in
             ``mobius.json``.
@@ -44,8 +56,14 @@ def build(
         A ModelPackage; call ``.save(directory)`` to write ``model.onnx`` and ``model.onnx.data``.
     """
     from mobius import failures
+    from mobius.quantize import QuantOptions
     from mobius.synth.build import build as _build
 
+    quantization = None
+    if precision is not None:
+        quantization = QuantOptions(
+            precision, block_size, symmetric, accuracy_level, tuple(quant_exclude)
+        )
     failures.reset()
     with failures.watching_interrupts():
         return _build(
@@ -55,6 +73,7 @@ def build(
             weights=weights,
             trust_remote_code=trust_remote_code,
             strict=strict,
+            quantization=quantization,
         )
 
 

@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         help="fail (exit 2) instead of taking a fallback that costs fused components or the "
         "KV cache",
     )
+    _quantization_flags(b)
     b.add_argument("-q", "--quiet", action="store_true", help="only print errors")
     b.add_argument(
         "--debug", action="store_true", help="print the traceback of an internal error (exit 1)"
@@ -78,6 +79,39 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_generate_parser(sub)
     return parser
+
+
+def _quantization_flags(b: argparse.ArgumentParser) -> None:
+    q = b.add_argument_group("weight-only quantization (MatMulNBits)")
+    q.add_argument(
+        "--precision", choices=["int4", "int8"], default=None, help="quantize every linear weight"
+    )
+    q.add_argument("--block-size", type=int, default=32, help="weights per scale (default 32)")
+    q.add_argument("--symmetric", action="store_true", help="no zero points (default: asymmetric)")
+    q.add_argument(
+        "--accuracy-level",
+        type=int,
+        default=0,
+        choices=range(5),
+        help="MatMulNBits compute type: 0 the activation's (default), 4 int8 (fastest on CPU)",
+    )
+    q.add_argument(
+        "--quant-exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="module path glob kept in float (repeatable), e.g. lm_head or '*.mlp.down_proj'",
+    )
+
+
+def _quantization_kwargs(args: argparse.Namespace) -> dict:
+    return {
+        "precision": args.precision,
+        "block_size": args.block_size,
+        "symmetric": args.symmetric,
+        "accuracy_level": args.accuracy_level,
+        "quant_exclude": args.quant_exclude,
+    }
 
 
 def _add_generate_parser(sub) -> None:
@@ -118,6 +152,7 @@ def _build(args: argparse.Namespace) -> int:
         weights=not args.no_weights,
         trust_remote_code=args.trust_remote_code,
         strict=args.strict,
+        **_quantization_kwargs(args),
     )
     target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:

@@ -15,6 +15,7 @@ from mobius import failures
 from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.genai import genai_files
 from mobius.package import MODEL_FILE, ModelPackage
+from mobius.quantize import QuantOptions, quantize_linears
 from mobius.registry import saved_head
 from mobius.report import ExplainReport
 from mobius.synth import fallbacks
@@ -44,10 +45,12 @@ def build(
     weights: bool = True,
     trust_remote_code: bool = False,
     strict: bool = False,
+    quantization: QuantOptions | None = None,
 ) -> ModelPackage:
     """Convert a checkpoint (local directory or hub id) into a ModelPackage; with ``strict``,
     a fallback (fused components or the KV cache lost) is a StrictError instead."""
     torch_dtype = parse_dtype(dtype)
+    scheme = quantization.check(dtype, weights) if quantization is not None else None
     started = time.perf_counter()
     prepared = prepare(
         src, dtype=torch_dtype, task=task, weights=weights, trust_remote_code=trust_remote_code
@@ -93,6 +96,7 @@ def build(
     if unused:
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
         log.warning("the checkpoint has %d tensors the model does not use: %s", len(unused), shown)
+    quantized = quantize_linears(model, scheme, quantization.exclude) if scheme else None
     model.metadata_props.update(
         {"mobius.model_type": arch.model_type, "mobius.task": the_task.name, "mobius.dtype": dtype}
     )
@@ -107,6 +111,7 @@ def build(
                 "graphs": {MODEL_FILE: graph_names(model)},
                 **labels(prepared),
                 "fallbacks": [f.to_dict() for f in prepared.fallbacks],
+                **({"quantization": quantized.to_json()} if quantized else {}),
             },
             indent=2,
         ),

@@ -1,0 +1,298 @@
+"""Weight-only int4/int8 quantization: a pass over the emitted model that turns every linear layer
+(``MatMul`` or ``Gemm`` by a 2-D parameter initializer) into ``com.microsoft`` ``MatMulNBits``.
+
+Emission is untouched. The quantized initializers are lazy: each weight is read, quantized and
+packed only when the model is saved, one weight at a time (its three tensors share one result,
+dropped once all three are written), so peak memory stays one float weight plus its packed form.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx_ir as ir
+import torch
+
+from mobius.blockquant import Packed, Scheme, quantize_rows
+from mobius.errors import ConfigError, WeightsError
+from mobius.quantize_gather import share_with_gathers, swap_node
+from mobius.weights import _read_into
+
+log = logging.getLogger("mobius")
+
+PRECISIONS = {"int4": 4, "int8": 8}
+MS_DOMAIN = "com.microsoft"
+_FLOATS = (ir.DataType.FLOAT, ir.DataType.FLOAT16)
+
+
+@dataclass(frozen=True)
+class QuantOptions:
+    """What the user asked for: ``precision`` ("int4" or "int8"), ``block_size``, ``symmetric``,
+    ``accuracy_level`` and ``exclude`` (globs over module paths, kept in float)."""
+
+    precision: str = "int4"
+    block_size: int = 32
+    symmetric: bool = False
+    accuracy_level: int = 0
+    exclude: tuple[str, ...] = ()
+
+    def check(self, dtype: str, weights: bool) -> Scheme:
+        """The Scheme, or a ConfigError naming the option that cannot be honoured."""
+        if self.precision not in PRECISIONS:
+            raise ConfigError(
+                f"unknown precision '{self.precision}'; choose one of: {', '.join(PRECISIONS)}"
+            )
+        if self.block_size < 16 or self.block_size & (self.block_size - 1):
+            raise ConfigError(
+                "--block-size must be a power of two of at least 16 (MatMulNBits), "
+                f"got {self.block_size}"
+            )
+        if self.accuracy_level not in range(5):
+            raise ConfigError(f"--accuracy-level must be 0 to 4, got {self.accuracy_level}")
+        if dtype not in ("f32", "f16"):
+            raise ConfigError(
+                f"--precision {self.precision} needs --dtype f32 or f16 (MatMulNBits has no "
+                f"{dtype} kernel on CPU)"
+            )
+        if not weights:
+            raise ConfigError(f"--precision {self.precision} quantizes weights; drop --no-weights")
+        return Scheme(
+            PRECISIONS[self.precision], self.block_size, self.symmetric, self.accuracy_level
+        )
+
+
+@dataclass
+class QuantizeReport:
+    """What the pass did, for mobius.json: the scheme and the fate of every linear weight."""
+
+    scheme: Scheme
+    exclude: list[str]
+    quantized: list[str] = field(default_factory=list)  # linear parameter names
+    excluded: list[str] = field(default_factory=list)  # matched --quant-exclude, kept float
+    # a tied embedding whose lookup became GatherBlockQuantized over the lm_head's packed bytes
+    shared_embedding: list[str] = field(default_factory=list)
+    kept_float: list[str] = field(
+        default_factory=list
+    )  # also read by another op (a tied embedding)
+
+    def to_json(self) -> dict:
+        s = self.scheme
+        return {
+            "scheme": "MatMulNBits, round to nearest, weight only",
+            "precision": s.name,
+            "bits": s.bits,
+            "block_size": s.block_size,
+            "symmetric": s.symmetric,
+            "accuracy_level": s.accuracy_level,
+            "exclude": self.exclude,
+            "quantized_weights": self.quantized,
+            "excluded_weights": self.excluded,
+            "embedding_shared_with_lm_head": self.shared_embedding,
+            "float_weights_also_kept": self.kept_float,
+        }
+
+
+def module_of(key: str) -> str:
+    """``model.layers.0.mlp.up_proj.weight`` -> ``model.layers.0.mlp.up_proj``."""
+    return key[: -len(".weight")] if key.endswith(".weight") else key
+
+
+def excluded_by(module: str, key: str, patterns: Sequence[str]) -> bool:
+    """A glob matches the linear's module path, its weight's checkpoint key or that key's module
+    (a tied ``lm_head`` reads ``model.embed_tokens.weight``: ``lm_head`` and the key both match)."""
+    names = (module, key, module_of(key))
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns for name in names)
+
+
+def linear_module(node: ir.Node, key: str) -> str:
+    """The module path of the linear ``node`` computes (from the exporter's name scopes), else
+    the one its weight's key names."""
+    scopes = node.metadata_props.get("pkg.onnxscript.name_scopes")
+    try:
+        names = ast.literal_eval(scopes) if scopes else []
+    except (ValueError, SyntaxError):
+        names = []
+    return names[-1] if names and isinstance(names[-1], str) else module_of(key)
+
+
+def quantize_linears(
+    model: ir.Model, scheme: Scheme, exclude: Sequence[str] = ()
+) -> QuantizeReport:
+    """Replace each linear by a parameter with MatMulNBits, in place; return what was done."""
+    report = QuantizeReport(scheme, list(exclude))
+    for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
+        found = _linear_weight(node)
+        if found is None:
+            continue
+        a, weight, transposed = found
+        key = _source_key(weight)
+        module = linear_module(node, key)
+        name = f"{module}.weight"  # the linear's parameter (a tied one is named by its module)
+        if excluded_by(module, key, exclude):
+            report.excluded.append(name)
+            continue
+        packed = _replace(node, a, weight, transposed, key, scheme)
+        report.quantized.append(name)
+        if weight.uses() and share_with_gathers(weight, packed, scheme):
+            report.shared_embedding.append(key)
+        if weight.uses():
+            report.kept_float.append(key)
+        elif weight.is_initializer():
+            weight.graph.initializers.pop(weight.name, None)
+    if report.quantized:
+        model.opset_imports.setdefault(MS_DOMAIN, 1)
+    log.info(
+        "quantized %d linear weights to %s (%d excluded)",
+        len(report.quantized),
+        scheme.name,
+        len(report.excluded),
+    )
+    return report
+
+
+def _linear_weight(node: ir.Node) -> tuple[ir.Value, ir.Value, bool] | None:
+    """(activation, weight, weight is stored [N, K]) when ``node`` is a linear by a parameter."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "MatMul" and len(node.inputs) == 2:
+        a, w = node.inputs
+        transposed = False
+    elif node.op_type == "Gemm" and len(node.inputs) == 2:
+        attrs = node.attributes
+        if attrs.get_int("transA", 0) or attrs.get_float("alpha", 1.0) != 1.0:
+            return None
+        a, w = node.inputs
+        transposed = bool(attrs.get_int("transB", 0))
+    else:
+        return None
+    if a is None or w is None or a.const_value is not None or w.const_value is None:
+        return None
+    if not w.is_initializer() or w.dtype not in _FLOATS or len(w.shape) != 2:
+        return None
+    if a.shape is not None and len(a.shape) < 2:
+        return None
+    props = w.const_value.metadata_props
+    if "mobius.source_key" not in props and "mobius.source_keys" not in props:
+        return None  # a buffer or constant made by the trace, not a parameter
+    return a, w, transposed
+
+
+def _source_key(weight: ir.Value) -> str:
+    props = weight.const_value.metadata_props
+    return props.get("mobius.source_key") or weight.name or ""
+
+
+def _replace(
+    node: ir.Node, a: ir.Value, weight: ir.Value, transposed: bool, key: str, scheme: Scheme
+) -> list[ir.Value]:
+    """Swap ``node`` for MatMulNBits; returns its initializers (B, scales[, zero_points])."""
+    tensor = weight.const_value
+    rows, cols = (int(d) for d in weight.shape)
+    n, k = (rows, cols) if transposed else (cols, rows)
+    load = _nk_slabs(tensor, transposed)
+    shared = _SharedPacking(load, (n, k), scheme)
+    kb = scheme.blocks(k)
+    base = f"{weight.name[:-2] if weight.name.endswith('.T') else weight.name}.{scheme.name}"
+    graph = weight.graph
+    dtype = weight.dtype
+    parts: list[tuple[str, ir.DataType, list[int]]] = [
+        ("b", ir.DataType.UINT8, [n, kb, scheme.block_size * scheme.bits // 8]),
+        ("scales", dtype, [n * kb]),
+    ]
+    if not scheme.symmetric:
+        parts.append(("zero_points", ir.DataType.UINT8, [n * (-(-kb * scheme.bits // 8))]))
+    inputs = [a]
+    for part, part_dtype, shape in parts:
+        name = f"{base}.{part}"
+        lazy = ir.LazyTensor(
+            shared.getter(part, name), dtype=part_dtype, shape=ir.Shape(shape), name=name
+        )
+        lazy.metadata_props["mobius.source_key"] = key
+        lazy.metadata_props["mobius.transform"] = (
+            f"{scheme.name} block {scheme.block_size} "
+            f"{'symmetric' if scheme.symmetric else 'asymmetric'} ({part})"
+        )
+        value = ir.Value(name=name, type=ir.TensorType(part_dtype), shape=lazy.shape)
+        value.const_value = lazy
+        graph.register_initializer(value)
+        inputs.append(value)
+    replacement = ir.Node(
+        MS_DOMAIN,
+        "MatMulNBits",
+        inputs,
+        attributes=[
+            ir.AttrInt64("K", k),
+            ir.AttrInt64("N", n),
+            ir.AttrInt64("bits", scheme.bits),
+            ir.AttrInt64("block_size", scheme.block_size),
+            ir.AttrInt64("accuracy_level", scheme.accuracy_level),
+        ],
+        name=f"{node.name or base}.MatMulNBits",
+        metadata_props=dict(node.metadata_props),
+    )
+    swap_node(node, replacement)
+    return inputs[1:]
+
+
+SLAB_BYTES = 4 << 20  # rows of a weight read and quantized at a time
+
+
+def _nk_slabs(tensor: ir.TensorProtocol, transposed: bool) -> Callable[[], Iterator[np.ndarray]]:
+    """The weight as [N, K] row slabs. A checkpoint tensor (or a ``<key>.T`` of one) is read
+    slab by slab from its safetensors file, so not even one whole weight is held in memory."""
+    if not transposed:
+        # lowering.transposed.TransposedTensor keeps its source's bound ``numpy``: the [N, K] weight
+        source = getattr(getattr(tensor, "_source", None), "__self__", None)
+        if source is None:
+            return lambda: iter([np.ascontiguousarray(tensor.numpy().T)])
+        tensor = source
+    entry = getattr(tensor, "entry", None)  # mobius.weights.CopiedTensor: bytes as in the file
+    if entry is None:
+        return lambda: iter([tensor.numpy()])
+    return lambda: _file_slabs(entry)
+
+
+def _file_slabs(entry) -> Iterator[np.ndarray]:
+    n, k = entry.shape
+    itemsize = torch.empty((), dtype=entry.dtype).element_size()
+    rows = max(1, SLAB_BYTES // (k * itemsize))
+    with entry.file.open("rb", buffering=0) as source:
+        source.seek(entry.offset)
+        for start in range(0, n, rows):
+            slab = torch.empty((min(rows, n - start), k), dtype=entry.dtype)
+            view = memoryview(slab.view(-1).view(torch.uint8).numpy())
+            if _read_into(source, view) < len(view):
+                raise WeightsError(
+                    f"{entry.file.name} ended inside tensor '{entry.key}'; re-download or re-save it"
+                )
+            yield slab.numpy()
+
+
+class _SharedPacking:
+    """Quantizes one weight on the first request for any of its parts; each part is handed out
+    once and then dropped, so nothing stays in memory after the three are written."""
+
+    def __init__(
+        self, load: Callable[[], Iterator[np.ndarray]], shape: tuple[int, int], scheme: Scheme
+    ) -> None:
+        self.load, self.shape, self.scheme = load, shape, scheme
+        self.pending: dict[str, np.ndarray] = {}
+
+    def _pack(self) -> None:
+        packed: Packed = quantize_rows(self.load(), self.shape, self.scheme)
+        self.pending = {"b": packed.b, "scales": packed.scales}
+        if packed.zero_points is not None:
+            self.pending["zero_points"] = packed.zero_points
+
+    def getter(self, part: str, name: str) -> Callable[[], ir.TensorProtocol]:
+        def get() -> ir.TensorProtocol:
+            if part not in self.pending:
+                self._pack()
+            return ir.Tensor(self.pending.pop(part), name=name)
+
+        return get

@@ -1,0 +1,186 @@
+"""--precision int4|int8: MatMulNBits graphs match PyTorch run on the same quantized weights.
+
+The reference here quantizes and dequantizes each nn.Linear weight itself, in torch, from the
+MatMulNBits definition (per block of ``block_size`` along K: asymmetric ``scale = (max(w, 0) -
+min(w, 0)) / (2^bits - 1)``, ``zero = round(-min / scale)``; symmetric ``scale = max|w| / (2^(bits-1)
+- 1)``, ``zero = 2^(bits-1)``; ``w ~ (clamp(round(w / scale) + zero) - zero) * scale``). It shares no
+code with ``mobius.blockquant``. The tiny llama has hidden size 80 and MLP width 144, so every K
+ends in a partial block.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+import torch
+
+import mobius
+import mobius.quantize
+from mobius.cli import main
+from mobius.testing.parity import max_abs_diff
+from mobius.testing.tiny import make_checkpoint
+
+ATOL = 1e-4
+SHAPE = {"hidden_size": 80, "intermediate_size": 144}
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("quant") / "llama80"
+    model, config = make_checkpoint("llama", directory, tie_word_embeddings=False, **SHAPE)
+    return directory, model, config
+
+
+def reference_dequantized(w: torch.Tensor, bits: int, block: int, symmetric: bool) -> torch.Tensor:
+    n, k = w.shape
+    blocks = -(-k // block)
+    padded = torch.zeros(n, blocks * block, dtype=torch.float32)
+    padded[:, :k] = w.float()
+    x = padded.view(n, blocks, block)
+    top = (1 << bits) - 1
+    if symmetric:
+        zero = torch.full((n, blocks, 1), float(1 << (bits - 1)))
+        scale = x.abs().amax(-1, keepdim=True) / float((1 << (bits - 1)) - 1)
+    else:
+        low = x.amin(-1, keepdim=True).clamp(max=0)
+        high = x.amax(-1, keepdim=True).clamp(min=0)
+        scale = (high - low) / float(top)
+        zero = torch.round(-low / torch.where(scale == 0, 1.0, scale)).clamp(0, top)
+    divisor = torch.where(scale == 0, 1.0, scale)
+    q = (torch.round(x / divisor) + zero).clamp(0, top)
+    return ((q - zero) * scale).view(n, -1)[:, :k]
+
+
+def quantized_reference(
+    model, bits: int, block: int, symmetric: bool, keep=(), embedding_too: bool = False
+) -> torch.nn.Module:
+    """A copy of ``model`` whose Linear weights are replaced by their reference dequantization,
+    each its own Parameter: a tied lm_head no longer changes the embedding, unless
+    ``embedding_too``, which gives the embedding the lm_head's dequantized weight as well."""
+    ref = copy.deepcopy(model)
+    for name, module in ref.named_modules():
+        if isinstance(module, torch.nn.Linear) and name not in keep:
+            deq = reference_dequantized(module.weight.detach(), bits, block, symmetric)
+            module.weight = torch.nn.Parameter(deq)
+    if embedding_too:
+        ref.get_input_embeddings().weight = ref.get_output_embeddings().weight
+    return ref
+
+
+def ops(directory: Path) -> list[str]:
+    return [
+        n.op_type
+        for n in onnx.load(str(directory / "model.onnx"), load_external_data=False).graph.node
+    ]
+
+
+@pytest.mark.parametrize(
+    "precision,symmetric,block", [("int4", False, 32), ("int4", True, 16), ("int8", False, 32)]
+)
+def test_matches_reference_dequantized_weights(
+    llama, tmp_path, monkeypatch, precision, symmetric, block
+):
+    directory, model, config = llama
+    monkeypatch.setattr(mobius.quantize, "SLAB_BYTES", 1000)  # a few rows per slab read
+    package = mobius.build(directory, precision=precision, symmetric=symmetric, block_size=block)
+    out = package.save(tmp_path / "q")
+    graph = onnx.load(str(out / "model.onnx"), load_external_data=False).graph
+    nbits = [n for n in graph.node if n.op_type == "MatMulNBits"]
+    assert len(nbits) == 15 and "MatMul" not in ops(out)  # 7 per layer and lm_head
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in nbits[0].attribute}
+    bits = int(precision[-1])
+    assert (attrs["bits"], attrs["block_size"], attrs["accuracy_level"]) == (bits, block, 0)
+    ref = quantized_reference(model, bits, block, symmetric)
+    assert max_abs_diff(ref, out, config) <= ATOL
+
+
+def test_close_to_float_model_and_smaller(llama, tmp_path):
+    """int8 is ~16x finer than int4; on random weights both stay near the float logits. The
+    embedding and norms stay float in all three, so the files shrink by less than 4x and 8x."""
+    directory, model, config = llama
+    diffs, sizes = {}, {}
+    for precision in (None, "int8", "int4"):
+        out = mobius.build(directory, precision=precision).save(tmp_path / str(precision))
+        diffs[precision] = max_abs_diff(model, out, config)
+        sizes[precision] = (out / "model.onnx.data").stat().st_size
+    print(f"max |logit diff| vs float32 torch: {diffs}; model.onnx.data bytes: {sizes}")
+    assert diffs[None] <= ATOL < diffs["int8"] < diffs["int4"] / 4
+    assert sizes[None] > sizes["int8"] > sizes["int4"]
+
+
+def test_exclude_keeps_layers_float(llama, tmp_path):
+    directory, model, config = llama
+    package = mobius.build(
+        directory, precision="int4", quant_exclude=["lm_head", "*.mlp.down_proj"]
+    )
+    out = package.save(tmp_path / "q")
+    assert ops(out).count("MatMulNBits") == 12 and ops(out).count("MatMul") == 3
+    record = json.loads((out / "mobius.json").read_text())["quantization"]
+    assert record["excluded_weights"] == [
+        "model.layers.0.mlp.down_proj.weight",
+        "model.layers.1.mlp.down_proj.weight",
+        "lm_head.weight",
+    ]
+    assert (record["bits"], record["block_size"], record["symmetric"]) == (4, 32, False)
+    assert len(record["quantized_weights"]) == 12
+    keep = {"lm_head", "model.layers.0.mlp.down_proj", "model.layers.1.mlp.down_proj"}
+    assert max_abs_diff(quantized_reference(model, 4, 32, False, keep), out, config) <= ATOL
+
+
+@pytest.mark.parametrize("hidden,shared", [(64, True), (80, False)])
+def test_tied_embedding(tmp_path, hidden, shared):
+    """A tied embedding becomes GatherBlockQuantized over the lm_head's packed bytes when the
+    hidden size is whole blocks; otherwise (80 = 2.5 blocks of 32) its float copy stays."""
+    directory = tmp_path / "tied"
+    model, config = make_checkpoint(
+        "llama", directory, tie_word_embeddings=True, hidden_size=hidden, intermediate_size=144
+    )
+    out = mobius.build(directory, precision="int4").save(tmp_path / "q")
+    record = json.loads((out / "mobius.json").read_text())["quantization"]
+    key = ["model.embed_tokens.weight"]
+    assert record["embedding_shared_with_lm_head"] == (key if shared else [])
+    assert record["float_weights_also_kept"] == ([] if shared else key)
+    assert ("GatherBlockQuantized" in ops(out)) is shared
+    graph = onnx.load(str(out / "model.onnx"), load_external_data=False).graph
+    assert ("model.embed_tokens.weight" in {i.name for i in graph.initializer}) is not shared
+    ref = quantized_reference(model, 4, 32, False, embedding_too=shared)
+    assert max_abs_diff(ref, out, config) <= ATOL
+    # a tied lm_head is excluded by its module path, though its weight is the embedding's key
+    out = mobius.build(directory, precision="int4", quant_exclude=["lm_head"]).save(tmp_path / "x")
+    record = json.loads((out / "mobius.json").read_text())["quantization"]
+    assert record["excluded_weights"] == ["lm_head.weight"]
+    assert "lm_head.weight" not in record["quantized_weights"]
+    assert "GatherBlockQuantized" not in ops(out) and ops(out).count("MatMulNBits") == 14
+    ref = quantized_reference(model, 4, 32, False, keep={"lm_head"})
+    assert max_abs_diff(ref, out, config) <= ATOL
+
+
+def test_cli_flags(llama, tmp_path):
+    directory, model, config = llama
+    out = tmp_path / "q"
+    argv = ["build", "--model", str(directory), "--output", str(out), "-q", "--precision", "int8"]
+    assert main([*argv, "--symmetric", "--block-size", "64", "--accuracy-level", "0"]) == 0
+    record = json.loads((out / "mobius.json").read_text())["quantization"]
+    assert (record["precision"], record["block_size"], record["symmetric"]) == ("int8", 64, True)
+    assert max_abs_diff(quantized_reference(model, 8, 64, True), out, config) <= ATOL
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--block-size", "24"], "--block-size must be a power of two"),
+        (["--dtype", "bf16"], "needs --dtype f32 or f16"),
+        (["--no-weights"], "drop --no-weights"),
+    ],
+)
+def test_bad_options_one_line(llama, tmp_path, capsys, flags, message):
+    directory = llama[0]
+    argv = ["build", "--model", str(directory), "--output", str(tmp_path / "q"), "-q"]
+    assert main([*argv, "--precision", "int4", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mobius: error: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "q").exists()
