@@ -168,8 +168,7 @@ def test_genai_greedy_matches_hf(real_model, prompt):
 def test_smollm2_chat_answers_paris(real_models, runtime):
     """What the README's first command prints: the chat template applied, greedy, through the CLI's
     code path, on both runtimes."""
-    if runtime == "genai":
-        from mobius.generate import generate
+    from mobius.generate import generate
 
     model = real_models("smollm2")
     pieces = generate(
