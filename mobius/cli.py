@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
 import time
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 from mobius.errors import MobiusError
@@ -74,19 +77,21 @@ def _terminate_as_interrupt(signum, frame) -> None:
 
 def _build(args: argparse.Namespace) -> int:
     import mobius
-    from mobius.package import check_output_dir
+    from mobius.package import check_output_dir, output_lock
 
     output = Path(args.output)
     check_output_dir(output.absolute(), overwrite=args.overwrite)
     started = time.perf_counter()
-    package = mobius.build(
-        args.model,
-        dtype=args.dtype,
-        task=args.task,
-        weights=not args.no_weights,
-        trust_remote_code=args.trust_remote_code,
-    )
-    target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
+    with output_lock(output.absolute()):  # a concurrent build into the same output fails at once
+        check_output_dir(output.absolute(), overwrite=args.overwrite)  # now that no other build can
+        package = mobius.build(
+            args.model,
+            dtype=args.dtype,
+            task=args.task,
+            weights=not args.no_weights,
+            trust_remote_code=args.trust_remote_code,
+        )
+        target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {target / 'model.onnx'} in {time.perf_counter() - started:.1f} s")
     return 0
@@ -117,6 +122,21 @@ def _explain(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+@contextlib.contextmanager
+def _libraries_quiet() -> Iterator[None]:
+    """Only mobius speaks on stderr: transformers' log below ERROR (its notes on config keys) and
+    Python warnings (deprecations) are off while a command runs, so a refusal is one line."""
+    logger = logging.getLogger("transformers")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     quiet = args.quiet or args.command == "explain"  # explain's output is the report itself
@@ -129,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
-        return _explain(args) if args.command == "explain" else _build(args)
+        with _libraries_quiet():
+            return _explain(args) if args.command == "explain" else _build(args)
     except MobiusError as exc:
         print(f"mobius: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -68,6 +68,14 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
         raise WeightsError(
             f"{path.name} has a corrupt header (not a JSON object); re-download or re-save it"
         )
+    metadata = header.get("__metadata__")
+    if metadata is not None and not (
+        isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())
+    ):
+        raise WeightsError(
+            f"{path.name} has a corrupt header (__metadata__ must map names to strings); "
+            "re-download or re-save it"
+        )
     data_size = size - 8 - header_len
     entries: dict[str, TensorEntry] = {}
     for key, info in header.items():

@@ -1,0 +1,45 @@
+"""Fuzzed inputs: every mutated tiny checkpoint converts with parity or is refused in one line.
+
+A fixed, derandomised budget here (about a minute); ``python benchmarks/fuzz.py --minutes N`` runs
+the same property for longer. Each ``@example`` is a case the fuzzer found crashing, kept as a
+regression test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+
+from mobius.testing.fuzz import BASES, Case, cases, run_case
+
+
+@pytest.fixture(scope="module")
+def fuzz_bases(checkpoints) -> dict[str, Path]:
+    return {name: checkpoints.get(name)[0] for name in BASES}
+
+
+@pytest.fixture(scope="module")
+def fuzz_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("fuzz")
+
+
+@settings(
+    max_examples=60,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(case=cases)
+# found by the fuzzer: each crashed with a traceback, or converted what HF cannot load
+@example(Case("gpt2", (("set", "auto_map", 0),)))
+@example(Case("llama", (("set", "rope_parameters", {"rope_type": "linear", "factor": None}),)))
+@example(Case("qwen2", (("set", "quantization_config", [8]),)))
+@example(Case("gemma3_text", (), (("meta", 3),)))
+# transformers' deprecation warning printed before the error line
+@example(Case("gpt2", (("set", "layer_types", -1), ("set", "rope_scaling", [26]))))
+def test_fuzzed_checkpoint_converts_or_is_refused(case: Case, fuzz_bases, fuzz_dir):
+    outcome = run_case(case, fuzz_bases, fuzz_dir / "case")
+    assert outcome.ok, f"{case}\n{outcome.detail}"
