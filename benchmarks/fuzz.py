@@ -21,7 +21,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, seed, settings
 
-from mobius.testing.fuzz import Case, cases, make_bases, run_case
+from mobius.testing.fuzz import Case, Outcome, cases, make_bases, run_case
 
 
 def main() -> int:
@@ -43,7 +43,10 @@ def main() -> int:
     def one(case: Case) -> None:
         if time.monotonic() > deadline:
             return
-        outcome = run_case(case, bases, root / "case", timeout=args.timeout)
+        try:
+            outcome = run_case(case, bases, root / "case", timeout=args.timeout)
+        except Exception as exc:  # noqa: BLE001 - the harness's own bug: report it, go on
+            outcome = Outcome("failure", f"harness error: {exc!r}")
         counts[outcome.kind] += 1
         if outcome.seconds > slowest[0]:
             slowest[:] = [outcome.seconds, case]

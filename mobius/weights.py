@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,27 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
             )
         entries[key] = TensorEntry(key, path, dtype, shape, 8 + header_len + begin)
     return entries
+
+
+# ".layers.3." (most), ".h.3." (gpt2, bloom, falcon), ".blocks.3." (rwkv): one stack's layer index
+LAYER_INDEX = re.compile(r"\.(?:layers|layer|h|blocks|block)\.(\d+)\.")
+
+
+def check_layer_count(num_layers: Any, keys: Iterable[str]) -> None:
+    """Refuse, before tracing, a checkpoint with weights for fewer layers than config.json has.
+
+    Its weights would be refused after the trace anyway, and tracing the thousands of layers that
+    a wrong config can claim takes many minutes. Checkpoints whose keys name no layer index, or
+    with more layers than the config (DeepSeek's MTP layers), are left to the per-tensor checks.
+    """
+    if not isinstance(num_layers, int) or isinstance(num_layers, bool):
+        return
+    indices = [int(m.group(1)) for key in keys if (m := LAYER_INDEX.search(f".{key}"))]
+    if indices and max(indices) + 1 < num_layers:
+        raise WeightsError(
+            f"config.json has {num_layers} layers but the checkpoint holds weights for "
+            f"{max(indices) + 1}; the weights and the config do not belong together"
+        )
 
 
 class Checkpoint:

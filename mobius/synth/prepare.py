@@ -19,6 +19,7 @@ from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.emit import bidirectional_attention, unclaimed_attention
 from mobius.synth.trace import SpecialisedShapeError, TracedModel, trace
 from mobius.tasks import Task
+from mobius.weights import check_layer_count
 
 log = logging.getLogger("mobius")
 
@@ -48,6 +49,8 @@ def prepare(
     source = source_mod.resolve(src, trust_remote_code=trust_remote_code, need_weights=weights)
     hf_config = config_mod.hf_config_from_dict(source.config, trust_remote_code=trust_remote_code)
     arch = config_mod.from_hf(hf_config)
+    if weights:  # before the trace: a config claiming thousands of layers takes minutes to trace
+        check_layer_count(arch.num_layers, source.tensors)
     the_task = get_task(task, arch)
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
     use_cache = the_task.supports_cache

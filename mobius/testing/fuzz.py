@@ -32,6 +32,7 @@ ATOL = 1e-4
 # --------------------------------------------------------------------------- strategies
 
 HUGE = [2**31, 2**40, 2**63, 10**30]
+LIMITS = [2**28, 10**7, 65_536, 2**20, 10_000, 16_384]  # mobius's own upper bounds (config.py)
 junk = st.one_of(
     st.integers(-3, 3),
     st.sampled_from([*HUGE, -(2**63)]),
@@ -132,7 +133,7 @@ def config_edit(draw) -> tuple:
     )
     if kind == "size":
         key = draw(st.sampled_from(SIZE_KEYS))
-        value = draw(st.one_of(junk, st.integers(0, 300)))
+        value = draw(st.one_of(junk, st.integers(0, 300), st.sampled_from(LIMITS)))
         return ("set", key, value)
     if kind == "heads":  # same weight shapes, another attention layout: must convert with parity
         head_dim = draw(st.sampled_from([8, 16, 32]))
@@ -164,7 +165,7 @@ def header_edit(draw) -> tuple:
     """One edit of model.safetensors: its length prefix, header JSON, an entry, or its data."""
     kind = draw(
         st.sampled_from(
-            ["prefix", "bytes", "entry", "entry", "rename", "delete", "truncate", "meta"]
+            ["prefix", "bytes", "entry", "entry", "rename", "delete", "truncate", "meta", "index"]
         )
     )
     if kind == "prefix":
@@ -200,9 +201,22 @@ def header_edit(draw) -> tuple:
         return ("rename", index, draw(st.sampled_from(["", "x", "model.weight", "lm_head.bias"])))
     if kind == "delete":
         return ("delete", index)
+    if kind == "index":  # a model.safetensors.index.json beside the file
+        return ("index", draw(st.one_of(junk, st.sampled_from(INDEXES))))
     if kind == "truncate":
         return ("truncate", draw(st.sampled_from([1, 4, 100, 10_000])))
     return ("meta", draw(junk))
+
+
+INDEXES = [
+    {"weight_map": {}},
+    {"weight_map": "model.safetensors"},
+    {"weight_map": {"lm_head.weight": "model.safetensors"}},  # a map that misses most tensors
+    {"weight_map": {"lm_head.weight": "other.safetensors"}},
+    {"weight_map": {"lm_head.weight": "../model.safetensors"}},
+    {"weight_map": {"lm_head.weight": "config.json"}},
+    {"metadata": {}, "weight_map": {"x": 3}},
+]
 
 
 @dataclass(frozen=True)
@@ -277,6 +291,10 @@ def apply_header_edits(path: Path, edits: tuple[tuple, ...]) -> None:
             header = edit[1]
         elif kind == "truncate":
             data = data[: max(0, len(data) - edit[1])]
+        elif kind == "index":
+            index = edit[1]
+            text = json.dumps(index) if not isinstance(index, str) else index
+            (path.parent / "model.safetensors.index.json").write_text(text)
         elif kind == "meta" and isinstance(header, dict):
             header["__metadata__"] = edit[1]
         elif kind in ("entry", "rename", "delete") and keys:
@@ -286,7 +304,8 @@ def apply_header_edits(path: Path, edits: tuple[tuple, ...]) -> None:
             elif kind == "rename":
                 header[edit[2]] = header.pop(key)
             else:
-                _edit_entry(header, key, edit[2], edit[3])
+                with contextlib.suppress(TypeError, KeyError, ValueError, AttributeError):
+                    _edit_entry(header, key, edit[2], edit[3])  # an entry an earlier edit broke
     body = header if isinstance(header, bytes) else json.dumps(header).encode()
     if prefix is None:
         prefix = len(body)
@@ -419,12 +438,13 @@ def run_cli(argv: list[str], timeout: float) -> tuple[int | None, str, str | Non
 
 def run_case(case: Case, bases: dict[str, Path], workdir: Path, timeout: float = 60.0) -> Outcome:
     """Build the mutated checkpoint through the CLI and check the property (see module docstring)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    checkpoint = write_case(case, bases, workdir / "ckpt")
-    before = _snapshot(checkpoint)
-    output = workdir / "out"
-    started = time.perf_counter()
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
     try:
+        checkpoint = write_case(case, bases, workdir / "ckpt")
+        before = _snapshot(checkpoint)
+        output = workdir / "out"
+        started = time.perf_counter()
         code, err, tb = run_cli(
             ["build", "--model", str(checkpoint), "--output", str(output), "-q"], timeout
         )
