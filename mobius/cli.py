@@ -124,11 +124,14 @@ def _explain(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _libraries_quiet() -> Iterator[None]:
-    """Only mobius speaks on stderr: transformers' log below ERROR (its notes on config keys) and
-    Python warnings (deprecations) are off while a command runs, so a refusal is one line."""
-    logger = logging.getLogger("transformers")
+    """Only mobius speaks on stderr: transformers' log (its notes on config keys, even those it
+    logs as errors and goes on) and Python warnings (deprecations) are off while a command runs,
+    so that a refusal is one line. What matters in them reaches the user as mobius's own error."""
+    from transformers.utils import logging as hf_logging
+
+    logger = hf_logging.get_logger("transformers")  # configured now, not at its first use inside
     level = logger.level
-    logger.setLevel(logging.ERROR)
+    logger.setLevel(logging.CRITICAL + 1)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
