@@ -116,15 +116,28 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
 LAYER_INDEX = re.compile(r"\.(?:layers|layer|h|blocks|block)\.(\d+)\.")
 
 
-def check_layer_count(num_layers: Any, keys: Iterable[str]) -> None:
+def check_layer_count(arch: Any, keys: Iterable[str]) -> None:
     """Refuse, before tracing, a checkpoint with weights for fewer layers than config.json has.
 
     Its weights would be refused after the trace anyway, and tracing the thousands of layers that
     a wrong config can claim takes many minutes. Checkpoints whose keys name no layer index, or
     with more layers than the config (DeepSeek's MTP layers), are left to the per-tensor checks.
+    The smallest stack the config declares counts (BART's ``num_hidden_layers`` is its encoder's,
+    and its causal LM holds only the decoder's).
     """
-    if not isinstance(num_layers, int) or isinstance(num_layers, bool):
+    text = arch.hf_config.get_text_config() if arch.hf_config is not None else None
+    declared = [
+        n
+        for n in (
+            arch.num_layers,
+            getattr(text, "decoder_layers", None),
+            getattr(text, "num_decoder_layers", None),
+        )
+        if isinstance(n, int) and not isinstance(n, bool)
+    ]
+    if not declared:
         return
+    num_layers = min(declared)
     indices = [int(m.group(1)) for key in keys if (m := LAYER_INDEX.search(f".{key}"))]
     if indices and max(indices) + 1 < num_layers:
         raise WeightsError(

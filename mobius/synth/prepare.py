@@ -50,7 +50,7 @@ def prepare(
     hf_config = config_mod.hf_config_from_dict(source.config, trust_remote_code=trust_remote_code)
     arch = config_mod.from_hf(hf_config)
     if weights:  # before the trace: a config claiming thousands of layers takes minutes to trace
-        check_layer_count(arch.num_layers, source.tensors)
+        check_layer_count(arch, source.tensors)
     the_task = get_task(task, arch)
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
     use_cache = the_task.supports_cache
