@@ -21,7 +21,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, seed, settings
 
-from mobius.testing.fuzz import Case, Outcome, cases, make_bases, run_case
+from mobius.testing.fuzz import MORE_BASES, Case, Outcome, make_bases, make_cases, run_case
 
 
 def main() -> int:
@@ -30,10 +30,13 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=60.0, help="time bound per case, s")
     parser.add_argument("--json", help="write the findings here")
+    parser.add_argument(
+        "--bases", default=",".join(MORE_BASES), help="model types of the tiny base checkpoints"
+    )
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="mobius-fuzz-"))
-    bases = make_bases(root / "bases")
+    bases = make_bases(root / "bases", tuple(args.bases.split(",")))
     deadline = time.monotonic() + 60 * args.minutes
     counts: collections.Counter[str] = collections.Counter()
     refusals: collections.Counter[str] = collections.Counter()
@@ -65,7 +68,7 @@ def main() -> int:
             deadline=None,
             database=None,
             suppress_health_check=list(HealthCheck),
-        )(given(case=cases)(one))
+        )(given(case=make_cases(tuple(bases)))(one))
         seed(batch)(test)()
         batch += 1
         print(f"[{time.strftime('%H:%M:%S')}] {dict(counts)}", flush=True)
