@@ -26,7 +26,7 @@ def fuzz_dir(tmp_path_factory) -> Path:
 
 
 @settings(
-    max_examples=60,
+    max_examples=80,
     derandomize=True,
     database=None,
     deadline=None,
@@ -34,17 +34,19 @@ def fuzz_dir(tmp_path_factory) -> Path:
 )
 @given(case=cases)
 # found by the fuzzer: each crashed with a traceback, or converted what HF cannot load
-@example(Case("gpt2", (("set", "auto_map", 0),)))
-@example(Case("llama", (("set", "rope_parameters", {"rope_type": "linear", "factor": None}),)))
-@example(Case("qwen2", (("set", "quantization_config", [8]),)))
-@example(Case("gemma3_text", (), (("meta", 3),)))
-@example(Case("gemma3_text", (("set", "architectures", 64.0),)))
-@example(Case("gpt2", (("set", "sliding_window", 5519816270020608.0),)))  # HF fails at run time
+@example(case=Case("gpt2", (("set", "auto_map", 0),)))
+@example(case=Case("llama", (("set", "rope_parameters", {"rope_type": "linear", "factor": None}),)))
+@example(case=Case("qwen2", (("set", "quantization_config", [8]),)))
+@example(case=Case("gemma3_text", (), (("meta", 3),)))
+@example(case=Case("gemma3_text", (("set", "architectures", 64.0),)))
+@example(
+    case=Case("gpt2", (("set", "sliding_window", 5519816270020608.0),))
+)  # HF fails at run time
 # transformers' deprecation warning, or its logged "error", printed before the error line
-@example(Case("gpt2", (("set", "layer_types", -1), ("set", "rope_scaling", [26]))))
-@example(Case("llama", (("set", "pad_token_id", 300),)))
+@example(case=Case("gpt2", (("set", "layer_types", -1), ("set", "rope_scaling", [26]))))
+@example(case=Case("llama", (("set", "pad_token_id", 300),)))
 # 10000 layers declared, 2 in the checkpoint: minutes of tracing before the weights were refused
-@example(Case("llama", (("set", "num_hidden_layers", 10_000),)))
+@example(case=Case("llama", (("set", "num_hidden_layers", 10_000),)))
 def test_fuzzed_checkpoint_converts_or_is_refused(case: Case, fuzz_bases, fuzz_dir):
     outcome = run_case(case, fuzz_bases, fuzz_dir / "case")
     assert outcome.ok, f"{case}\n{outcome.detail}"
