@@ -84,7 +84,13 @@ def output_lock(target: Path) -> Iterator[None]:
         yield
         return
     path = _lock_path(target)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    except OSError as exc:  # no usable temporary directory: build unserialised, as on Windows
+        log.debug("no output lock for %s: %s", target, exc)
+        yield
+        return
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
