@@ -124,20 +124,25 @@ def _explain(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _libraries_quiet() -> Iterator[None]:
-    """Only mobius speaks on stderr: transformers' log (its notes on config keys, even those it
-    logs as errors and goes on) and Python warnings (deprecations) are off while a command runs,
-    so that a refusal is one line. What matters in them reaches the user as mobius's own error."""
+    """Only mobius speaks on stderr: the logs of transformers (its notes on config keys, even
+    those it logs as errors and goes on) and torch, and Python warnings (deprecations) are off
+    while a command runs, so that a refusal is one line. What matters in them reaches the user
+    as mobius's own error."""
+    import torch  # noqa: F401 - configures its loggers now, not at their first use inside
     from transformers.utils import logging as hf_logging
 
-    logger = hf_logging.get_logger("transformers")  # configured now, not at its first use inside
-    level = logger.level
-    logger.setLevel(logging.CRITICAL + 1)
+    # torch's fake tensors log the traceback of an op that fails on meta as an error, and raise it
+    loggers = [hf_logging.get_logger("transformers"), logging.getLogger("torch")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -192,10 +192,36 @@ def check_sizes(config: dict, prefix: str = "") -> None:
             f"{prefix}num_attention_heads={heads} is not a multiple of "
             f"{prefix}num_key_value_heads={kv_heads}; fix config.json"
         )
+    _check_experts(config, prefix)
     _check_kinds(config, prefix)
     for key, value in config.items():
         if isinstance(value, dict) and key.endswith("_config"):
             check_sizes(value, prefix=f"{prefix}{key}.")
+
+
+def _check_experts(config: dict, prefix: str) -> None:
+    """Routing that cannot pick: more experts per token than experts, or DeepSeek's groups that do
+    not divide the experts (or pick more groups than there are)."""
+    experts = _raw(config, "num_local_experts", "num_experts", "n_routed_experts")
+    per_token = config.get("num_experts_per_tok")
+    if _positive(experts) and _positive(per_token) and per_token > experts:
+        raise ConfigError(
+            f"{prefix}num_experts_per_tok={per_token} is more than the {experts} experts; "
+            "fix config.json"
+        )
+    groups, top_groups = config.get("n_group"), config.get("topk_group")
+    if _positive(experts) and _positive(groups) and experts % groups:
+        raise ConfigError(
+            f"{prefix}n_group={groups} does not divide the {experts} routed experts; fix config.json"
+        )
+    if _positive(groups) and _positive(top_groups) and top_groups > groups:
+        raise ConfigError(
+            f"{prefix}topk_group={top_groups} is more than n_group={groups}; fix config.json"
+        )
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 # Fields that must hold a JSON object when set (transformers calls methods on them).

@@ -83,6 +83,36 @@ EXTRA_KEYS = [
     "id2label",
     "chunk_size_feed_forward",
 ]
+# fields of the other bases (MoE routing, MLA ranks, ALiBi, softcaps, OPT's projection, ...)
+MODEL_KEYS = [
+    "num_experts_per_tok",
+    "num_local_experts",
+    "n_routed_experts",
+    "n_shared_experts",
+    "n_group",
+    "topk_group",
+    "first_k_dense_replace",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "moe_intermediate_size",
+    "routed_scaling_factor",
+    "norm_topk_prob",
+    "word_embed_proj_dim",
+    "type_vocab_size",
+    "num_kv_heads",
+    "new_decoder_architecture",
+    "multi_query",
+    "parallel_attn",
+    "alibi",
+    "max_window_layers",
+    "use_sliding_window",
+    "rotary_dim",
+    "do_layer_norm_before",
+    "apply_residual_connection_post_layernorm",
+]
 ROPE_TYPES = ["default", "linear", "dynamic", "yarn", "llama3", "longrope", "bogus", 3, None]
 ROPE_FIELDS = {
     "factor": [0, -1, 0.5, 2.0, "x", None, float("inf"), float("nan")],
@@ -117,13 +147,16 @@ def config_edit(draw) -> tuple:
     """One edit of config.json: ("set", key, value) or ("del", key)."""
     kind = draw(
         st.sampled_from(
-            ["size", "size", "heads", "ratio", "rope", "layers", "dtype", "del", "extra"]
+            ["size", "size", "model", "heads", "ratio", "rope", "layers", "dtype", "del", "extra"]
         )
     )
     if kind == "size":
         key = draw(st.sampled_from(SIZE_KEYS))
         value = draw(st.one_of(junk, st.integers(0, 300), st.sampled_from(LIMITS)))
         return ("set", key, value)
+    if kind == "model":
+        key = draw(st.sampled_from(MODEL_KEYS))
+        return ("set", key, draw(st.one_of(st.integers(0, 10), junk)))
     if kind == "heads":  # same weight shapes, another attention layout: must convert with parity
         head_dim = draw(st.sampled_from([8, 16, 32]))
         return ("heads", head_dim)
