@@ -50,3 +50,20 @@ def fuzz_dir(tmp_path_factory) -> Path:
 def test_fuzzed_checkpoint_converts_or_is_refused(case: Case, fuzz_bases, fuzz_dir):
     outcome = run_case(case, fuzz_bases, fuzz_dir / "case")
     assert outcome.ok, f"{case}\n{outcome.detail}"
+
+
+@pytest.mark.parametrize(
+    ("case", "words"),
+    [
+        (Case("mixtral", (("set", "num_experts_per_tok", 5),)), "more than the 4 experts"),
+        # torch's fake tensors logged the failing op's traceback before the error line
+        (Case("mixtral", (("set", "num_local_experts", 0),)), "mixtral"),
+        (Case("deepseek_v3", (("set", "n_group", 3),)), "does not divide the 8 routed"),
+        (Case("deepseek_v3", (("set", "topk_group", 3),)), "topk_group=3 is more than n_group"),
+    ],
+)
+def test_found_on_the_long_run_bases(case: Case, words: str, checkpoints, fuzz_dir):
+    """Found by ``benchmarks/fuzz.py`` on bases the CI budget does not fuzz."""
+    outcome = run_case(case, {case.base: checkpoints.get(case.base)[0]}, fuzz_dir / "found")
+    assert outcome.kind == "refused", outcome.detail
+    assert words in outcome.detail
