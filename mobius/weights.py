@@ -122,18 +122,20 @@ def check_layer_count(arch: Any, keys: Iterable[str]) -> None:
     Its weights would be refused after the trace anyway, and tracing the thousands of layers that
     a wrong config can claim takes many minutes. Checkpoints whose keys name no layer index, or
     with more layers than the config (DeepSeek's MTP layers), are left to the per-tensor checks.
-    The smallest stack the config declares counts (BART's ``num_hidden_layers`` is its encoder's,
-    and its causal LM holds only the decoder's).
+    The smallest positive layer count the config declares counts, whatever its field: BART's
+    ``num_hidden_layers`` is its encoder's and its causal LM holds only the decoder's; HRM's counts
+    recurrent steps over stacks of ``num_layers_per_stack``.
     """
     text = arch.hf_config.get_text_config() if arch.hf_config is not None else None
+    fields = [
+        v
+        for k, v in (vars(text) if text is not None else {}).items()
+        if "layers" in k or k.startswith("n_layer")
+    ]
     declared = [
         n
-        for n in (
-            arch.num_layers,
-            getattr(text, "decoder_layers", None),
-            getattr(text, "num_decoder_layers", None),
-        )
-        if isinstance(n, int) and not isinstance(n, bool)
+        for n in (arch.num_layers, *fields)
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0
     ]
     if not declared:
         return
@@ -141,8 +143,9 @@ def check_layer_count(arch: Any, keys: Iterable[str]) -> None:
     indices = [int(m.group(1)) for key in keys if (m := LAYER_INDEX.search(f".{key}"))]
     if indices and max(indices) + 1 < num_layers:
         raise WeightsError(
-            f"config.json has {num_layers} layers but the checkpoint holds weights for "
-            f"{max(indices) + 1}; the weights and the config do not belong together"
+            f"config.json has {arch.num_layers} layers (at least {num_layers} with weights) but "
+            f"the checkpoint holds weights for {max(indices) + 1}; the weights and the config do "
+            "not belong together"
         )
 
 
@@ -454,9 +457,37 @@ class WeightBinder:
         checkpoint, mapping = self.checkpoint, self.mapping
         expected = tuple(int(s) for s in val.shape)
 
+        def assemble(load_key: Callable[[str], torch.Tensor]) -> dict[str, torch.Tensor]:
+            tensors = {p: [load_key(k) for k in keys] for p, keys in by_pattern.items()}
+            try:
+                return mapping.assemble(group, tensors)
+            except (RuntimeError, ValueError, IndexError, TypeError) as exc:  # e.g. an expert short
+                n = sum(len(keys) for keys in by_pattern.values())
+                raise WeightsError(
+                    f"cannot assemble '{name}' from its {n} checkpoint tensors "
+                    f"({str(exc).splitlines()[0]}); a tensor is missing or has the wrong shape, "
+                    "the weights and the config do not belong together"
+                ) from None
+
+        # on meta first: shapes that do not fit are refused now, before anything is written
+        def on_meta(key: str) -> torch.Tensor:
+            entry = checkpoint.entries[key]
+            return torch.empty(entry.shape, dtype=entry.dtype, device="meta")
+
+        try:
+            shapes = {k: tuple(v.shape) for k, v in assemble(on_meta).items()}
+        except WeightsError as exc:
+            if "meta" in str(exc.__context__ or exc):  # a converter that needs values: check later
+                shapes = {}
+            else:
+                raise
+        if name in shapes and shapes[name] != expected:
+            raise WeightsError(
+                f"'{name}' assembled to shape {list(shapes[name])}, config.json implies {list(expected)}"
+            )
+
         def load() -> torch.Tensor:
-            tensors = {p: [checkpoint.load(k) for k in keys] for p, keys in by_pattern.items()}
-            made = mapping.assemble(group, tensors)
+            made = assemble(checkpoint.load)
             if name not in made:
                 raise WeightsError(
                     f"could not assemble '{name}' from the checkpoint (converter gave {list(made)})"
