@@ -129,7 +129,7 @@ def check_layer_count(arch: Any, keys: Iterable[str]) -> None:
     text = arch.hf_config.get_text_config() if arch.hf_config is not None else None
     fields = [
         v
-        for k, v in (vars(text) if text is not None else {}).items()
+        for k, v in getattr(text, "__dict__", {}).items()
         if "layers" in k or k.startswith("n_layer")
     ]
     declared = [

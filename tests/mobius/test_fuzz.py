@@ -47,6 +47,7 @@ def fuzz_dir(tmp_path_factory) -> Path:
 @example(case=Case("llama", (("set", "pad_token_id", 300),)))
 # 10000 layers declared, 2 in the checkpoint: minutes of tracing before the weights were refused
 @example(case=Case("llama", (("set", "num_hidden_layers", 10_000),)))
+@example(case=Case("llama", (("set", "text_config", 2**40),)))  # a bug of the layer-count check
 def test_fuzzed_checkpoint_converts_or_is_refused(case: Case, fuzz_bases, fuzz_dir):
     outcome = run_case(case, fuzz_bases, fuzz_dir / "case")
     assert outcome.ok, f"{case}\n{outcome.detail}"
