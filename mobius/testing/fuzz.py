@@ -175,7 +175,7 @@ def _check_parity(checkpoint: Path, output: Path, seconds: float) -> Outcome:
     try:
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
             task = json.loads((output / "mobius.json").read_text())["task"]
-            auto = AutoModelForCausalLM if task == "causal-lm" else AutoModel
+            auto = AutoModelForCausalLM if task == "text-generation" else AutoModel
             model = auto.from_pretrained(
                 checkpoint, attn_implementation="eager", dtype=torch.float32
             ).eval()
