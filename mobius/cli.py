@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
 import time
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 from mobius import failures
@@ -140,21 +143,23 @@ def _add_generate_parser(sub) -> None:
 
 def _build(args: argparse.Namespace) -> int:
     import mobius
-    from mobius.package import check_output_dir
+    from mobius.package import check_output_dir, output_lock
 
     output = Path(args.output)
     check_output_dir(output.absolute(), overwrite=args.overwrite)
     started = time.perf_counter()
-    package = mobius.build(
-        args.model,
-        dtype=args.dtype,
-        task=args.task,
-        weights=not args.no_weights,
-        trust_remote_code=args.trust_remote_code,
-        strict=args.strict,
-        **_quantization_kwargs(args),
-    )
-    target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
+    with output_lock(output.absolute()):  # a concurrent build into the same output fails at once
+        check_output_dir(output.absolute(), overwrite=args.overwrite)  # now that no other build can
+        package = mobius.build(
+            args.model,
+            dtype=args.dtype,
+            task=args.task,
+            weights=not args.no_weights,
+            trust_remote_code=args.trust_remote_code,
+            strict=args.strict,
+            **_quantization_kwargs(args),
+        )
+        target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         print(f"wrote {target / 'model.onnx'} in {time.perf_counter() - started:.1f} s")
     return 0
@@ -211,6 +216,29 @@ def _generate(args: argparse.Namespace) -> int:
 COMMANDS = {"build": _build, "explain": _explain, "generate": _generate}
 
 
+@contextlib.contextmanager
+def _libraries_quiet() -> Iterator[None]:
+    """Only mobius speaks on stderr: the logs of transformers (its notes on config keys, even
+    those it logs as errors and goes on) and torch, and Python warnings (deprecations) are off
+    while a command runs, so that a refusal is one line. What matters in them reaches the user
+    as mobius's own error."""
+    import torch  # noqa: F401 - configures its loggers now, not at their first use inside
+    from transformers.utils import logging as hf_logging
+
+    # torch's fake tensors log the traceback of an op that fails on meta as an error, and raise it
+    loggers = [hf_logging.get_logger("transformers"), logging.getLogger("torch")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0, 1 internal error, 2 input error, 130/143 signal)."""
     failures.reset()
@@ -226,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("mobius").setLevel(
             logging.ERROR if args.quiet else logging.WARNING if quiet else logging.INFO
         )
-        return COMMANDS[args.command](args)
+        with _libraries_quiet():
+            return COMMANDS[args.command](args)
     except KeyboardInterrupt as exc:
         failures.settle()
         return _interrupted(exc, args)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,7 @@ SIZE_FIELDS: dict[str, tuple[int, int]] = {
     **dict.fromkeys(("qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"), (0, MAX_HEAD_DIM)),
     **dict.fromkeys(("kv_lora_rank", "q_lora_rank"), (1, MAX_HIDDEN)),
     **dict.fromkeys(("max_position_embeddings", "n_positions", "n_ctx"), (1, MAX_POSITIONS)),
+    **dict.fromkeys(("sliding_window",), (0, MAX_POSITIONS)),
     **dict.fromkeys(
         ("num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok"),
         (0, MAX_EXPERTS),
@@ -230,6 +232,8 @@ def check_sizes(config: dict, prefix: str = "") -> None:
             f"{prefix}num_attention_heads={heads} is not a multiple of "
             f"{prefix}num_key_value_heads={kv_heads}; fix config.json"
         )
+    _check_experts(config, prefix)
+    _check_kinds(config, prefix)
     for key, value in config.items():
         if key == "per_layer_config" and isinstance(value, dict):
             _check_layer_sizes(config, value, prefix)
@@ -245,6 +249,121 @@ def _check_layer_sizes(config: dict, per_layer: dict, prefix: str) -> None:
         if isinstance(overrides, dict):
             merged = {**plain, **{k: v for k, v in overrides.items() if not isinstance(v, dict)}}
             check_sizes(merged, prefix=f"{prefix}per_layer_config.{layer}.")
+
+
+def _check_experts(config: dict, prefix: str) -> None:
+    """Routing that cannot pick: more experts per token than experts, or DeepSeek's groups that do
+    not divide the experts (or pick more groups than there are)."""
+    experts = _raw(config, "num_local_experts", "num_experts", "n_routed_experts")
+    per_token = config.get("num_experts_per_tok")
+    if _positive(experts) and _positive(per_token) and per_token > experts:
+        raise ConfigError(
+            f"{prefix}num_experts_per_tok={per_token} is more than the {experts} experts; "
+            "fix config.json"
+        )
+    groups, top_groups = config.get("n_group"), config.get("topk_group")
+    if _positive(experts) and _positive(groups) and experts % groups:
+        raise ConfigError(
+            f"{prefix}n_group={groups} does not divide the {experts} routed experts; fix config.json"
+        )
+    if _positive(groups) and _positive(top_groups) and top_groups > groups:
+        raise ConfigError(
+            f"{prefix}topk_group={top_groups} is more than n_group={groups}; fix config.json"
+        )
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+# Fields that must hold a JSON object when set (transformers calls methods on them).
+OBJECT_FIELDS = ("quantization_config", "rope_parameters", "rope_scaling")
+# Rope fields that must be positive finite numbers when set (mscale may be 0: DeepSeek's is).
+ROPE_POSITIVE = (
+    "rope_theta",
+    "factor",
+    "original_max_position_embeddings",
+    "low_freq_factor",
+    "high_freq_factor",
+    "partial_rotary_factor",
+    "attention_factor",
+    "beta_fast",
+    "beta_slow",
+)
+EPS_FIELDS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps")
+
+
+def _check_kinds(config: dict, prefix: str) -> None:
+    """Fields that are not sizes but that transformers uses unchecked: rope parameters, epsilons,
+    ``layer_types``, ``quantization_config`` (found by fuzzing, ``tests/mobius/test_fuzz.py``)."""
+    sub_configs = [k for k, v in config.items() if k.endswith("_config") and v is not None]
+    for name in (*OBJECT_FIELDS, *sub_configs):
+        value = config.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise ConfigError(
+                f"config field {prefix}{name} must be a JSON object, got {value!r}; fix config.json"
+            )
+    for name in ("rope_parameters", "rope_scaling"):
+        rope = config.get(name)
+        if isinstance(rope, dict) and rope and all(isinstance(v, dict) for v in rope.values()):
+            for layer_type, params in rope.items():  # per layer type (Gemma 3)
+                _check_rope(f"{prefix}{name}.{layer_type}", params)
+        elif isinstance(rope, dict):
+            _check_rope(f"{prefix}{name}", rope)
+    for name in ("rope_theta", "partial_rotary_factor"):
+        _check_number(f"{prefix}{name}", config.get(name), positive=True)
+    for name in EPS_FIELDS:
+        _check_number(f"{prefix}{name}", config.get(name), positive=False)
+    architectures = config.get("architectures")
+    if architectures is not None and (
+        not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures)
+    ):
+        raise ConfigError(
+            f"config field {prefix}architectures must be a list of class names such as "
+            f'["LlamaForCausalLM"], got {architectures!r}; fix config.json'
+        )
+    layer_types = config.get("layer_types")
+    if layer_types is not None and (
+        not isinstance(layer_types, list) or not all(isinstance(t, str) for t in layer_types)
+    ):
+        raise ConfigError(
+            f"config field {prefix}layer_types must be a list of layer type names, got "
+            f"{layer_types!r}; fix config.json"
+        )
+
+
+def _check_rope(name: str, rope: dict) -> None:
+    for key in ("rope_type", "type"):
+        if key in rope and not isinstance(rope[key], str):
+            raise ConfigError(
+                f"config field {name}.{key} must be a name such as 'default' or 'linear', "
+                f"got {rope[key]!r}; fix config.json"
+            )
+    for key in ROPE_POSITIVE:
+        _check_number(f"{name}.{key}", rope.get(key), positive=True)
+    for key in ("short_factor", "long_factor"):  # longrope: one number per rotary frequency
+        value = rope.get(key)
+        if value is not None and (
+            not isinstance(value, list) or not all(_is_number(v) for v in value)
+        ):
+            raise ConfigError(
+                f"config field {name}.{key} must be a list of numbers, got {value!r}; fix config.json"
+            )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_number(name: str, value: Any, *, positive: bool) -> None:
+    """A finite real number, > 0 (``positive``) or >= 0; None means unset."""
+    if value is None:
+        return
+    if not _is_number(value) or value < 0 or (positive and value == 0):
+        bound = "positive" if positive else "non-negative"
+        raise ConfigError(
+            f"config field {name} must be a {bound} finite number, got {value!r}; fix config.json"
+        )
 
 
 def _raw(config: dict, *names: str) -> int | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import logging
 import os
 import shutil
@@ -52,6 +53,99 @@ def check_output_dir(target: Path, *, overwrite: bool = False) -> None:
         ) from None
 
 
+# Free space a save needs beyond the weights themselves (the graph, companion files, file-system
+# overhead), as a share of the weights and a floor.
+SPACE_MARGIN = 0.02
+SPACE_FLOOR = 16 << 20
+_HELD_LOCKS: set[str] = set()  # outputs this process holds the lock of (output_lock is reentrant)
+
+
+def _lock_path(target: Path) -> Path:
+    """Where the lock for ``target`` lives: a per-user directory under the temporary directory,
+    named by the output's real path (its parents need not exist yet)."""
+    key = hashlib.sha256(os.path.realpath(target).encode()).hexdigest()[:24]
+    user = os.getuid() if hasattr(os, "getuid") else "user"
+    return Path(tempfile.gettempdir()) / f"mobius-{user}-locks" / f"{key}.lock"
+
+
+@contextlib.contextmanager
+def output_lock(target: Path) -> Iterator[None]:
+    """Hold the exclusive right to write ``target`` among mobius processes on this machine.
+
+    A second build into the same output while one runs fails at once with an OutputError (exit 2)
+    instead of racing it: the result is always entirely one build's. The lock is an ``flock`` on a
+    file, so the kernel releases it if the process dies; the file is removed on release.
+    """
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; builds into one output are not serialised there
+        yield
+        return
+    key = os.path.realpath(target)
+    if key in _HELD_LOCKS:
+        yield
+        return
+    path = _lock_path(target)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    except OSError as exc:  # no usable temporary directory: build unserialised, as on Windows
+        log.debug("no output lock for %s: %s", target, exc)
+        yield
+        return
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise OutputError(
+                f"another mobius build (pid {holder}) is writing {target}; wait for it to "
+                "finish or choose another --output"
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # locked a file its last holder had just removed: take the new one
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    _HELD_LOCKS.add(key)
+    try:
+        yield
+    finally:
+        _HELD_LOCKS.discard(key)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        os.close(fd)
+
+
+def check_free_space(target: Path, needed: int) -> None:
+    """Refuse before writing when the file system of ``target`` has less than ``needed`` bytes
+    (plus a margin) free."""
+    probe = target.parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = shutil.disk_usage(probe).free
+    except OSError:
+        return  # nothing to measure with; a full disk is still caught while writing
+    wanted = int(needed * (1 + SPACE_MARGIN)) + SPACE_FLOOR
+    if free < wanted:
+        raise OutputError(
+            f"not enough free space for {target}: the model needs about {_size(wanted)} and "
+            f"{probe} has {_size(free)} free; nothing was written; free some space or choose "
+            "an --output on another disk"
+        )
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
 @dataclass
 class ModelPackage:
     """What ``mobius.build`` returns: an ONNX model (weights bound lazily) and companion files."""
@@ -74,7 +168,12 @@ class ModelPackage:
         was. Tensors holding NaN or Inf (named by checkpoint key) go to ``self.nonfinite`` and the log.
         """
         target = Path(directory).absolute()
+        with output_lock(target):
+            return self._save(target, overwrite=overwrite, progress=progress)
+
+    def _save(self, target: Path, *, overwrite: bool, progress: bool) -> Path:
         check_output_dir(target, overwrite=overwrite)
+        check_free_space(target, self.nbytes())
         tmp: Path | None = None
         made: list[Path] = []  # parent directories this call created
         nonfinite: list[str] = []
@@ -115,6 +214,14 @@ class ModelPackage:
                 more,
             )
         return target
+
+    def nbytes(self) -> int:
+        """Bytes of weights that ``save`` writes, known from the initializers' types alone."""
+        return sum(
+            v.const_value.nbytes
+            for v in self.model.graph.initializers.values()
+            if v.const_value is not None
+        ) + sum(path.stat().st_size for path in self.extra_files if path.is_file())
 
     def _write(self, tmp: Path, *, progress: bool) -> None:
         with _progress_callback(self.model, progress) as callback:

@@ -100,6 +100,11 @@ def check_remote_code(config: dict, trust_remote_code: bool) -> None:
             f"this checkpoint needs its own Python code ({', '.join(modules)}), which would run "
             "on this machine; review it and pass --trust-remote-code to allow it"
         )
+    if auto_map is not None and not isinstance(auto_map, (dict, list)):
+        raise ConfigError(
+            f"config.json 'auto_map' must map auto classes to code, got {auto_map!r}; "
+            "remove it or fix config.json"
+        )
 
 
 def _flatten(value: object) -> list[str]:

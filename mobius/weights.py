@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,14 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
         raise WeightsError(
             f"{path.name} has a corrupt header (not a JSON object); re-download or re-save it"
         )
+    metadata = header.get("__metadata__")
+    if metadata is not None and not (
+        isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())
+    ):
+        raise WeightsError(
+            f"{path.name} has a corrupt header (__metadata__ must map names to strings); "
+            "re-download or re-save it"
+        )
     data_size = size - 8 - header_len
     entries: dict[str, TensorEntry] = {}
     for key, info in header.items():
@@ -102,6 +111,43 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
             )
         entries[key] = TensorEntry(key, path, dtype, shape, 8 + header_len + begin)
     return entries
+
+
+# ".layers.3." (most), ".h.3." (gpt2, bloom, falcon), ".blocks.3." (rwkv): one stack's layer index
+LAYER_INDEX = re.compile(r"\.(?:layers|layer|h|blocks|block)\.(\d+)\.")
+
+
+def check_layer_count(arch: Any, keys: Iterable[str]) -> None:
+    """Refuse, before tracing, a checkpoint with weights for fewer layers than config.json has.
+
+    Its weights would be refused after the trace anyway, and tracing the thousands of layers that
+    a wrong config can claim takes many minutes. Checkpoints whose keys name no layer index, or
+    with more layers than the config (DeepSeek's MTP layers), are left to the per-tensor checks.
+    The smallest positive layer count the config declares counts, whatever its field: BART's
+    ``num_hidden_layers`` is its encoder's and its causal LM holds only the decoder's; HRM's counts
+    recurrent steps over stacks of ``num_layers_per_stack``.
+    """
+    text = arch.hf_config.get_text_config() if arch.hf_config is not None else None
+    fields = [
+        v
+        for k, v in getattr(text, "__dict__", {}).items()
+        if "layers" in k or k.startswith("n_layer")
+    ]
+    declared = [
+        n
+        for n in (arch.num_layers, *fields)
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0
+    ]
+    if not declared:
+        return
+    num_layers = min(declared)
+    indices = [int(m.group(1)) for key in keys if (m := LAYER_INDEX.search(f".{key}"))]
+    if indices and max(indices) + 1 < num_layers:
+        raise WeightsError(
+            f"config.json has {arch.num_layers} layers (at least {num_layers} with weights) but "
+            f"the checkpoint holds weights for {max(indices) + 1}; the weights and the config do "
+            "not belong together"
+        )
 
 
 class Checkpoint:
@@ -413,9 +459,37 @@ class WeightBinder:
         checkpoint, mapping = self.checkpoint, self.mapping
         expected = tuple(int(s) for s in val.shape)
 
+        def assemble(load_key: Callable[[str], torch.Tensor]) -> dict[str, torch.Tensor]:
+            tensors = {p: [load_key(k) for k in keys] for p, keys in by_pattern.items()}
+            try:
+                return mapping.assemble(group, tensors)
+            except (RuntimeError, ValueError, IndexError, TypeError) as exc:  # e.g. an expert short
+                n = sum(len(keys) for keys in by_pattern.values())
+                raise WeightsError(
+                    f"cannot assemble '{name}' from its {n} checkpoint tensors "
+                    f"({str(exc).splitlines()[0]}); a tensor is missing or has the wrong shape, "
+                    "the weights and the config do not belong together"
+                ) from None
+
+        # on meta first: shapes that do not fit are refused now, before anything is written
+        def on_meta(key: str) -> torch.Tensor:
+            entry = checkpoint.entries[key]
+            return torch.empty(entry.shape, dtype=entry.dtype, device="meta")
+
+        try:
+            shapes = {k: tuple(v.shape) for k, v in assemble(on_meta).items()}
+        except WeightsError as exc:
+            if "meta" in str(exc.__context__ or exc):  # a converter that needs values: check later
+                shapes = {}
+            else:
+                raise
+        if name in shapes and shapes[name] != expected:
+            raise WeightsError(
+                f"'{name}' assembled to shape {list(shapes[name])}, config.json implies {list(expected)}"
+            )
+
         def load() -> torch.Tensor:
-            tensors = {p: [checkpoint.load(k) for k in keys] for p, keys in by_pattern.items()}
-            made = mapping.assemble(group, tensors)
+            made = assemble(checkpoint.load)
             if name not in made:
                 raise WeightsError(
                     f"could not assemble '{name}' from the checkpoint (converter gave {list(made)})"

@@ -31,6 +31,7 @@ from mobius.synth.fallbacks import (
 )
 from mobius.synth.trace import SpecialisedShapeError, TracedModel, trace
 from mobius.tasks import Task
+from mobius.weights import check_layer_count
 
 log = logging.getLogger("mobius")
 
@@ -69,6 +70,8 @@ def prepare(
             source.config, trust_remote_code=trust_remote_code
         )
         arch = config_mod.from_hf(hf_config)
+        if weights:  # before the trace: a config claiming thousands of layers takes minutes
+            check_layer_count(arch, source.tensors)
         the_task = get_task(task, arch)
         input_kinds.warn_text_only(hf_config, source.directory, the_task.name)
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)

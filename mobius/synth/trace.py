@@ -6,7 +6,9 @@ import contextlib
 import copy
 import io
 import logging
+import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -14,7 +16,7 @@ from torch.export.graph_signature import InputKind
 
 from mobius import failures
 from mobius.config import ArchitectureConfig, position_limit
-from mobius.errors import UnsupportedError
+from mobius.errors import ConfigError, UnsupportedError
 from mobius.synth.inline import inline_grad_regions
 from mobius.synth.shims import make_traceable, tracing_branches, unchecked_distributions
 from mobius.synth.state import CacheLayout, probe_layout
@@ -129,7 +131,34 @@ def instantiate_on_meta(
         except (ValueError, KeyError) as exc:  # the model does not support this implementation
             failures.check(exc)
             last_error = exc
+        except BUILD_ERRORS as exc:
+            failures.check(exc)  # an interrupt, out of memory or our own bug is not the config's
+            raise _config_error(config, exc) from exc
     raise UnsupportedError(f"transformers could not build {config.model_type}: {last_error}")
+
+
+# What transformers' model constructors raise on a config that passed mobius's checks but still
+# describes no buildable model (a rope factor of None, a pad token past the vocabulary, ...): the
+# config is at fault, so the build is refused (exit 2) naming the error and where it arose.
+BUILD_ERRORS = (
+    TypeError,
+    AttributeError,
+    IndexError,
+    ZeroDivisionError,
+    AssertionError,
+    OverflowError,
+    RuntimeError,
+)
+
+
+def _config_error(config: ArchitectureConfig, exc: BaseException) -> ConfigError:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" in {Path(frames[-1].filename).name}" if frames else ""
+    reason = str(exc).splitlines()[0] if str(exc) else ""
+    return ConfigError(
+        f"transformers cannot build a {config.model_type} model from config.json "
+        f"({type(exc).__name__}{where}: {reason}); fix config.json"
+    )
 
 
 @contextlib.contextmanager
