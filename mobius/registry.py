@@ -24,9 +24,7 @@ def detect_task(config: ArchitectureConfig) -> Task:
 
     model_type = config.model_type
     if config.is_encoder_decoder:
-        raise ConfigError(
-            f"'{model_type}' is an encoder-decoder model; mobius does not convert those yet"
-        )
+        return seq2seq_task(config)
     if supports(MODEL_FOR_CAUSAL_LM_MAPPING):
         named_decoder = any(a.endswith(_DECODER_ARCH_SUFFIXES) for a in config.architectures)
         is_decoder = bool(getattr(config.hf_config, "is_decoder", False))
@@ -41,6 +39,23 @@ def detect_task(config: ArchitectureConfig) -> Task:
         return TASKS["causal-lm"]
     raise ConfigError(
         f"no task known for model_type '{model_type}'; pass --task ({', '.join(TASKS)})"
+    )
+
+
+def seq2seq_task(config: ArchitectureConfig) -> Task:
+    """Speech-to-text or text-to-text, by the auto mapping that builds the model."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING,
+        MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING,
+    )
+
+    if type(config.hf_config) in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING:
+        return TASKS["automatic-speech-recognition"]
+    if type(config.hf_config) in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING:
+        return TASKS["text2text-generation"]
+    raise ConfigError(
+        f"'{config.model_type}' is an encoder-decoder model that neither "
+        "AutoModelForSeq2SeqLM nor AutoModelForSpeechSeq2Seq builds; mobius does not convert it"
     )
 
 

@@ -15,6 +15,7 @@ from mobius.package import ModelPackage
 from mobius.report import ExplainReport
 from mobius.synth.analysis import analyze
 from mobius.synth.emit import emit
+from mobius.synth.graphs import PreparedGraphs, build_graphs
 from mobius.synth.prepare import prepare
 from mobius.synth.token_loop import loop_over_tokens
 from mobius.weights import Checkpoint, WeightBinder
@@ -45,6 +46,8 @@ def build(
     prepared = prepare(
         src, dtype=torch_dtype, task=task, weights=weights, trust_remote_code=trust_remote_code
     )
+    if isinstance(prepared, PreparedGraphs):  # encoder-decoder: several graphs
+        return build_graphs(prepared, src=str(src), dtype=dtype, weights=weights, task=task)
     source, arch, the_task, traced, use_cache = (
         prepared.source,
         prepared.arch,

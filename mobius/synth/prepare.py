@@ -18,6 +18,7 @@ from mobius.registry import get_task
 from mobius.source import Source
 from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.emit import bidirectional_attention, unclaimed_attention
+from mobius.synth.graphs import PreparedGraphs, is_multi_graph, prepare_graphs
 from mobius.synth.trace import SpecialisedShapeError, TracedModel, trace
 from mobius.tasks import Task
 
@@ -44,13 +45,15 @@ def prepare(
     task: str | None,
     weights: bool,
     trust_remote_code: bool,
-) -> Prepared:
+) -> Prepared | PreparedGraphs:
     """Resolve ``src``, trace it on meta, and fall back to a cache-less trace if attention escapes."""
     source = source_mod.resolve(src, trust_remote_code=trust_remote_code, need_weights=weights)
     hf_config = config_mod.hf_config_from_dict(source.config, trust_remote_code=trust_remote_code)
     arch = config_mod.from_hf(hf_config)
     the_task = get_task(task, arch)
     input_kinds.warn_text_only(hf_config, source.directory, the_task.name)
+    if is_multi_graph(the_task):  # encoder-decoder: one trace per graph (synth/graphs.py)
+        return prepare_graphs(source, arch, the_task, dtype)
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
     use_cache = the_task.supports_cache
     fallback = tuple(i for i in the_task.attention_implementations if i != "mobius")

@@ -1,0 +1,216 @@
+"""Encoder–decoder tasks: two graphs, ``encoder_model`` and ``decoder_model`` (CONTRACTS.md,
+"Encoder–decoder tasks").
+
+A task with ``graphs`` describes several graphs, each one an ordinary ``Task`` (its own inputs,
+outputs and call into the same HF model); the driver traces, emits and binds each one in turn.
+
+- ``encoder_model``: the HF encoder, then every decoder layer's cross-attention keys and values of
+  its output. Those come from the model's own code: the wrapper runs the decoder once on one
+  placeholder token with an empty ``EncoderDecoderCache`` and reads what the cross-attention
+  layers stored; the decoder's own work is dead code, dropped after the trace.
+- ``decoder_model``: the HF model called with ``encoder_outputs`` and an ``EncoderDecoderCache``
+  whose cross part is filled from ``past_key_values.{i}.encoder.*`` and marked as computed
+  (``is_updated``), and whose self part holds ``past_key_values.{i}.decoder.*``. The model then
+  counts positions (BART's learned table, T5's relative buckets) from the self cache's length.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from mobius.config import ArchitectureConfig
+from mobius.tasks.base import BATCH, Task, TensorSpec
+from mobius.tasks.causal_lm import cache_argument
+
+ENCODER_SEQUENCE = "encoder_sequence_length"
+DECODER_SEQUENCE = "decoder_sequence_length"
+PAST_DECODER = "past_decoder_sequence_length"
+# example sizes for the trace: distinct, so that export never unifies two dimensions
+_SIZES = {BATCH: 2, ENCODER_SEQUENCE: 6, DECODER_SEQUENCE: 3, PAST_DECODER: 5}
+
+
+def decoder_layers(config: ArchitectureConfig) -> int:
+    hf = config.hf_config
+    for name in ("decoder_layers", "num_decoder_layers"):
+        if isinstance(getattr(hf, name, None), int):
+            return getattr(hf, name)
+    return config.num_hidden_layers
+
+
+def cross_shape(config: ArchitectureConfig) -> tuple[int, int]:
+    """(heads, head_dim) of the decoder's attention caches."""
+    hf = config.hf_config
+    heads = next(
+        getattr(hf, n)
+        for n in ("decoder_attention_heads", "num_heads", "num_attention_heads")
+        if isinstance(getattr(hf, n, None), int)
+    )
+    head_dim = getattr(hf, "d_kv", None) or hf.d_model // heads
+    return heads, head_dim
+
+
+def is_speech(config: ArchitectureConfig) -> bool:
+    return getattr(config.hf_config, "num_mel_bins", None) is not None
+
+
+class _GraphTask(Task):
+    """One graph of a seq2seq model: built by the parent's auto class, traced with HF attention."""
+
+    attention_implementations = ("sdpa", "eager")
+
+    def __init__(self, parent: Seq2SeqTask) -> None:
+        self.parent = parent
+
+    def auto_class(self, config: ArchitectureConfig) -> Any:
+        return self.parent.auto_class(config)
+
+    def example_value(
+        self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
+    ) -> torch.Tensor:
+        shape = [d if isinstance(d, int) else _SIZES[d] for d in spec.dims]
+        return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
+
+
+def _encoder_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    hf = config.hf_config
+    if is_speech(config):
+        # Whisper's encoder checks for its full window of frames
+        frames = 2 * hf.max_source_positions
+        return [TensorSpec("input_features", None, (BATCH, hf.num_mel_bins, frames))]
+    return [
+        TensorSpec("input_ids", torch.int64, (BATCH, ENCODER_SEQUENCE)),
+        TensorSpec("attention_mask", torch.int64, (BATCH, ENCODER_SEQUENCE)),
+    ]
+
+
+def _kv_dims(config: ArchitectureConfig, length: str) -> tuple[str | int, ...]:
+    heads, head_dim = cross_shape(config)
+    return (BATCH, heads, length, head_dim)
+
+
+class EncoderGraph(_GraphTask):
+    name = "encoder_model"
+
+    def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        return _encoder_inputs(config)
+
+    def outputs(self, config: ArchitectureConfig) -> list[str]:
+        names = ["last_hidden_state"]
+        for i in range(decoder_layers(config)):
+            names += [f"present.{i}.encoder.key", f"present.{i}.encoder.value"]
+        return names
+
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+        hidden = model.get_encoder()(**inputs, return_dict=True).last_hidden_state
+        cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        # one placeholder token: the decoder's cross-attention layers project ``hidden`` into the
+        # cache; nothing else of this call reaches an output
+        token = hidden.new_zeros((hidden.shape[0], 1), dtype=torch.long)
+        model(
+            encoder_outputs=(hidden,),
+            attention_mask=inputs.get("attention_mask"),
+            decoder_input_ids=token,
+            use_cache=True,
+            return_dict=True,
+            **{cache_argument(model): cache},
+        )
+        cross = cache.cross_attention_cache.layers
+        return (hidden, *[t for layer in cross for t in (layer.keys, layer.values)])
+
+
+class DecoderGraph(_GraphTask):
+    name = "decoder_model"
+
+    def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        specs = [TensorSpec("input_ids", torch.int64, (BATCH, DECODER_SEQUENCE))]
+        if not is_speech(config):
+            specs.append(
+                TensorSpec("encoder_attention_mask", torch.int64, (BATCH, ENCODER_SEQUENCE))
+            )
+        cross, past = _kv_dims(config, ENCODER_SEQUENCE), _kv_dims(config, PAST_DECODER)
+        for i in range(decoder_layers(config)):
+            specs += [
+                TensorSpec(f"past_key_values.{i}.encoder.key", None, cross),
+                TensorSpec(f"past_key_values.{i}.encoder.value", None, cross),
+                TensorSpec(f"past_key_values.{i}.decoder.key", None, past),
+                TensorSpec(f"past_key_values.{i}.decoder.value", None, past),
+            ]
+        return specs
+
+    def outputs(self, config: ArchitectureConfig) -> list[str]:
+        names = ["logits"]
+        for i in range(decoder_layers(config)):
+            names += [f"present.{i}.decoder.key", f"present.{i}.decoder.value"]
+        return names
+
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+        layers = len([k for k in inputs if k.endswith(".decoder.key")])
+        own, cross = DynamicCache(), DynamicCache()
+        for i in range(layers):
+            own.update(
+                inputs[f"past_key_values.{i}.decoder.key"],
+                inputs[f"past_key_values.{i}.decoder.value"],
+                i,
+            )
+            cross.update(
+                inputs[f"past_key_values.{i}.encoder.key"],
+                inputs[f"past_key_values.{i}.encoder.value"],
+                i,
+            )
+        cache = EncoderDecoderCache(own, cross)
+        cache.is_updated = dict.fromkeys(range(layers), True)  # cross keys/values: reuse them
+        key = inputs["past_key_values.0.encoder.key"]
+        # the decoder reads only the encoder states' shape (masks) once the cross cache is full
+        width = _hidden_size(model.config)
+        hidden = key.new_zeros((key.shape[0], key.shape[2], width))
+        out = model(
+            encoder_outputs=(hidden,),
+            attention_mask=inputs.get("encoder_attention_mask"),
+            decoder_input_ids=inputs["input_ids"],
+            use_cache=True,
+            return_dict=True,
+            **{cache_argument(model): cache},
+        )
+        held = cache.self_attention_cache.layers
+        return (out.logits, *[t for layer in held for t in (layer.keys, layer.values)])
+
+
+def _hidden_size(hf: Any) -> int:
+    return getattr(hf, "d_model", None) or hf.hidden_size
+
+
+class Seq2SeqTask(Task):
+    """Text-to-text (T5, BART, Marian, ...) or speech-to-text (Whisper): two graphs."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.graphs: list[Task] = [EncoderGraph(self), DecoderGraph(self)]
+
+    def auto_class(self, config: ArchitectureConfig) -> Any:
+        from transformers import AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
+
+        if self.name == "automatic-speech-recognition":
+            return AutoModelForSpeechSeq2Seq
+        return AutoModelForSeq2SeqLM
+
+    def manifest(self, config: ArchitectureConfig) -> dict[str, Any]:
+        """What mobius.json says beyond the graphs: how generation starts."""
+        hf = config.hf_config
+        start = getattr(hf, "decoder_start_token_id", None)
+        if start is None:
+            start = getattr(hf, "pad_token_id", None)
+        return {"decoder_start_token_id": start, "eos_token_id": getattr(hf, "eos_token_id", None)}
+
+
+TEXT2TEXT = Seq2SeqTask("text2text-generation")
+SPEECH2TEXT = Seq2SeqTask("automatic-speech-recognition")
