@@ -14,6 +14,7 @@ from torch.export.graph_signature import InputKind
 
 from mobius.config import ArchitectureConfig, position_limit
 from mobius.errors import UnsupportedError
+from mobius.synth.init_values import computed_parameters
 from mobius.synth.inline import inline_grad_regions
 from mobius.synth.shims import make_traceable, tracing_branches, unchecked_distributions
 from mobius.synth.state import CacheLayout, probe_layout
@@ -355,6 +356,7 @@ def trace(
     buffer_values = {
         name: b.detach().clone() for name, b in model.named_buffers() if b.device.type != "meta"
     }
+    buffer_values.update(computed_parameters(model))  # Marian's unsaved sinusoidal tables
     tied = _tied_groups(model)
     classes = {
         name: f"{type(mod).__module__}.{type(mod).__qualname__}"
