@@ -55,9 +55,59 @@ def prepare_graphs(
     return PreparedGraphs(source, arch, task, graphs)
 
 
+def analyze_graphs(prepared: PreparedGraphs) -> Any:
+    """One Analysis for the whole package: each graph's modules under the graph's name
+    (``encoder_model.model.encoder.layers.0``), only those that put something in that graph."""
+    from dataclasses import replace
+
+    from mobius.synth.analysis import Analysis, ModuleAnalysis, analyze
+
+    modules = [ModuleAnalysis("", "<model>")]
+    for name, part in prepared.graphs.items():
+        for module in analyze(part).modules:
+            if not (module.nodes or module.components or module.blocked_ops):
+                continue  # not in this graph (its parameters may still be traced inputs)
+            path = f"{name}.{module.path}" if module.path else name
+            cls = module.cls if module.path else "<graph>"
+            modules.append(replace(module, path=path, cls=cls))
+    return Analysis(
+        model_type=prepared.arch.model_type,
+        task=prepared.task.name,
+        kv_cache=True,
+        cache_supported=True,
+        unclaimed_attention=[],
+        modules=modules,
+        cache_blocker=(
+            "an encoder-decoder's decoder graph carries its self-attention cache and takes the "
+            "encoder graph's cross-attention keys and values through transformers' "
+            "EncoderDecoderCache"
+        ),
+        traced_cache_layers=sum(1 for n in _decoder_inputs(prepared) if n.endswith(".decoder.key")),
+    )
+
+
+def _decoder_inputs(prepared: PreparedGraphs) -> list[str]:
+    return [s.name for part in prepared.graphs.values() for s in part.traced.inputs]
+
+
 def _drop_dead_code(program: torch.export.ExportedProgram) -> None:
-    """Remove what no output reads (the encoder graph's placeholder decoder call)."""
-    program.graph.eliminate_dead_code()
+    """Remove what no output reads (the encoder graph's placeholder decoder call). The graph's
+    own ``eliminate_dead_code`` keeps it: shape assertions on dead tensors count as side effects.
+    An assertion on live tensors stays."""
+    graph = program.graph
+    live: set[torch.fx.Node] = set()
+    stack = [graph.output_node()]
+    while stack:
+        node = stack.pop()
+        if node not in live:
+            live.add(node)
+            stack.extend(node.all_input_nodes)
+    for node in reversed(list(graph.nodes)):
+        if node.op != "call_function" or node in live or node.users:
+            continue
+        if node.all_input_nodes and all(i in live for i in node.all_input_nodes):
+            continue  # an assertion about a live value
+        graph.erase_node(node)
     program.graph_module.recompile()
 
 
@@ -66,17 +116,16 @@ def build_graphs(
 ) -> ModelPackage:
     """Emit and bind every graph; one ModelPackage with ``<graph>.onnx`` for each."""
     from mobius.report import ExplainReport
-    from mobius.synth.analysis import analyze
     from mobius.synth.build import _blocked_message
     from mobius.synth.emit import emit
     from mobius.weights import Checkpoint, WeightBinder
 
+    report = ExplainReport.from_analysis(analyze_graphs(prepared), source=str(src))
+    if report.summary.unsupported_ops:
+        raise UnsupportedError(_blocked_message(report, src, task))
     checkpoint = Checkpoint(prepared.source.tensors) if weights else None
-    models, reports, unused = {}, {}, None
+    models, unused = {}, None
     for name, part in prepared.graphs.items():
-        report = ExplainReport.from_analysis(analyze(part), source=str(src))
-        if report.summary.unsupported_ops:
-            raise UnsupportedError(f"{name}: {_blocked_message(report, src, task)}")
         traced = part.traced
         binder = WeightBinder(
             checkpoint,
@@ -97,7 +146,6 @@ def build_graphs(
         left = set(binder.unused_keys())
         unused = left if unused is None else unused & left
         models[name] = model
-        reports[name] = json.loads(report.to_json())
     if unused:
         shown = ", ".join(sorted(unused)[:5])
         log.warning("the checkpoint has %d tensors no graph uses: %s", len(unused), shown)
@@ -117,7 +165,7 @@ def build_graphs(
     }
     texts = {
         "mobius.json": json.dumps(manifest, indent=2),
-        "explain.json": json.dumps({"graphs": reports}, indent=2),
+        "explain.json": report.to_json(),
     }
     extra = [prepared.source.config_path, *prepared.source.extra_files()]
     return ModelPackage(model=None, models=models, extra_files=extra, texts=texts)

@@ -97,3 +97,19 @@ def test_speech_encoder_takes_features_and_decoder_no_mask(converted):
     graphs = json.loads((out / "mobius.json").read_text())["graphs"]
     assert graphs["encoder_model.onnx"]["inputs"] == ["input_features"]
     assert "encoder_attention_mask" not in graphs["decoder_model.onnx"]["inputs"]
+
+
+def test_explain_reports_which_modules_went_to_which_graph(converted):
+    out, _ = converted("bart")
+    report = json.loads((out / "explain.json").read_text())
+    paths = {m["path"] for m in report["modules"]}
+    # the encoder graph holds the encoder and the decoder's cross-attention key/value projections
+    assert "encoder_model.model.encoder.layers.0.self_attn.q_proj" in paths
+    assert "encoder_model.model.decoder.layers.0.encoder_attn.k_proj" in paths
+    assert "encoder_model.model.decoder.layers.0.encoder_attn.q_proj" not in paths
+    assert "encoder_model.model.decoder.layers.0.fc1" not in paths
+    # the decoder graph: everything of the decoder but those projections, nothing of the encoder
+    assert "decoder_model.model.decoder.layers.0.encoder_attn.q_proj" in paths
+    assert "decoder_model.model.decoder.layers.0.encoder_attn.k_proj" not in paths
+    assert not any(p.startswith("decoder_model.model.encoder.") for p in paths)
+    assert report["summary"]["unsupported_ops"] == {}
