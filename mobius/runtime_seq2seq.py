@@ -78,12 +78,13 @@ class Seq2SeqRunner:
         *,
         max_new_tokens: int,
         decoder_input_ids: np.ndarray | None = None,
-        eos_token_id: int | None = None,
+        eos_token_id: int | list[int] | None = None,
         **encoder_inputs: np.ndarray,
     ) -> np.ndarray:
         """Greedy decoding: the prefix (``decoder_start_token_id`` by default) then up to
         ``max_new_tokens`` argmax tokens, ``[batch, prefix + new]``; rows that reached
-        ``eos_token_id`` continue with it."""
+        ``eos_token_id`` (one id or several) continue with it."""
+        stops = [] if eos_token_id is None else np.atleast_1d(eos_token_id).tolist()
         encoded = self.encode(**encoder_inputs)
         batch = encoded["last_hidden_state"].shape[0]
         if decoder_input_ids is None:
@@ -97,11 +98,11 @@ class Seq2SeqRunner:
         for _ in range(max_new_tokens):
             logits, cache = self.decode(step_ids, encoded, cache, mask)
             nxt = logits[:, -1].argmax(-1)
-            if eos_token_id is not None:
-                nxt = np.where(done, eos_token_id, nxt)
-                done |= nxt == eos_token_id
+            if stops:
+                nxt = np.where(done, stops[0], nxt)
+                done |= np.isin(nxt, stops)
             step_ids = nxt[:, None].astype(np.int64)
             tokens = np.concatenate([tokens, step_ids], axis=1)
-            if eos_token_id is not None and done.all():
+            if stops and done.all():
                 break
         return tokens

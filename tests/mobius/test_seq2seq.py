@@ -17,7 +17,7 @@ import mobius
 from mobius.config import from_hf
 from mobius.registry import detect_task
 from mobius.testing.configs import tiny_config_for
-from mobius.testing.seq2seq import NEW_TOKENS, seq2seq_parity, tiny_seq2seq
+from mobius.testing.seq2seq import NEW_TOKENS, encoder_inputs, seq2seq_parity, tiny_seq2seq
 
 ATOL = 1e-4
 TYPES = {
@@ -26,6 +26,13 @@ TYPES = {
     "marian": "text2text-generation",
     "whisper": "automatic-speech-recognition",
 }
+
+
+MODELS: dict[str, object] = {}
+
+
+def encoder_inputs_for(model_type: str) -> dict:
+    return encoder_inputs(MODELS[model_type])
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +45,7 @@ def converted(tmp_path_factory):
             model, _ = tiny_seq2seq(model_type, root / "hf")
             out = mobius.build(root / "hf").save(root / "onnx")
             done[model_type] = (out, seq2seq_parity(model, out))
+            MODELS[model_type] = model
         return done[model_type]
 
     return get
@@ -113,3 +121,19 @@ def test_explain_reports_which_modules_went_to_which_graph(converted):
     assert "decoder_model.model.decoder.layers.0.encoder_attn.k_proj" not in paths
     assert not any(p.startswith("decoder_model.model.encoder.") for p in paths)
     assert report["summary"]["unsupported_ops"] == {}
+
+
+def test_runner_generate_is_the_greedy_loop(converted):
+    from mobius.runtime_seq2seq import Seq2SeqRunner
+
+    out, diffs = converted("t5")
+    feeds = {
+        k: v.numpy()
+        for k, v in encoder_inputs_for("t5").items()  # the inputs seq2seq_parity used
+    }
+    tokens = Seq2SeqRunner(out).generate(max_new_tokens=NEW_TOKENS, **feeds)
+    assert tokens.tolist() == diffs["hf_tokens"]
+    stop = diffs["hf_tokens"][0][3]  # rows stop at an end token, then repeat it
+    short = Seq2SeqRunner(out).generate(max_new_tokens=NEW_TOKENS, eos_token_id=stop, **feeds)
+    assert short[0].tolist()[:4] == diffs["hf_tokens"][0][:4]
+    assert all(t == stop for t in short[0].tolist()[4:])
