@@ -16,6 +16,7 @@ outputs and call into the same HF model); the driver traces, emits and binds eac
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -27,32 +28,53 @@ from mobius.tasks.causal_lm import cache_argument
 ENCODER_SEQUENCE = "encoder_sequence_length"
 DECODER_SEQUENCE = "decoder_sequence_length"
 PAST_DECODER = "past_decoder_sequence_length"
+AUDIO_FRAMES = "num_frames"  # speech features, before the encoder's subsampling
+AUDIO_SAMPLES = "num_samples"  # raw audio
 # example sizes for the trace: distinct, so that export never unifies two dimensions
-_SIZES = {BATCH: 2, ENCODER_SEQUENCE: 6, DECODER_SEQUENCE: 3, PAST_DECODER: 5}
+_SIZES = {
+    BATCH: 2,
+    ENCODER_SEQUENCE: 6,
+    DECODER_SEQUENCE: 3,
+    PAST_DECODER: 5,
+    AUDIO_FRAMES: 40,
+    AUDIO_SAMPLES: 1600,
+}
+
+
+def _decoder_config(config: ArchitectureConfig) -> Any:
+    """The decoder's own config (T5Gemma keeps it in a sub-config), else the model's."""
+    hf = config.hf_config
+    try:
+        return hf.get_text_config(decoder=True)
+    except (AttributeError, ValueError):
+        return hf
 
 
 def decoder_layers(config: ArchitectureConfig) -> int:
     hf = config.hf_config
-    for name in ("decoder_layers", "num_decoder_layers"):
-        if isinstance(getattr(hf, name, None), int):
-            return getattr(hf, name)
-    return config.num_hidden_layers
+    for source, name in (
+        (hf, "decoder_layers"),
+        (hf, "num_decoder_layers"),
+        (_decoder_config(config), "decoder_layers"),
+        (_decoder_config(config), "num_hidden_layers"),
+    ):
+        if isinstance(getattr(source, name, None), int):
+            return getattr(source, name)
+    raise ValueError(f"{config.model_type}: the config does not say how many decoder layers")
 
 
 def cross_shape(config: ArchitectureConfig) -> tuple[int, int]:
-    """(heads, head_dim) of the decoder's attention caches."""
-    hf = config.hf_config
+    """(heads, head_dim) of the decoder's attention caches (key/value heads where they differ)."""
+    hf, decoder = config.hf_config, _decoder_config(config)
+    names = ("decoder_attention_heads", "num_heads", "num_key_value_heads", "num_attention_heads")
     heads = next(
-        getattr(hf, n)
-        for n in ("decoder_attention_heads", "num_heads", "num_attention_heads")
-        if isinstance(getattr(hf, n, None), int)
+        getattr(c, n) for c in (hf, decoder) for n in names if isinstance(getattr(c, n, None), int)
     )
-    head_dim = getattr(hf, "d_kv", None) or hf.d_model // heads
-    return heads, head_dim
-
-
-def is_speech(config: ArchitectureConfig) -> bool:
-    return getattr(config.hf_config, "num_mel_bins", None) is not None
+    head_dim = next(
+        (getattr(c, n) for c in (hf, decoder) for n in ("d_kv", "head_dim") if getattr(c, n, None)),
+        None,
+    )
+    return heads, head_dim or _hidden_size(decoder) // heads
 
 
 class _GraphTask(Task):
@@ -73,16 +95,24 @@ class _GraphTask(Task):
         return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
 
 
-def _encoder_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+def _encoder_inputs(config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+    """Token ids and mask; speech: features or samples in the layout the HF encoder takes."""
     hf = config.hf_config
-    if is_speech(config):
-        # Whisper's encoder checks for its full window of frames
+    params = inspect.signature(model.get_encoder().forward).parameters
+    if "input_values" in params:  # raw audio (Moonshine)
+        return [TensorSpec("input_values", None, (BATCH, AUDIO_SAMPLES))]
+    if "input_features" not in params:
+        return [
+            TensorSpec("input_ids", torch.int64, (BATCH, ENCODER_SEQUENCE)),
+            TensorSpec("attention_mask", torch.int64, (BATCH, ENCODER_SEQUENCE)),
+        ]
+    if isinstance(getattr(hf, "max_source_positions", None), int) and hasattr(hf, "num_mel_bins"):
+        # Whisper: [batch, mel bins, frames], and its encoder checks for its full window
         frames = 2 * hf.max_source_positions
         return [TensorSpec("input_features", None, (BATCH, hf.num_mel_bins, frames))]
-    return [
-        TensorSpec("input_ids", torch.int64, (BATCH, ENCODER_SEQUENCE)),
-        TensorSpec("attention_mask", torch.int64, (BATCH, ENCODER_SEQUENCE)),
-    ]
+    # Speech2Text: [batch, frames, features]
+    width = hf.input_feat_per_channel * getattr(hf, "input_channels", 1)
+    return [TensorSpec("input_features", None, (BATCH, AUDIO_FRAMES, width))]
 
 
 def _kv_dims(config: ArchitectureConfig, length: str) -> tuple[str | int, ...]:
@@ -94,7 +124,7 @@ class EncoderGraph(_GraphTask):
     name = "encoder_model"
 
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
-        return _encoder_inputs(config)
+        return _encoder_inputs(config, model)
 
     def outputs(self, config: ArchitectureConfig) -> list[str]:
         names = ["last_hidden_state"]
@@ -107,7 +137,7 @@ class EncoderGraph(_GraphTask):
     ) -> tuple[torch.Tensor, ...]:
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-        hidden = model.get_encoder()(**inputs, return_dict=True).last_hidden_state
+        hidden = model.get_encoder()(**inputs, return_dict=True)[0]  # some return a tuple
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
         # one placeholder token: the decoder's cross-attention layers project ``hidden`` into the
         # cache; nothing else of this call reaches an output
@@ -129,7 +159,7 @@ class DecoderGraph(_GraphTask):
 
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
         specs = [TensorSpec("input_ids", torch.int64, (BATCH, DECODER_SEQUENCE))]
-        if not is_speech(config):
+        if not self.parent.speech:
             specs.append(
                 TensorSpec("encoder_attention_mask", torch.int64, (BATCH, ENCODER_SEQUENCE))
             )
@@ -194,6 +224,7 @@ class Seq2SeqTask(Task):
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.speech = name == "automatic-speech-recognition"  # no encoder_attention_mask
         self.graphs: list[Task] = [EncoderGraph(self), DecoderGraph(self)]
 
     def auto_class(self, config: ArchitectureConfig) -> Any:

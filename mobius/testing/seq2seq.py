@@ -3,6 +3,7 @@ cached step, and greedy generation token for token (HF ``generate``, ``num_beams
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +49,16 @@ def encoder_inputs(model: Any, batch: int = 2, length: int = 7, seed: int = 1) -
     """Random encoder inputs; text ones right-padded in the second row."""
     gen = torch.Generator().manual_seed(seed)
     config = model.config
-    if getattr(config, "num_mel_bins", None) is not None:
-        frames = 2 * config.max_source_positions
-        return {"input_features": torch.randn(batch, config.num_mel_bins, frames, generator=gen)}
+    params = inspect.signature(model.get_encoder().forward).parameters
+    if "input_values" in params:  # raw audio
+        return {"input_values": torch.randn(batch, 1600, generator=gen)}
+    if "input_features" in params:
+        if hasattr(config, "num_mel_bins") and hasattr(config, "max_source_positions"):
+            shape = (batch, config.num_mel_bins, 2 * config.max_source_positions)  # Whisper
+        else:
+            width = config.input_feat_per_channel * getattr(config, "input_channels", 1)
+            shape = (batch, 40, width)
+        return {"input_features": torch.randn(*shape, generator=gen)}
     ids = torch.randint(3, config.vocab_size - 2, (batch, length), generator=gen)
     mask = torch.ones_like(ids)
     mask[1, length - 2 :] = 0
