@@ -136,6 +136,7 @@ class EncoderGraph(_GraphTask):
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+        from transformers.modeling_outputs import BaseModelOutput
 
         hidden = model.get_encoder()(**inputs, return_dict=True)[0]  # some return a tuple
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
@@ -143,7 +144,7 @@ class EncoderGraph(_GraphTask):
         # cache; nothing else of this call reaches an output
         token = hidden.new_zeros((hidden.shape[0], 1), dtype=torch.long)
         model(
-            encoder_outputs=(hidden,),
+            encoder_outputs=BaseModelOutput(last_hidden_state=hidden),
             attention_mask=inputs.get("attention_mask"),
             decoder_input_ids=token,
             use_cache=True,
@@ -183,6 +184,7 @@ class DecoderGraph(_GraphTask):
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+        from transformers.modeling_outputs import BaseModelOutput
 
         layers = len([k for k in inputs if k.endswith(".decoder.key")])
         own, cross = DynamicCache(), DynamicCache()
@@ -204,7 +206,7 @@ class DecoderGraph(_GraphTask):
         width = _hidden_size(model.config)
         hidden = key.new_zeros((key.shape[0], key.shape[2], width))
         out = model(
-            encoder_outputs=(hidden,),
+            encoder_outputs=BaseModelOutput(last_hidden_state=hidden),
             attention_mask=inputs.get("encoder_attention_mask"),
             decoder_input_ids=inputs["input_ids"],
             use_cache=True,
