@@ -16,6 +16,7 @@ outputs and call into the same HF model); the driver traces, emits and binds eac
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -136,15 +137,18 @@ class EncoderGraph(_GraphTask):
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
-        from transformers.modeling_outputs import BaseModelOutput
+        from transformers.utils import ModelOutput
 
-        hidden = model.get_encoder()(**inputs, return_dict=True)[0]  # some return a tuple
+        encoded = model.get_encoder()(**inputs, return_dict=True)
+        hidden = encoded[0]  # some encoders return a tuple
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
         # one placeholder token: the decoder's cross-attention layers project ``hidden`` into the
         # cache; nothing else of this call reaches an output
         token = hidden.new_zeros((hidden.shape[0], 1), dtype=torch.long)
+        if not isinstance(encoded, ModelOutput):
+            encoded = _encoder_states(hidden)
         model(
-            encoder_outputs=BaseModelOutput(last_hidden_state=hidden),
+            encoder_outputs=encoded,  # its own output type: Moonshine reads a compressed mask
             attention_mask=inputs.get("attention_mask"),
             decoder_input_ids=token,
             use_cache=True,
@@ -184,7 +188,6 @@ class DecoderGraph(_GraphTask):
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
-        from transformers.modeling_outputs import BaseModelOutput
 
         layers = len([k for k in inputs if k.endswith(".decoder.key")])
         own, cross = DynamicCache(), DynamicCache()
@@ -203,10 +206,10 @@ class DecoderGraph(_GraphTask):
         cache.is_updated = dict.fromkeys(range(layers), True)  # cross keys/values: reuse them
         key = inputs["past_key_values.0.encoder.key"]
         # the decoder reads only the encoder states' shape (masks) once the cross cache is full
-        width = _hidden_size(model.config)
-        hidden = key.new_zeros((key.shape[0], key.shape[2], width))
+        encoder_config = model.get_encoder().config
+        hidden = key.new_zeros((key.shape[0], key.shape[2], _hidden_size(encoder_config)))
         out = model(
-            encoder_outputs=BaseModelOutput(last_hidden_state=hidden),
+            encoder_outputs=_encoder_states(hidden),
             attention_mask=inputs.get("encoder_attention_mask"),
             decoder_input_ids=inputs["input_ids"],
             use_cache=True,
@@ -215,6 +218,27 @@ class DecoderGraph(_GraphTask):
         )
         held = cache.self_attention_cache.layers
         return (out.logits, *[t for layer in held for t in (layer.keys, layer.values)])
+
+
+@functools.cache
+def _encoder_states_type() -> type:
+    """Made on first use, so that importing the tasks does not import transformers."""
+    from transformers.modeling_outputs import BaseModelOutput
+
+    class EncoderStates(BaseModelOutput):
+        """The encoder's output as the decoder reads it; fields other models' encoders add
+        (router logits, a compressed mask) are None."""
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("_"):
+                raise AttributeError(name)
+            return None
+
+    return EncoderStates
+
+
+def _encoder_states(hidden: torch.Tensor) -> Any:
+    return _encoder_states_type()(last_hidden_state=hidden)
 
 
 def _hidden_size(hf: Any) -> int:

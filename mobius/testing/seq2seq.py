@@ -113,11 +113,12 @@ def seq2seq_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> d
     prefix = torch.cat([start, torch.randint(3, vocab - 2, (2, PREFIX - 1), generator=gen)], 1)
     step = torch.randint(3, vocab - 2, (2, 1), generator=gen)
     with torch.no_grad():
-        hidden = model.get_encoder()(**inputs).last_hidden_state
+        hf_encoded = model.get_encoder()(**inputs, return_dict=True)
+        hidden = hf_encoded[0]
         extra = {} if mask is None else {"attention_mask": mask}
-        first = model(encoder_outputs=(hidden,), decoder_input_ids=prefix, use_cache=True, **extra)
+        first = model(encoder_outputs=hf_encoded, decoder_input_ids=prefix, use_cache=True, **extra)
         second = model(
-            encoder_outputs=(hidden,),
+            encoder_outputs=hf_encoded,
             decoder_input_ids=step,
             past_key_values=first.past_key_values,
             use_cache=True,
