@@ -206,7 +206,7 @@ class DecoderGraph(_GraphTask):
         cache.is_updated = dict.fromkeys(range(layers), True)  # cross keys/values: reuse them
         key = inputs["past_key_values.0.encoder.key"]
         # the decoder reads only the encoder states' shape (masks) once the cross cache is full
-        encoder_config = model.get_encoder().config
+        encoder_config = getattr(model.get_encoder(), "config", model.config)  # T5Gemma: own
         hidden = key.new_zeros((key.shape[0], key.shape[2], _hidden_size(encoder_config)))
         out = model(
             encoder_outputs=_encoder_states(hidden),
