@@ -164,7 +164,8 @@ class DecoderGraph(_GraphTask):
 
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
         specs = [TensorSpec("input_ids", torch.int64, (BATCH, DECODER_SEQUENCE))]
-        if not self.parent.speech:
+        if any(s.name == "attention_mask" for s in _encoder_inputs(config, model)):
+            # text encoders; speech ones read no mask here (CONTRACTS.md)
             specs.append(
                 TensorSpec("encoder_attention_mask", torch.int64, (BATCH, ENCODER_SEQUENCE))
             )
@@ -250,7 +251,6 @@ class Seq2SeqTask(Task):
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.speech = name == "automatic-speech-recognition"  # no encoder_attention_mask
         self.graphs: list[Task] = [EncoderGraph(self), DecoderGraph(self)]
 
     def auto_class(self, config: ArchitectureConfig) -> Any:
