@@ -161,7 +161,8 @@ def _build(args: argparse.Namespace) -> int:
         )
         target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
-        print(f"wrote {target / 'model.onnx'} in {time.perf_counter() - started:.1f} s")
+        written = ", ".join(str(target / name) for name in package.graphs())
+        print(f"wrote {written} in {time.perf_counter() - started:.1f} s")
     return 0
 
 

@@ -150,12 +150,14 @@ def _size(n: int) -> str:
 class ModelPackage:
     """What ``mobius.build`` returns: an ONNX model (weights bound lazily) and companion files."""
 
-    model: ir.Model
+    model: ir.Model | None  # None when the package has several graphs (``models``)
     extra_files: list[Path] = field(default_factory=list)
     texts: dict[str, str] = field(
         default_factory=dict
     )  # file name -> contents written beside the model
     nonfinite: list[str] = field(default_factory=list)  # tensors with NaN/Inf, after save()
+    # several graphs (encoder-decoder): graph name -> model, saved as <name>.onnx + <name>.onnx.data
+    models: dict[str, ir.Model] = field(default_factory=dict)
 
     def save(
         self, directory: str | os.PathLike, *, overwrite: bool = False, progress: bool = False
@@ -215,23 +217,26 @@ class ModelPackage:
             )
         return target
 
+    def graphs(self) -> dict[str, ir.Model]:
+        """File name -> model, for every graph the package saves."""
+        if self.models:
+            return {f"{name}.onnx": model for name, model in self.models.items()}
+        return {MODEL_FILE: self.model}
+
     def nbytes(self) -> int:
         """Bytes of weights that ``save`` writes, known from the initializers' types alone."""
         return sum(
             v.const_value.nbytes
-            for v in self.model.graph.initializers.values()
+            for model in self.graphs().values()
+            for v in model.graph.initializers.values()
             if v.const_value is not None
         ) + sum(path.stat().st_size for path in self.extra_files if path.is_file())
 
     def _write(self, tmp: Path, *, progress: bool) -> None:
-        with _progress_callback(self.model, progress) as callback:
-            ir.save(
-                self.model,
-                tmp / MODEL_FILE,
-                external_data=DATA_FILE,
-                callback=callback,
-                max_workers=1,
-            )
+        for file, model in self.graphs().items():
+            data = DATA_FILE if file == MODEL_FILE else f"{file}.data"
+            with _progress_callback(model, progress) as callback:
+                ir.save(model, tmp / file, external_data=data, callback=callback, max_workers=1)
         for path in self.extra_files:
             shutil.copyfile(path, tmp / path.name)
         for name, text in self.texts.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mobius.config import ArchitectureConfig
 from mobius.errors import ConfigError
-from mobius.tasks import ALIASES, TASKS, Task
+from mobius.tasks import ALIASES, SEQ2SEQ_TASKS, TASKS, Task
 from mobius.tasks.head import AUDIO, VISION, HeadTask, class_names
 
 _DECODER_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
@@ -45,7 +45,8 @@ def detect_task(config: ArchitectureConfig) -> Task:
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
 
     model_type = config.model_type
-    _refuse_encoder_decoder(config)
+    if config.is_encoder_decoder:
+        return seq2seq_task(config)
     named = task_from_architectures(config)
     if named is not None:
         return named
@@ -66,8 +67,26 @@ def detect_task(config: ArchitectureConfig) -> Task:
 def _refuse_encoder_decoder(config: ArchitectureConfig) -> None:
     if config.is_encoder_decoder:
         raise ConfigError(
-            f"'{config.model_type}' is an encoder-decoder model; mobius does not convert those yet"
+            f"'{config.model_type}' is an encoder-decoder model: its task is "
+            f"{seq2seq_task(config).name}, not a single-graph head"
         )
+
+
+def seq2seq_task(config: ArchitectureConfig) -> Task:
+    """Speech-to-text or text-to-text, by the auto mapping that builds the model."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING,
+        MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING,
+    )
+
+    if type(config.hf_config) in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING:
+        return TASKS["automatic-speech-recognition"]
+    if type(config.hf_config) in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING:
+        return TASKS["text2text-generation"]
+    raise ConfigError(
+        f"'{config.model_type}' is an encoder-decoder model that neither "
+        "AutoModelForSeq2SeqLM nor AutoModelForSpeechSeq2Seq builds; mobius does not convert it"
+    )
 
 
 def get_task(name: str | None, config: ArchitectureConfig) -> Task:
@@ -78,6 +97,14 @@ def get_task(name: str | None, config: ArchitectureConfig) -> Task:
     if canonical not in TASKS:
         choices = ", ".join([*TASKS, *ALIASES])
         raise ConfigError(f"unknown task '{name}'; choose one of: {choices}")
+    if config.is_encoder_decoder and canonical in SEQ2SEQ_TASKS:
+        detected = seq2seq_task(config)
+        if detected.name != canonical:
+            raise ConfigError(
+                f"'{config.model_type}' is a {detected.name} model, not {canonical}; "
+                f"use --task {detected.name}"
+            )
+        return detected
     task = TASKS[canonical]
     if isinstance(task, HeadTask):  # a head on an encoder-decoder needs the decoder's inputs too
         _refuse_encoder_decoder(config)

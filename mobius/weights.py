@@ -421,8 +421,8 @@ class WeightBinder:
             fused = next((c for c in self.tied_names.get(name, [name]) if c in self.fused), None)
             if fused is not None:
                 return self._assembled(fused, val)
-            if kind == InputKind.PARAMETER:
-                return self._missing_parameter(name, val)
+            if kind == InputKind.PARAMETER and name not in self.buffer_values:
+                return self._missing_parameter(name, val)  # (else: computed, not saved)
         return self._from_init(name, val)
 
     def _from_checkpoint(self, key: str, name: str, val: torch.Tensor) -> ir.Value:

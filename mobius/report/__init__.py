@@ -20,10 +20,15 @@ def explain(
 
     from mobius import failures
     from mobius.synth.analysis import analyze
+    from mobius.synth.graphs import PreparedGraphs, analyze_graphs
     from mobius.synth.prepare import prepare
 
     prepared = prepare(
         src, dtype=torch.float32, task=task, weights=False, trust_remote_code=trust_remote_code
     )
     with failures.phase(f"matching patterns in {prepared.arch.model_type}"):
-        return ExplainReport.from_analysis(analyze(prepared), source=str(src))
+        # an encoder-decoder: one report, each graph's modules under the graph's name
+        analysis = (
+            analyze_graphs(prepared) if isinstance(prepared, PreparedGraphs) else analyze(prepared)
+        )
+        return ExplainReport.from_analysis(analysis, source=str(src))

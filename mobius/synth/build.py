@@ -21,6 +21,7 @@ from mobius.report import ExplainReport
 from mobius.synth import fallbacks
 from mobius.synth.analysis import analyze
 from mobius.synth.emit import emit
+from mobius.synth.graphs import PreparedGraphs, build_graphs
 from mobius.synth.prepare import Prepared, prepare
 from mobius.synth.token_loop import loop_over_tokens
 from mobius.weights import Checkpoint, WeightBinder
@@ -55,6 +56,13 @@ def build(
     prepared = prepare(
         src, dtype=torch_dtype, task=task, weights=weights, trust_remote_code=trust_remote_code
     )
+    if isinstance(prepared, PreparedGraphs):  # encoder-decoder: several graphs
+        if scheme is not None:
+            raise UnsupportedError(
+                "--precision is not supported for encoder-decoder models yet; "
+                "build without it (f32 or f16)"
+            )
+        return build_graphs(prepared, src=str(src), dtype=dtype, weights=weights, task=task)
     if strict:
         fallbacks.refuse(prepared.fallbacks)
     source, arch, the_task, traced, use_cache = (

@@ -29,6 +29,7 @@ from mobius.synth.fallbacks import (
     Fallback,
     announce,
 )
+from mobius.synth.graphs import PreparedGraphs, is_multi_graph, prepare_graphs
 from mobius.synth.trace import SpecialisedShapeError, TracedModel, trace
 from mobius.tasks import Task
 from mobius.weights import check_layer_count
@@ -59,7 +60,7 @@ def prepare(
     task: str | None,
     weights: bool,
     trust_remote_code: bool,
-) -> Prepared:
+) -> Prepared | PreparedGraphs:
     """Resolve ``src``, trace it on meta, and fall back to a cache-less trace if attention escapes.
 
     Only an UnsupportedError (the model cannot be traced this way) moves down the chain;
@@ -74,6 +75,9 @@ def prepare(
             check_layer_count(arch, source.tensors)
         the_task = get_task(task, arch)
         input_kinds.warn_text_only(hf_config, source.directory, the_task.name)
+    if is_multi_graph(the_task):  # encoder-decoder: one trace per graph (synth/graphs.py)
+        with failures.phase(f"tracing {arch.model_type}"):
+            return prepare_graphs(source, arch, the_task, dtype)
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
     with failures.phase(f"tracing {arch.model_type}"):
         prepared = _trace_with_fallbacks(source, arch, the_task, dtype)

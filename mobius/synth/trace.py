@@ -17,6 +17,7 @@ from torch.export.graph_signature import InputKind
 from mobius import failures
 from mobius.config import ArchitectureConfig, position_limit
 from mobius.errors import ConfigError, UnsupportedError
+from mobius.synth.init_values import computed_parameters
 from mobius.synth.inline import inline_grad_regions
 from mobius.synth.shims import make_traceable, tracing_branches, unchecked_distributions
 from mobius.synth.state import CacheLayout, probe_layout
@@ -403,6 +404,7 @@ def trace(
     buffer_values = {
         name: b.detach().clone() for name, b in model.named_buffers() if b.device.type != "meta"
     }
+    buffer_values.update(computed_parameters(model))  # Marian's unsaved sinusoidal tables
     tied = _tied_groups(model)
     classes = {
         name: f"{type(mod).__module__}.{type(mod).__qualname__}"

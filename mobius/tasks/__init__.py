@@ -7,6 +7,7 @@ The order of ``TASKS`` is the order in which detection tries them when the confi
 from mobius.tasks.base import Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask
 from mobius.tasks.head import HeadTask
+from mobius.tasks.seq2seq import SPEECH2TEXT, TEXT2TEXT
 
 LOGITS = ("logits",)
 
@@ -32,10 +33,15 @@ TASKS: dict[str, Task] = {
     )
 }  # fmt: skip
 
+# encoder-decoder tasks, two graphs each (seq2seq.py); speech-to-text shares its name with CTC's
+# head task, so these are looked up by name only for an encoder-decoder config
+SEQ2SEQ_TASKS: dict[str, Task] = {t.name: t for t in (TEXT2TEXT, SPEECH2TEXT)}
+TASKS.setdefault(TEXT2TEXT.name, TEXT2TEXT)
+
 # other names ``--task`` takes: the name it stands for
 ALIASES: dict[str, str] = {
     "causal-lm": "text-generation",
     "image-feature-extraction": "feature-extraction",  # on a vision model
 }
 
-__all__ = ["ALIASES", "TASKS", "CausalLMTask", "HeadTask", "Task", "TensorSpec"]
+__all__ = ["ALIASES", "SEQ2SEQ_TASKS", "TASKS", "CausalLMTask", "HeadTask", "Task", "TensorSpec"]

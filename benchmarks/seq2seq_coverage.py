@@ -1,0 +1,112 @@
+"""Breadth sweep for encoder–decoder types (issue 14): every type in
+``MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES`` and ``MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES``
+whose tiny config is an encoder–decoder, each in a fresh subprocess with a timeout:
+
+1. build the tiny HF model (``mobius.testing.seq2seq.tiny_seq2seq``: every parameter random) and
+   load it back from its checkpoint, the reference;
+2. convert it with ``mobius.build`` (two graphs);
+3. ``mobius.testing.seq2seq.seq2seq_parity``: encoder output, 4-token decoder prefill, one cached
+   step, 12 greedy tokens (and each step's logits) against HF ``generate``, batch 2, right-padded
+   text input; atol 1e-4.
+
+Results: ``benchmarks/results/seq2seq_coverage.json`` (merged by type) and a table on stdout.
+
+    nice -n 10 python benchmarks/seq2seq_coverage.py            # every type
+    python benchmarks/seq2seq_coverage.py --only t5 whisper     # some types
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "seq2seq_coverage.json"
+ATOL = 1e-4
+
+ONE = """
+import json, sys
+from pathlib import Path
+model_type, work = sys.argv[1], Path(sys.argv[2])
+def done(status, **extra):
+    print("RESULT " + json.dumps({"status": status, **extra}))
+    sys.exit(0)
+try:
+    from mobius.testing.seq2seq import tiny_seq2seq
+    model, _ = tiny_seq2seq(model_type, work / "hf")
+except Exception as exc:
+    done("hf-build-error", error=f"{type(exc).__name__}: {exc}"[:300])
+if not model.config.is_encoder_decoder:
+    done("not-encoder-decoder")
+import mobius
+from mobius.testing.seq2seq import seq2seq_parity
+try:
+    out = mobius.build(work / "hf").save(work / "onnx")
+except Exception as exc:
+    done("convert-error", error=f"{type(exc).__name__}: {exc}"[:300])
+try:
+    r = seq2seq_parity(model, out)
+except Exception as exc:
+    done("run-error", error=f"{type(exc).__name__}: {exc}"[:300])
+worst = max(r["encoder_diff"], r["prefill_diff"], r["decode_diff"], r["generate_logits_diff"])
+status = "pass" if worst <= float(sys.argv[3]) and r["tokens_equal"] else "mismatch"
+done(status, **{k: v for k, v in r.items() if k not in ("tokens", "hf_tokens")})
+"""
+
+
+def all_types() -> list[str]:
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES,
+    )
+
+    both = [
+        *MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+        *MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES,
+    ]
+    return sorted(set(both))
+
+
+def run_one(model_type: str, timeout: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix=f"s2s-{model_type}-") as work:
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-c", ONE, model_type, work, str(ATOL)],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                cwd=ROOT,
+                env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+            )
+        except subprocess.TimeoutExpired:
+            return {"status": "timeout"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if not lines:
+        return {"status": "crash", "error": proc.stderr.strip().splitlines()[-1:]}
+    return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="these types only")
+    parser.add_argument("--timeout", type=int, default=600)
+    args = parser.parse_args()
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    for model_type in args.only or all_types():
+        results[model_type] = run_one(model_type, args.timeout)
+        print(model_type, json.dumps(results[model_type]), flush=True)
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    print("\n| type | status | worst diff / reason |\n|---|---|---|")
+    for model_type, r in sorted(results.items()):
+        diffs = [r[k] for k in r if k.endswith("_diff")]
+        detail = f"{max(diffs):.1e}" if diffs else r.get("error", "")
+        print(f"| {model_type} | {r['status']} | {detail} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Tasks made of several graphs (encoder–decoder): each graph goes through the same trace ->
+match -> emit -> bind path as a one-graph task, and the package holds them side by side.
+
+Each graph binds its own subset of the checkpoint; a tensor both graphs read (T5's shared
+embedding) is written into each graph's data file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from mobius.config import ArchitectureConfig
+from mobius.errors import UnsupportedError
+from mobius.package import ModelPackage
+from mobius.source import Source
+from mobius.synth.decompose import decompose_unlowered
+from mobius.synth.trace import trace
+from mobius.tasks import Task
+
+log = logging.getLogger("mobius")
+
+
+@dataclass
+class PreparedGraphs:
+    """One ``Prepared`` per graph of a multi-graph task, in the task's order."""
+
+    source: Source
+    arch: ArchitectureConfig
+    task: Task
+    graphs: dict[str, Any]  # graph name -> Prepared
+
+
+def is_multi_graph(task: Task) -> bool:
+    return bool(getattr(task, "graphs", None))
+
+
+def prepare_graphs(
+    source: Source, arch: ArchitectureConfig, task: Task, dtype: torch.dtype
+) -> PreparedGraphs:
+    """Trace every graph of ``task`` on meta, with transformers' own attention."""
+    from mobius.synth.prepare import Prepared
+
+    graphs = {}
+    for graph in task.graphs:
+        log.info("tracing %s's %s", arch.model_type, graph.name)
+        traced = trace(arch, graph, dtype)
+        _drop_dead_code(traced.program)
+        traced.program = decompose_unlowered(traced.program)
+        graphs[graph.name] = Prepared(source, arch, graph, traced, use_cache=False)
+    return PreparedGraphs(source, arch, task, graphs)
+
+
+def analyze_graphs(prepared: PreparedGraphs) -> Any:
+    """One Analysis for the whole package: each graph's modules under the graph's name
+    (``encoder_model.model.encoder.layers.0``), only those that put something in that graph."""
+    from dataclasses import replace
+
+    from mobius.synth.analysis import Analysis, ModuleAnalysis, analyze
+
+    modules = [ModuleAnalysis("", "<model>")]
+    for name, part in prepared.graphs.items():
+        for module in analyze(part).modules:
+            if not (module.nodes or module.components or module.blocked_ops):
+                continue  # not in this graph (its parameters may still be traced inputs)
+            path = f"{name}.{module.path}" if module.path else name
+            cls = module.cls if module.path else "<graph>"
+            modules.append(replace(module, path=path, cls=cls))
+    return Analysis(
+        model_type=prepared.arch.model_type,
+        task=prepared.task.name,
+        kv_cache=True,
+        cache_supported=True,
+        unclaimed_attention=[],
+        modules=modules,
+        cache_blocker=(
+            "an encoder-decoder's decoder graph carries its self-attention cache and takes the "
+            "encoder graph's cross-attention keys and values through transformers' "
+            "EncoderDecoderCache"
+        ),
+        traced_cache_layers=sum(1 for n in _decoder_inputs(prepared) if n.endswith(".decoder.key")),
+    )
+
+
+def _decoder_inputs(prepared: PreparedGraphs) -> list[str]:
+    return [s.name for part in prepared.graphs.values() for s in part.traced.inputs]
+
+
+def _drop_dead_code(program: torch.export.ExportedProgram) -> None:
+    """Remove what no output reads (the encoder graph's placeholder decoder call). The graph's
+    own ``eliminate_dead_code`` keeps it: shape assertions on dead tensors count as side effects.
+    An assertion on live tensors stays."""
+    graph = program.graph
+    live: set[torch.fx.Node] = set()
+    stack = [graph.output_node()]
+    while stack:
+        node = stack.pop()
+        if node not in live:
+            live.add(node)
+            stack.extend(node.all_input_nodes)
+    for node in reversed(list(graph.nodes)):
+        if node.op != "call_function" or node in live or node.users:
+            continue
+        if node.all_input_nodes and all(i in live for i in node.all_input_nodes):
+            continue  # an assertion about a live value
+        graph.erase_node(node)
+    program.graph_module.recompile()
+
+
+def build_graphs(
+    prepared: PreparedGraphs, *, src: str, dtype: str, weights: bool, task: str | None
+) -> ModelPackage:
+    """Emit and bind every graph; one ModelPackage with ``<graph>.onnx`` for each."""
+    from mobius.report import ExplainReport
+    from mobius.synth.build import _blocked_message
+    from mobius.synth.emit import emit
+    from mobius.weights import Checkpoint, WeightBinder
+
+    report = ExplainReport.from_analysis(analyze_graphs(prepared), source=str(src))
+    if report.summary.unsupported_ops:
+        raise UnsupportedError(_blocked_message(report, src, task))
+    checkpoint = Checkpoint(prepared.source.tensors) if weights else None
+    models, unused = {}, None
+    for name, part in prepared.graphs.items():
+        traced = part.traced
+        binder = WeightBinder(
+            checkpoint,
+            buffer_values=traced.buffer_values,
+            tied_names=traced.tied_names,
+            key_to_param=traced.key_to_param,
+            constants=traced.constant_values,
+        )
+        model = emit(traced, binder, name=f"{prepared.arch.model_type}_{name}")
+        model.metadata_props.update(
+            {
+                "mobius.model_type": prepared.arch.model_type,
+                "mobius.task": prepared.task.name,
+                "mobius.graph": name,
+                "mobius.dtype": dtype,
+            }
+        )
+        left = set(binder.unused_keys())
+        unused = left if unused is None else unused & left
+        models[name] = model
+    if unused:
+        shown = ", ".join(sorted(unused)[:5])
+        log.warning("the checkpoint has %d tensors no graph uses: %s", len(unused), shown)
+    manifest = {
+        "model_type": prepared.arch.model_type,
+        "task": prepared.task.name,
+        "dtype": dtype,
+        "kv_cache": True,
+        "graphs": {
+            f"{name}.onnx": {
+                "inputs": [v.name for v in m.graph.inputs],
+                "outputs": [v.name for v in m.graph.outputs],
+            }
+            for name, m in models.items()
+        },
+        **prepared.task.manifest(prepared.arch),
+    }
+    texts = {
+        "mobius.json": json.dumps(manifest, indent=2),
+        "explain.json": report.to_json(),
+    }
+    extra = [prepared.source.config_path, *prepared.source.extra_files()]
+    return ModelPackage(model=None, models=models, extra_files=extra, texts=texts)

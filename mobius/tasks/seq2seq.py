@@ -1,0 +1,279 @@
+"""Encoder–decoder tasks: two graphs, ``encoder_model`` and ``decoder_model`` (CONTRACTS.md,
+"Encoder–decoder tasks").
+
+A task with ``graphs`` describes several graphs, each one an ordinary ``Task`` (its own inputs,
+outputs and call into the same HF model); the driver traces, emits and binds each one in turn.
+
+- ``encoder_model``: the HF encoder, then every decoder layer's cross-attention keys and values of
+  its output. Those come from the model's own code: the wrapper runs the decoder once on one
+  placeholder token with an empty ``EncoderDecoderCache`` and reads what the cross-attention
+  layers stored; the decoder's own work is dead code, dropped after the trace.
+- ``decoder_model``: the HF model called with ``encoder_outputs`` and an ``EncoderDecoderCache``
+  whose cross part is filled from ``past_key_values.{i}.encoder.*`` and marked as computed
+  (``is_updated``), and whose self part holds ``past_key_values.{i}.decoder.*``. The model then
+  counts positions (BART's learned table, T5's relative buckets) from the self cache's length.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any
+
+import torch
+
+from mobius.config import ArchitectureConfig
+from mobius.tasks.base import BATCH, Task, TensorSpec
+from mobius.tasks.causal_lm import cache_argument
+
+ENCODER_SEQUENCE = "encoder_sequence_length"
+DECODER_SEQUENCE = "decoder_sequence_length"
+PAST_DECODER = "past_decoder_sequence_length"
+AUDIO_FRAMES = "num_frames"  # speech features, before the encoder's subsampling
+AUDIO_SAMPLES = "num_samples"  # raw audio
+# example sizes for the trace: distinct, so that export never unifies two dimensions
+_SIZES = {
+    BATCH: 2,
+    ENCODER_SEQUENCE: 6,
+    DECODER_SEQUENCE: 3,
+    PAST_DECODER: 5,
+    AUDIO_FRAMES: 40,
+    AUDIO_SAMPLES: 1600,
+}
+
+
+def _decoder_config(config: ArchitectureConfig) -> Any:
+    """The decoder's own config (T5Gemma keeps it in a sub-config), else the model's."""
+    hf = config.hf_config
+    try:
+        return hf.get_text_config(decoder=True)
+    except (AttributeError, ValueError):
+        return hf
+
+
+def decoder_layers(config: ArchitectureConfig) -> int:
+    hf = config.hf_config
+    for source, name in (
+        (hf, "decoder_layers"),
+        (hf, "num_decoder_layers"),
+        (_decoder_config(config), "decoder_layers"),
+        (_decoder_config(config), "num_hidden_layers"),
+    ):
+        if isinstance(getattr(source, name, None), int):
+            return getattr(source, name)
+    raise ValueError(f"{config.model_type}: the config does not say how many decoder layers")
+
+
+def cross_shape(config: ArchitectureConfig) -> tuple[int, int]:
+    """(heads, head_dim) of the decoder's attention caches (key/value heads where they differ)."""
+    hf, decoder = config.hf_config, _decoder_config(config)
+    names = ("decoder_attention_heads", "num_heads", "num_key_value_heads", "num_attention_heads")
+    heads = next(
+        getattr(c, n) for c in (hf, decoder) for n in names if isinstance(getattr(c, n, None), int)
+    )
+    head_dim = next(
+        (getattr(c, n) for c in (hf, decoder) for n in ("d_kv", "head_dim") if getattr(c, n, None)),
+        None,
+    )
+    return heads, head_dim or _hidden_size(decoder) // heads
+
+
+class _GraphTask(Task):
+    """One graph of a seq2seq model: built by the parent's auto class, traced with HF attention."""
+
+    attention_implementations = ("sdpa", "eager")
+
+    def __init__(self, parent: Seq2SeqTask) -> None:
+        self.parent = parent
+
+    def auto_class(self, config: ArchitectureConfig) -> Any:
+        return self.parent.auto_class(config)
+
+    def example_value(
+        self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
+    ) -> torch.Tensor:
+        shape = [d if isinstance(d, int) else _SIZES[d] for d in spec.dims]
+        return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
+
+
+def _encoder_inputs(config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+    """Token ids and mask; speech: features or samples in the layout the HF encoder takes."""
+    hf = config.hf_config
+    params = inspect.signature(model.get_encoder().forward).parameters
+    if "input_values" in params:  # raw audio (Moonshine)
+        return [TensorSpec("input_values", None, (BATCH, AUDIO_SAMPLES))]
+    if "input_features" not in params:
+        return [
+            TensorSpec("input_ids", torch.int64, (BATCH, ENCODER_SEQUENCE)),
+            TensorSpec("attention_mask", torch.int64, (BATCH, ENCODER_SEQUENCE)),
+        ]
+    if isinstance(getattr(hf, "max_source_positions", None), int) and hasattr(hf, "num_mel_bins"):
+        # Whisper: [batch, mel bins, frames], and its encoder checks for its full window
+        frames = 2 * hf.max_source_positions
+        return [TensorSpec("input_features", None, (BATCH, hf.num_mel_bins, frames))]
+    # Speech2Text: [batch, frames, features]
+    width = hf.input_feat_per_channel * getattr(hf, "input_channels", 1)
+    return [TensorSpec("input_features", None, (BATCH, AUDIO_FRAMES, width))]
+
+
+def _kv_dims(config: ArchitectureConfig, length: str) -> tuple[str | int, ...]:
+    heads, head_dim = cross_shape(config)
+    return (BATCH, heads, length, head_dim)
+
+
+class EncoderGraph(_GraphTask):
+    name = "encoder_model"
+
+    def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        return _encoder_inputs(config, model)
+
+    def outputs(self, config: ArchitectureConfig) -> list[str]:
+        names = ["last_hidden_state"]
+        for i in range(decoder_layers(config)):
+            names += [f"present.{i}.encoder.key", f"present.{i}.encoder.value"]
+        return names
+
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+        from transformers.utils import ModelOutput
+
+        encoded = model.get_encoder()(**inputs, return_dict=True)
+        hidden = encoded[0]  # some encoders return a tuple
+        cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        # one placeholder token: the decoder's cross-attention layers project ``hidden`` into the
+        # cache; nothing else of this call reaches an output
+        token = hidden.new_zeros((hidden.shape[0], 1), dtype=torch.long)
+        if not isinstance(encoded, ModelOutput):
+            encoded = _encoder_states(hidden)
+        model(
+            encoder_outputs=encoded,  # its own output type: Moonshine reads a compressed mask
+            attention_mask=inputs.get("attention_mask"),
+            decoder_input_ids=token,
+            use_cache=True,
+            return_dict=True,
+            **{cache_argument(model): cache},
+        )
+        cross = cache.cross_attention_cache.layers
+        return (hidden, *[t for layer in cross for t in (layer.keys, layer.values)])
+
+
+class DecoderGraph(_GraphTask):
+    name = "decoder_model"
+
+    def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        specs = [TensorSpec("input_ids", torch.int64, (BATCH, DECODER_SEQUENCE))]
+        if any(s.name == "attention_mask" for s in _encoder_inputs(config, model)):
+            # text encoders; speech ones read no mask here (CONTRACTS.md)
+            specs.append(
+                TensorSpec("encoder_attention_mask", torch.int64, (BATCH, ENCODER_SEQUENCE))
+            )
+        cross, past = _kv_dims(config, ENCODER_SEQUENCE), _kv_dims(config, PAST_DECODER)
+        for i in range(decoder_layers(config)):
+            specs += [
+                TensorSpec(f"past_key_values.{i}.encoder.key", None, cross),
+                TensorSpec(f"past_key_values.{i}.encoder.value", None, cross),
+                TensorSpec(f"past_key_values.{i}.decoder.key", None, past),
+                TensorSpec(f"past_key_values.{i}.decoder.value", None, past),
+            ]
+        return specs
+
+    def outputs(self, config: ArchitectureConfig) -> list[str]:
+        names = ["logits"]
+        for i in range(decoder_layers(config)):
+            names += [f"present.{i}.decoder.key", f"present.{i}.decoder.value"]
+        return names
+
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+        layers = len([k for k in inputs if k.endswith(".decoder.key")])
+        own, cross = DynamicCache(), DynamicCache()
+        for i in range(layers):
+            own.update(
+                inputs[f"past_key_values.{i}.decoder.key"],
+                inputs[f"past_key_values.{i}.decoder.value"],
+                i,
+            )
+            cross.update(
+                inputs[f"past_key_values.{i}.encoder.key"],
+                inputs[f"past_key_values.{i}.encoder.value"],
+                i,
+            )
+        cache = EncoderDecoderCache(own, cross)
+        cache.is_updated = dict.fromkeys(range(layers), True)  # cross keys/values: reuse them
+        key = inputs["past_key_values.0.encoder.key"]
+        # the decoder reads only the encoder states' shape (masks) once the cross cache is full
+        encoder_config = getattr(model.get_encoder(), "config", model.config)  # T5Gemma: own
+        hidden = key.new_zeros((key.shape[0], key.shape[2], _hidden_size(encoder_config)))
+        out = model(
+            encoder_outputs=_encoder_states(hidden),
+            attention_mask=inputs.get("encoder_attention_mask"),
+            decoder_input_ids=inputs["input_ids"],
+            use_cache=True,
+            return_dict=True,
+            **{cache_argument(model): cache},
+        )
+        held = cache.self_attention_cache.layers
+        return (out.logits, *[t for layer in held for t in (layer.keys, layer.values)])
+
+
+@functools.cache
+def _encoder_states_type() -> type:
+    """Made on first use, so that importing the tasks does not import transformers."""
+    from transformers.modeling_outputs import BaseModelOutput
+
+    class EncoderStates(BaseModelOutput):
+        """The encoder's output as the decoder reads it; fields other models' encoders add
+        (router logits, a compressed mask) are None."""
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("_"):
+                raise AttributeError(name)
+            return None
+
+    return EncoderStates
+
+
+def _encoder_states(hidden: torch.Tensor) -> Any:
+    return _encoder_states_type()(last_hidden_state=hidden)
+
+
+def _hidden_size(hf: Any) -> int:
+    return getattr(hf, "d_model", None) or hf.hidden_size
+
+
+class Seq2SeqTask(Task):
+    """Text-to-text (T5, BART, Marian, ...) or speech-to-text (Whisper): two graphs."""
+
+    def __init__(self, name: str, mapping: str) -> None:
+        self.name = name
+        self.mapping = mapping
+        self.graphs: list[Task] = [EncoderGraph(self), DecoderGraph(self)]
+
+    def supports(self, config: ArchitectureConfig) -> bool:
+        from mobius.tasks.head import auto_mapping
+
+        return config.is_encoder_decoder and type(config.hf_config) in auto_mapping(self.mapping)
+
+    def auto_class(self, config: ArchitectureConfig) -> Any:
+        from transformers import AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
+
+        if self.name == "automatic-speech-recognition":
+            return AutoModelForSpeechSeq2Seq
+        return AutoModelForSeq2SeqLM
+
+    def manifest(self, config: ArchitectureConfig) -> dict[str, Any]:
+        """What mobius.json says beyond the graphs: how generation starts."""
+        hf = config.hf_config
+        start = getattr(hf, "decoder_start_token_id", None)
+        if start is None:
+            start = getattr(hf, "pad_token_id", None)
+        return {"decoder_start_token_id": start, "eos_token_id": getattr(hf, "eos_token_id", None)}
+
+
+TEXT2TEXT = Seq2SeqTask("text2text-generation", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM")
+SPEECH2TEXT = Seq2SeqTask("automatic-speech-recognition", "MODEL_FOR_SPEECH_SEQ_2_SEQ")

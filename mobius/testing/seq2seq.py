@@ -1,0 +1,149 @@
+"""Parity of an encoder–decoder package with its HF model: encoder output, decoder prefill, one
+cached step, and greedy generation token for token (HF ``generate``, ``num_beams=1``)."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mobius.runtime_seq2seq import Seq2SeqRunner
+from mobius.testing.tiny import randomize
+
+PREFIX = 4  # decoder tokens in the prefill check
+NEW_TOKENS = 12
+# sizes that keep a speech encoder small: Whisper reads 2 * max_source_positions frames
+SPEECH_OVERRIDES: dict[str, dict[str, Any]] = {
+    "whisper": {"max_source_positions": 16, "num_mel_bins": 8, "begin_suppress_tokens": None}
+}
+
+
+def auto_class(config: Any) -> Any:
+    from transformers import AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
+    from transformers.models.auto.modeling_auto import MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING
+
+    if type(config) in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING:
+        return AutoModelForSpeechSeq2Seq
+    return AutoModelForSeq2SeqLM
+
+
+def tiny_seq2seq(model_type: str, directory: Path, *, seed: int = 0, **overrides: Any):
+    """A tiny random-weight encoder–decoder checkpoint in ``directory``: (HF model, config)."""
+    from mobius.testing.configs import tiny_config_for
+
+    config = tiny_config_for(model_type, **{**SPEECH_OVERRIDES.get(model_type, {}), **overrides})
+    torch.manual_seed(seed)
+    model = auto_class(config).from_config(config, attn_implementation="eager").eval()
+    randomize(model, seed)
+    model.save_pretrained(directory)
+    # the reference is the model as loaded: Marian does not save its sinusoidal tables (it
+    # recomputes them), so the randomised ones in memory are not what the checkpoint means
+    loaded = auto_class(config).from_pretrained(directory, attn_implementation="eager")
+    return loaded.eval(), config
+
+
+def encoder_inputs(model: Any, batch: int = 2, length: int = 7, seed: int = 1) -> dict:
+    """Random encoder inputs; text ones right-padded in the second row."""
+    gen = torch.Generator().manual_seed(seed)
+    config = model.config
+    params = inspect.signature(model.get_encoder().forward).parameters
+    if "input_values" in params:  # raw audio
+        return {"input_values": torch.randn(batch, 1600, generator=gen)}
+    if "input_features" in params:
+        if hasattr(config, "num_mel_bins") and hasattr(config, "max_source_positions"):
+            shape = (batch, config.num_mel_bins, 2 * config.max_source_positions)  # Whisper
+        else:
+            width = config.input_feat_per_channel * getattr(config, "input_channels", 1)
+            shape = (batch, 40, width)
+        return {"input_features": torch.randn(*shape, generator=gen)}
+    ids = torch.randint(3, config.vocab_size - 2, (batch, length), generator=gen)
+    mask = torch.ones_like(ids)
+    mask[1, length - 2 :] = 0
+    ids[1, length - 2 :] = config.pad_token_id if config.pad_token_id is not None else 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def start_token(config: Any) -> int:
+    start = getattr(config, "decoder_start_token_id", None)
+    return config.pad_token_id if start is None else start
+
+
+def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Plain greedy ``generate`` (GenerationMixin's, so Whisper's own task/language handling is
+    bypassed) with no forced or suppressed tokens and no stop: tokens and each step's logits."""
+    from transformers import GenerationConfig, GenerationMixin
+
+    config = model.config
+    settings = GenerationConfig(
+        decoder_start_token_id=start_token(config),
+        pad_token_id=config.pad_token_id,
+        eos_token_id=None,
+        max_new_tokens=new_tokens,
+        num_beams=1,
+        do_sample=False,
+    )
+    # generate fills settings left at their defaults from the model's own generation config
+    # (BART's forced_eos_token_id): give the model this one for the call
+    own, model.generation_config = model.generation_config, settings
+    try:
+        with torch.no_grad():
+            out = GenerationMixin.generate(
+                model, **inputs, output_logits=True, return_dict_in_generate=True
+            )
+    finally:
+        model.generation_config = own
+    return out.sequences.numpy(), torch.stack(out.logits, 1).numpy()
+
+
+def seq2seq_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[str, Any]:
+    """Max abs differences (encoder, prefill, step, generation logits) and whether the greedy
+    tokens equal HF's."""
+    runner = Seq2SeqRunner(package)
+    inputs = encoder_inputs(model)
+    mask = inputs.get("attention_mask")
+    np_inputs = {k: v.numpy() for k, v in inputs.items()}
+    np_mask = None if mask is None else mask.numpy()
+    encoded = runner.encode(**np_inputs)
+    gen = torch.Generator().manual_seed(2)
+    vocab = model.config.vocab_size
+    start = torch.full((2, 1), start_token(model.config))
+    prefix = torch.cat([start, torch.randint(3, vocab - 2, (2, PREFIX - 1), generator=gen)], 1)
+    step = torch.randint(3, vocab - 2, (2, 1), generator=gen)
+    with torch.no_grad():
+        hf_encoded = model.get_encoder()(**inputs, return_dict=True)
+        hidden = hf_encoded[0]
+        extra = {} if mask is None else {"attention_mask": mask}
+        first = model(encoder_outputs=hf_encoded, decoder_input_ids=prefix, use_cache=True, **extra)
+        second = model(
+            encoder_outputs=hf_encoded,
+            decoder_input_ids=step,
+            past_key_values=first.past_key_values,
+            use_cache=True,
+            **extra,
+        )
+    logits, cache = runner.decode(prefix.numpy(), encoded, runner.empty_cache(encoded), np_mask)
+    step_logits, _ = runner.decode(step.numpy(), encoded, cache, np_mask)
+    tokens, hf_logits = hf_generate(model, inputs, new_tokens)
+    ours, our_logits = _greedy_with_logits(runner, encoded, tokens[:, :1], np_mask, new_tokens)
+    return {
+        "encoder_diff": float(np.abs(encoded["last_hidden_state"] - hidden.numpy()).max()),
+        "prefill_diff": float(np.abs(logits - first.logits.numpy()).max()),
+        "decode_diff": float(np.abs(step_logits - second.logits.numpy()).max()),
+        "generate_logits_diff": float(np.abs(our_logits - hf_logits).max()),
+        "tokens_equal": bool(np.array_equal(ours, tokens)),
+        "tokens": ours.tolist(),
+        "hf_tokens": tokens.tolist(),
+    }
+
+
+def _greedy_with_logits(runner, encoded, start, mask, new_tokens):
+    cache, ids, picked, seen = runner.empty_cache(encoded), start, [start], []
+    for _ in range(new_tokens):
+        logits, cache = runner.decode(ids, encoded, cache, mask)
+        seen.append(logits[:, -1])
+        ids = logits[:, -1].argmax(-1)[:, None].astype(np.int64)
+        picked.append(ids)
+    return np.concatenate(picked, 1), np.stack(seen, 1)
