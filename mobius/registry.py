@@ -80,9 +80,9 @@ def seq2seq_task(config: ArchitectureConfig) -> Task:
     )
 
     if type(config.hf_config) in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING:
-        return TASKS["automatic-speech-recognition"]
+        return SEQ2SEQ_TASKS["automatic-speech-recognition"]
     if type(config.hf_config) in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING:
-        return TASKS["text2text-generation"]
+        return SEQ2SEQ_TASKS["text2text-generation"]
     raise ConfigError(
         f"'{config.model_type}' is an encoder-decoder model that neither "
         "AutoModelForSeq2SeqLM nor AutoModelForSpeechSeq2Seq builds; mobius does not convert it"
