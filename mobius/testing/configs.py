@@ -162,7 +162,70 @@ def _shrink(values: dict[str, Any], sub_defaults: dict[str, Any] | None = None) 
     if isinstance(values.get("per_layer_config"), dict):
         values["per_layer_config"] = _per_layer_dict(values["per_layer_config"], original, values)
     _shrink_token_ids(values)
+    _shrink_stages(original, values)
     return values
+
+
+_STAGE_WIDTHS = ("hidden_sizes", "embed_dims", "dims")
+_MAX_STAGE_WIDTH = 128
+
+
+def _is_int_list(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 1
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    )
+
+
+def _shrink_stages(original: dict[str, Any], values: dict[str, Any]) -> None:
+    """Hierarchical vision backbones (a ``depths`` list: one entry per stage, each stage halving
+    the resolution): keep every stage, with at most 2 blocks each; divide the stage widths (and
+    the group widths that must divide them) by one power of two so the widest is at most 128,
+    which keeps random-weight activations in a range where atol 1e-4 means something; keep the
+    patch size (the stem's stride is often fixed in code) and make the image at least twice the
+    total stride, so the last stage still has 2x2 positions (and attention windows of 2x2 tile
+    every stage)."""
+    depths = original.get("depths")
+    if not _is_int_list(depths):
+        return
+    stages = len(depths)
+    values["depths"] = [min(d, LAYERS) for d in depths]
+    for key, value in original.items():
+        # the stage count under a layer-count name (Swin's num_layers), and per-stage lists that
+        # the per-layer rule cut to 2 entries
+        if key in SIZES and value == stages and key not in ("depths",) and "layers" in key:
+            values[key] = value
+        elif isinstance(value, list) and len(value) == stages and key != "depths":
+            if len(values.get(key) or ()) != stages:
+                values[key] = [SIZES.get(key, v) if isinstance(v, int) else v for v in value]
+    widths = next((original[k] for k in _STAGE_WIDTHS if _is_int_list(original.get(k))), None)
+    factor = 1
+    if widths:
+        while max(widths) // factor > _MAX_STAGE_WIDTH and all(
+            w % (2 * factor) == 0 for w in widths
+        ):
+            factor *= 2
+    for key, value in original.items():
+        if key in _STAGE_WIDTHS and _is_int_list(value):
+            values[key] = [v // factor for v in value]
+        elif "width" in key and isinstance(value, int) and not isinstance(value, bool):
+            if factor > 1 and value % factor == 0:
+                values[key] = value // factor
+    embed, hidden = original.get("embed_dim"), original.get("hidden_size")
+    if isinstance(embed, int) and not isinstance(embed, bool):
+        # a stem width that doubles per stage (Swin): the last stage at most 128 wide, and the
+        # hidden size, derived from it, kept derived
+        values["embed_dim"] = min(values.get("embed_dim", embed), _MAX_STAGE_WIDTH >> (stages - 1))
+        if hidden == embed * 2 ** (stages - 1):
+            values["hidden_size"] = values["embed_dim"] * 2 ** (stages - 1)
+    if isinstance(original.get("window_size"), int) and original["window_size"] > 2:
+        # windowed attention (Swin): windows of 2x2 tile every stage of the tiny image exactly
+        values["window_size"] = 2
+    patch = original.get("patch_size")
+    if isinstance(patch, int) and isinstance(values.get("image_size"), int):
+        values["patch_size"] = patch
+        values["image_size"] = max(values["image_size"], 2 * patch * 2 ** (stages - 1))
 
 
 def _per_layer_dict(entries: dict, old: dict[str, Any], new: dict[str, Any]) -> dict:
