@@ -286,3 +286,8 @@ FILL_NONE = {
 }
 # Number of leading dense layers before the MoE ones: at most 1, so that layer 2 is MoE.
 DENSE_PREFIX = ("num_dense_layers", "first_k_dense_replace", "first_dense_layers")
+
+# Compound-scaling depth multiplier (EfficientNet, ALIGN's vision tower): the base network's
+# depth, not 3.1x as many random blocks (which drive activations to 1e7). The width multiplier
+# stays: other sizes (the last batch norm's width) are derived from it in the config's defaults.
+COMPOUND_SCALING = {"depth_coefficient": 1.0}

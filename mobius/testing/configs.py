@@ -19,6 +19,7 @@ import copy
 from typing import Any
 
 from mobius.testing.config_tables import (
+    COMPOUND_SCALING,
     DENSE_PREFIX,
     FILL_NONE,
     HEADS,
@@ -129,6 +130,9 @@ def _shrink(values: dict[str, Any], sub_defaults: dict[str, Any] | None = None) 
         ):
             values[key] = VOCAB  # other vocabs (unpadded_vocab_size, BLT's hash-group vocab) too
             continue
+        if key in COMPOUND_SCALING and isinstance(value, float) and value > 1:
+            values[key] = COMPOUND_SCALING[key]
+            continue
         if value is None and key in FILL_NONE:
             values[key] = FILL_NONE[key]
             continue
@@ -209,7 +213,9 @@ def _shrink_stages(original: dict[str, Any], values: dict[str, Any]) -> None:
     for key, value in original.items():
         if key in _STAGE_WIDTHS and _is_int_list(value):
             values[key] = [v // factor for v in value]
-        elif "width" in key and isinstance(value, int) and not isinstance(value, bool):
+        elif ("width" in key or key == "num_groups") and isinstance(value, int):
+            # group widths (RegNet), and group counts of group norms (BiT), so that the groups
+            # still divide the narrower stages
             if factor > 1 and value % factor == 0:
                 values[key] = value // factor
     embed, hidden = original.get("embed_dim"), original.get("hidden_size")
