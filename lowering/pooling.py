@@ -26,15 +26,35 @@ def _window(ctx: LoweringContext, node: torch.fx.Node) -> dict[str, list[int]]:
 def max_pool(ctx: LoweringContext, node: torch.fx.Node):
     args = list(node.args) + [None] * 6
     spatial = ctx.rank(args[0]) - 2
-    if args[5]:
-        raise NotImplementedError("max pooling with ceil_mode")
     dilations = _pairs(args[4] if args[4] is not None else 1, spatial)
-    out = ctx.op.MaxPool(ctx.value(args[0]), dilations=dilations, **_window(ctx, node))
+    if args[5]:
+        out = _max_pool_ceil(ctx, node, dilations)
+    else:
+        out = ctx.op.MaxPool(ctx.value(args[0]), dilations=dilations, **_window(ctx, node))
     if node.target.overloadpacket is not aten.max_pool2d_with_indices:
         return out
     if any(user.args[1] == 1 and user.users for user in node.users):
         raise NotImplementedError("max pooling's indices")
     return out, out  # the indices are never read
+
+
+def _max_pool_ceil(ctx: LoweringContext, node: torch.fx.Node, dilations: list[int]):
+    """``ceil_mode``: the input padded with the lowest value up to the last window's end (torch
+    drops a window that would start in the right padding), then MaxPool without pads."""
+    x = node.args[0]
+    shape = list(x.meta["val"].shape)
+    if ctx.rank(x) != 4 or not all(isinstance(d, int) for d in shape[2:]) or dilations != [1, 1]:
+        raise NotImplementedError("max pooling with ceil_mode on a dynamic image size or dilated")
+    window = _window(ctx, node)
+    pads_after = []
+    for axis, length in enumerate(shape[2:]):
+        k, s, p = window["kernel_shape"][axis], window["strides"][axis], window["pads"][axis]
+        out = _ceil_windows(length, k, s, p)
+        pads_after.append(max(0, (out - 1) * s + k - length - p))
+    pads = [0, 0, *window["pads"][:2], 0, 0, *pads_after]
+    lowest = ctx.constant(torch.finfo(ctx.out_dtype(node)).min, ctx.out_dtype(node))
+    padded = ctx.op.Pad(ctx.value(x), ctx.constant(pads), lowest)
+    return ctx.op.MaxPool(padded, kernel_shape=window["kernel_shape"], strides=window["strides"])
 
 
 @lowers(aten.avg_pool2d)
@@ -99,8 +119,20 @@ def _avg_pool_exact(ctx: LoweringContext, node: torch.fx.Node, include: bool, di
 
 @lowers(aten.adaptive_avg_pool2d, aten._adaptive_avg_pool2d)
 def adaptive_avg_pool(ctx: LoweringContext, node: torch.fx.Node):
-    """Only to one cell per channel (``AdaptiveAvgPool2d(1)``, the usual classifier pooling)."""
+    """To one cell per channel (``AdaptiveAvgPool2d(1)``, the usual classifier pooling), or to a
+    grid whose cells are whole windows of a static image."""
     size = node.args[1]
-    if any(s != 1 for s in (size if isinstance(size, (list, tuple)) else [size])):
-        raise NotImplementedError(f"adaptive average pooling to {size}")
-    return ctx.op.GlobalAveragePool(ctx.value(node.args[0]))
+    sizes = list(size) if isinstance(size, (list, tuple)) else [size, size]
+    if all(s == 1 for s in sizes):
+        return ctx.op.GlobalAveragePool(ctx.value(node.args[0]))
+    # to a grid that divides a static image size: windows of equal size, side by side
+    shape = list(node.args[0].meta["val"].shape)[-2:]
+    if not all(
+        isinstance(d, int) and isinstance(s, int) and d % s == 0
+        for d, s in zip(shape, sizes, strict=True)
+    ):
+        raise NotImplementedError(
+            f"adaptive average pooling to {size} from {shape}: not a static size it divides"
+        )
+    kernel = [d // s for d, s in zip(shape, sizes, strict=True)]
+    return ctx.op.AveragePool(ctx.value(node.args[0]), kernel_shape=kernel, strides=kernel)

@@ -42,6 +42,13 @@ CASES = [
     ),
     static("avg_pool2d_ceil_drops_window", lambda x: F.avg_pool2d(x, 2, 2, 1, ceil_mode=True)),
     static("avg_pool2d_ceil_wide_kernel", lambda x: F.avg_pool2d(x, 16, ceil_mode=True)),
+    static("max_pool2d_ceil", lambda x: F.max_pool2d(-x.abs(), 3, 2, 1, ceil_mode=True)),
+    static("max_pool2d_ceil_drops_window", lambda x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True)),
+    case(
+        "adaptive_avg_pool2d_to_grid",
+        lambda x: F.adaptive_avg_pool2d(x, (2, 5)),
+        [randn(2, 3, 8, 10)],
+    ),
     static("avg_pool2d_divisor", lambda x: F.avg_pool2d(x, 3, 2, 1, divisor_override=5)),
     images("adaptive_avg_pool2d_to_one", lambda x: F.adaptive_avg_pool2d(x, 1)),
 ]
