@@ -120,19 +120,25 @@ def _avg_pool_exact(ctx: LoweringContext, node: torch.fx.Node, include: bool, di
 @lowers(aten.adaptive_avg_pool2d, aten._adaptive_avg_pool2d)
 def adaptive_avg_pool(ctx: LoweringContext, node: torch.fx.Node):
     """To one cell per channel (``AdaptiveAvgPool2d(1)``, the usual classifier pooling), or to a
-    grid whose cells are whole windows of a static image."""
+    grid over a static image: one AveragePool where the grid divides it, else each cell's
+    rows and then columns averaged (torch's overlapping cells)."""
     size = node.args[1]
     sizes = list(size) if isinstance(size, (list, tuple)) else [size, size]
     if all(s == 1 for s in sizes):
         return ctx.op.GlobalAveragePool(ctx.value(node.args[0]))
-    # to a grid that divides a static image size: windows of equal size, side by side
     shape = list(node.args[0].meta["val"].shape)[-2:]
-    if not all(
-        isinstance(d, int) and isinstance(s, int) and d % s == 0
-        for d, s in zip(shape, sizes, strict=True)
-    ):
-        raise NotImplementedError(
-            f"adaptive average pooling to {size} from {shape}: not a static size it divides"
-        )
-    kernel = [d // s for d, s in zip(shape, sizes, strict=True)]
-    return ctx.op.AveragePool(ctx.value(node.args[0]), kernel_shape=kernel, strides=kernel)
+    if not all(isinstance(d, int) for d in shape):
+        raise NotImplementedError(f"adaptive average pooling to {size} of a dynamic image size")
+    if all(d % s == 0 for d, s in zip(shape, sizes, strict=True)):  # whole windows side by side
+        kernel = [d // s for d, s in zip(shape, sizes, strict=True)]
+        return ctx.op.AveragePool(ctx.value(node.args[0]), kernel_shape=kernel, strides=kernel)
+    # torch's cells: rows floor(i * in / out) to ceil((i + 1) * in / out), one axis at a time
+    out = ctx.value(node.args[0])
+    for axis, (length, cells) in enumerate(zip(shape, sizes, strict=True), start=2):
+        parts = []
+        for i in range(cells):
+            start, end = (i * length) // cells, -((-(i + 1) * length) // cells)
+            part = ctx.op.Slice(out, ctx.ints([start]), ctx.ints([end]), ctx.ints([axis]))
+            parts.append(ctx.op.ReduceMean(part, ctx.ints([axis]), keepdims=1))
+        out = ctx.op.Concat(*parts, axis=axis)
+    return out

@@ -44,6 +44,12 @@ CASES = [
     static("avg_pool2d_ceil_wide_kernel", lambda x: F.avg_pool2d(x, 16, ceil_mode=True)),
     static("max_pool2d_ceil", lambda x: F.max_pool2d(-x.abs(), 3, 2, 1, ceil_mode=True)),
     static("max_pool2d_ceil_drops_window", lambda x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True)),
+    static("adaptive_avg_pool2d_uneven", lambda x: F.adaptive_avg_pool2d(x, (4, 3))),
+    case(
+        "adaptive_avg_pool2d_upsampling",
+        lambda x: F.adaptive_avg_pool2d(x, 2),
+        [randn(2, 3, 1, 1)],
+    ),
     case(
         "adaptive_avg_pool2d_to_grid",
         lambda x: F.adaptive_avg_pool2d(x, (2, 5)),
