@@ -278,6 +278,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
 # Sizes that some config classes leave as None by default and then cannot build from (their
 # defaults are derived elsewhere, or missing): set even where the default is None.
 FILL_NONE = {
+    # ESM, wav2vec2-bert/-conformer leave it to the user (their CTC and LM heads need one)
+    "vocab_size": VOCAB,
     "head_dim": HEAD_DIM,
     "num_key_value_heads": KV_HEADS,
     "n_routed_experts": EXPERTS,
