@@ -159,6 +159,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # ALIGN compares the text projection with the vision tower's pooled output, which has no
     # projection: the two widths must agree (640 with the default EfficientNet tower)
     "align": {"projection_dim": 640},
+    # ESM masks its token dropout by the padding id, which its defaults leave None (real
+    # checkpoints use 1)
+    "esm": {"pad_token_id": 1},
     # Mamba-2: num_heads * head_dim must equal expand * hidden_size (= 128)
     "mamba2": {"num_heads": 8, "head_dim": 16},
     # ZAYA validates that it routes each token to exactly one expert
