@@ -159,6 +159,11 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # ALIGN compares the text projection with the vision tower's pooled output, which has no
     # projection: the two widths must agree (640 with the default EfficientNet tower)
     "align": {"projection_dim": 640},
+    # layout models: LiLT's four box embeddings are hidden // 6 wide and concatenated back to
+    # 6 of them (the width must divide by 6); LayoutLMv3 concatenates 4 coordinate and 2 shape
+    # embeddings to the hidden width
+    "lilt": {"hidden_size": 96},
+    "layoutlmv3": {"coordinate_size": 12, "shape_size": 8},
     # ESM masks its token dropout by the padding id, which its defaults leave None (real
     # checkpoints use 1)
     "esm": {"pad_token_id": 1},
