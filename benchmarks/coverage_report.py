@@ -297,7 +297,7 @@ def write_report(data: dict) -> None:
             f"| {name} | {r['status']} | {fmt_diff(r)} | {_long_cell(r)} | "
             f"{_cell(r.get('genai', ''))} | {r.get('seconds', 0):.0f} | {_cell(detail(r))} |"
         )
-    # the head tasks' tables (benchmarks/task_coverage.py --markdown) follow the marker: kept
+    # the head tasks' tables (benchmarks/task_coverage_report.py) follow the marker: kept
     kept = REPORT.read_text().partition(HEAD_TASKS_MARKER) if REPORT.exists() else ("", "", "")
     tail = kept[1] + kept[2] if kept[1] else ""
     REPORT.write_text("\n".join(lines) + "\n" + ("\n" + tail if tail else ""))
