@@ -12,6 +12,7 @@ from lowering import (  # noqa: F401  (imported for their registrations)
     nn,
     pooling,
     reduction,
+    resize,
     shape,
     special,
     symbolic,

@@ -106,8 +106,27 @@ def batch_norm(ctx: LoweringContext, node: torch.fx.Node):
     """Eval-mode batch norm (``training`` False: the running statistics)."""
     x, weight, bias, mean, var, training, _momentum, eps = node.args[:8]
     if training or mean is None:
-        raise NotImplementedError("batch norm on the batch's own statistics (training mode)")
+        return _batch_statistics_norm(ctx, x, weight, bias, eps)
     return _batch_norm(ctx, x, weight, bias, mean, var, eps)
+
+
+def _batch_statistics_norm(ctx: LoweringContext, x, weight, bias, eps: float):
+    """Training-mode batch norm: normalised by the mean and biased variance over every axis but
+    the channels (axis 1). BiT's weight-standardised convolutions call it so on their weights;
+    the running statistics it would update are no output of an inference graph."""
+    rank = ctx.rank(x)
+    axes = ctx.ints([a for a in range(rank) if a != 1])
+    value = ctx.value(x)
+    centred = ctx.op.Sub(value, ctx.op.ReduceMean(value, axes, keepdims=1))
+    var = ctx.op.ReduceMean(ctx.op.Mul(centred, centred), axes, keepdims=1)
+    dtype = ctx.torch_dtype(x)
+    out = ctx.op.Div(centred, ctx.op.Sqrt(ctx.op.Add(var, ctx.constant(float(eps), dtype))))
+    per_channel = ctx.ints([-1] + [1] * (rank - 2))
+    if weight is not None:
+        out = ctx.op.Mul(out, ctx.op.Reshape(ctx.value(weight), per_channel))
+    if bias is not None:
+        out = ctx.op.Add(out, ctx.op.Reshape(ctx.value(bias), per_channel))
+    return out
 
 
 @lowers(aten._native_batch_norm_legit_no_training)

@@ -26,10 +26,11 @@ def _window(ctx: LoweringContext, node: torch.fx.Node) -> dict[str, list[int]]:
 def max_pool(ctx: LoweringContext, node: torch.fx.Node):
     args = list(node.args) + [None] * 6
     spatial = ctx.rank(args[0]) - 2
-    if args[5]:
-        raise NotImplementedError("max pooling with ceil_mode")
     dilations = _pairs(args[4] if args[4] is not None else 1, spatial)
-    out = ctx.op.MaxPool(ctx.value(args[0]), dilations=dilations, **_window(ctx, node))
+    if args[5]:
+        out = _max_pool_ceil(ctx, node, dilations)
+    else:
+        out = ctx.op.MaxPool(ctx.value(args[0]), dilations=dilations, **_window(ctx, node))
     if node.target.overloadpacket is not aten.max_pool2d_with_indices:
         return out
     if any(user.args[1] == 1 and user.users for user in node.users):
@@ -37,22 +38,107 @@ def max_pool(ctx: LoweringContext, node: torch.fx.Node):
     return out, out  # the indices are never read
 
 
+def _max_pool_ceil(ctx: LoweringContext, node: torch.fx.Node, dilations: list[int]):
+    """``ceil_mode``: the input padded with the lowest value up to the last window's end (torch
+    drops a window that would start in the right padding), then MaxPool without pads."""
+    x = node.args[0]
+    shape = list(x.meta["val"].shape)
+    if ctx.rank(x) != 4 or not all(isinstance(d, int) for d in shape[2:]) or dilations != [1, 1]:
+        raise NotImplementedError("max pooling with ceil_mode on a dynamic image size or dilated")
+    window = _window(ctx, node)
+    pads_after = []
+    for axis, length in enumerate(shape[2:]):
+        k, s, p = window["kernel_shape"][axis], window["strides"][axis], window["pads"][axis]
+        out = _ceil_windows(length, k, s, p)
+        pads_after.append(max(0, (out - 1) * s + k - length - p))
+    pads = [0, 0, *window["pads"][:2], 0, 0, *pads_after]
+    lowest = ctx.constant(torch.finfo(ctx.out_dtype(node)).min, ctx.out_dtype(node))
+    padded = ctx.op.Pad(ctx.value(x), ctx.constant(pads), lowest)
+    return ctx.op.MaxPool(padded, kernel_shape=window["kernel_shape"], strides=window["strides"])
+
+
 @lowers(aten.avg_pool2d)
 def avg_pool(ctx: LoweringContext, node: torch.fx.Node):
     args = list(node.args) + [None] * 7
     ceil_mode, count_include_pad, divisor = args[4], args[5], args[6]
-    if ceil_mode or divisor is not None:
-        raise NotImplementedError("average pooling with ceil_mode or divisor_override")
     include = True if count_include_pad is None else bool(count_include_pad)
+    if ceil_mode or divisor is not None:
+        return _avg_pool_exact(ctx, node, include, divisor)
     return ctx.op.AveragePool(
         ctx.value(args[0]), count_include_pad=int(include), **_window(ctx, node)
     )
 
 
+def _ceil_windows(length: int, kernel: int, stride: int, pad: int) -> int:
+    """torch's output length with ceil_mode: one more window where the division is not exact,
+    unless that window would start inside the right padding."""
+    out = -(-(length + 2 * pad - kernel) // stride) + 1
+    return out - 1 if (out - 1) * stride >= length + pad else out
+
+
+def _divisors(length: int, kernel: int, stride: int, pad: int, out: int, include: bool):
+    """torch's per-window element count along one axis: the window clipped to the padded input
+    (count_include_pad) or to the input itself."""
+    counts = []
+    for i in range(out):
+        start = i * stride - pad
+        end = min(start + kernel, length + pad)
+        counts.append(end - start if include else min(end, length) - max(start, 0))
+    return counts
+
+
+def _avg_pool_exact(ctx: LoweringContext, node: torch.fx.Node, include: bool, divisor):
+    """``ceil_mode`` or ``divisor_override``: ONNX's AveragePool places and divides the last,
+    partial window differently from torch (and across opsets), so the windows are made whole
+    instead: zero padding on both sides up to the last window's end (the kernel cut to the
+    padded input, which changes no sum), AveragePool without pads (sum / kernel area), then
+    times ``area / torch's divisor`` per output cell, a constant of the static image size."""
+    x = node.args[0]
+    shape = list(x.meta["val"].shape)
+    if ctx.rank(x) != 4 or not all(isinstance(d, int) for d in shape[2:]):
+        raise NotImplementedError("average pooling with ceil_mode on a dynamic image size")
+    window = _window(ctx, node)
+    kernels, pads_after, scales = [], [], []
+    for axis, length in enumerate(shape[2:]):
+        k, s, p = window["kernel_shape"][axis], window["strides"][axis], window["pads"][axis]
+        k = min(k, length + 2 * p)  # a kernel wider than the input: only its output cell is 1
+        out = _ceil_windows(length, k, s, p) if node.args[4] else (length + 2 * p - k) // s + 1
+        kernels.append(k)
+        pads_after.append(max(0, (out - 1) * s + k - length - p))
+        scales.append(_divisors(length, k, s, p, out, include))
+    pads = [0, 0, *window["pads"][:2], 0, 0, *pads_after]
+    padded = ctx.op.Pad(ctx.value(x), ctx.constant(pads))
+    means = ctx.op.AveragePool(padded, kernel_shape=kernels, strides=window["strides"])
+    area = kernels[0] * kernels[1]
+    if divisor is not None:
+        factor = [[area / divisor] * len(scales[1])] * len(scales[0])
+    else:
+        factor = [[area / (h * w) for w in scales[1]] for h in scales[0]]
+    return ctx.op.Mul(means, ctx.constant(factor, ctx.out_dtype(node)))
+
+
 @lowers(aten.adaptive_avg_pool2d, aten._adaptive_avg_pool2d)
 def adaptive_avg_pool(ctx: LoweringContext, node: torch.fx.Node):
-    """Only to one cell per channel (``AdaptiveAvgPool2d(1)``, the usual classifier pooling)."""
+    """To one cell per channel (``AdaptiveAvgPool2d(1)``, the usual classifier pooling), or to a
+    grid over a static image: one AveragePool where the grid divides it, else each cell's
+    rows and then columns averaged (torch's overlapping cells)."""
     size = node.args[1]
-    if any(s != 1 for s in (size if isinstance(size, (list, tuple)) else [size])):
-        raise NotImplementedError(f"adaptive average pooling to {size}")
-    return ctx.op.GlobalAveragePool(ctx.value(node.args[0]))
+    sizes = list(size) if isinstance(size, (list, tuple)) else [size, size]
+    if all(s == 1 for s in sizes):
+        return ctx.op.GlobalAveragePool(ctx.value(node.args[0]))
+    shape = list(node.args[0].meta["val"].shape)[-2:]
+    if not all(isinstance(d, int) for d in shape):
+        raise NotImplementedError(f"adaptive average pooling to {size} of a dynamic image size")
+    if all(d % s == 0 for d, s in zip(shape, sizes, strict=True)):  # whole windows side by side
+        kernel = [d // s for d, s in zip(shape, sizes, strict=True)]
+        return ctx.op.AveragePool(ctx.value(node.args[0]), kernel_shape=kernel, strides=kernel)
+    # torch's cells: rows floor(i * in / out) to ceil((i + 1) * in / out), one axis at a time
+    out = ctx.value(node.args[0])
+    for axis, (length, cells) in enumerate(zip(shape, sizes, strict=True), start=2):
+        parts = []
+        for i in range(cells):
+            start, end = (i * length) // cells, -((-(i + 1) * length) // cells)
+            part = ctx.op.Slice(out, ctx.ints([start]), ctx.ints([end]), ctx.ints([axis]))
+            parts.append(ctx.op.ReduceMean(part, ctx.ints([axis]), keepdims=1))
+        out = ctx.op.Concat(*parts, axis=axis)
+    return out

@@ -317,13 +317,30 @@ def _size_an_equality_rules_out(size: torch.SymInt, limit: int) -> int | None:
     ]
     sizes = [*range(2, min(limit, 130)), *(2**k + d for k in range(8, 17) for d in (-1, 0, 1))]
     return next(
-        (
-            v
-            for v in sizes
-            if v <= limit and any(e.xreplace({symbol: v}) == sympy.false for e in equalities)
-        ),
+        (v for v in sizes if v <= limit and any(_fails_at(e, symbol, v) for e in equalities)),
         None,
     )
+
+
+def _fails_at(equality, symbol, value: int) -> bool:
+    """The equality is false at ``value``, a size the model accepts. A size that makes some
+    floor division in it negative is not one: a convolution stack's output length (SEW's,
+    conformer's feature encoder) is negative there and the model itself cannot run. torch's
+    sympy functions may also assert their domain on such sizes; that says the same."""
+    import sympy
+
+    try:
+        for sub in sympy.preorder_traversal(equality):
+            if type(sub).__name__ in _DIVISIONS:
+                at = sub.xreplace({symbol: value})
+                if at.is_number and at < 0:
+                    return False
+        return equality.xreplace({symbol: value}) == sympy.false
+    except (AssertionError, ValueError, TypeError, ZeroDivisionError):
+        return False
+
+
+_DIVISIONS = ("FloorDiv", "CleanDiv", "IntTrueDiv", "Mod", "PythonMod", "floor")
 
 
 def _one_row_per_new_token(program: torch.export.ExportedProgram, specs: list[TensorSpec]) -> bool:

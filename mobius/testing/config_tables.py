@@ -156,6 +156,17 @@ SIZES: dict[str, int] = {
 
 # Per model type: values applied after the general rules (nested sub-configs as dicts).
 OVERRIDES: dict[str, dict[str, Any]] = {
+    # ALIGN compares the text projection with the vision tower's pooled output, which has no
+    # projection: the two widths must agree (640 with the default EfficientNet tower)
+    "align": {"projection_dim": 640},
+    # layout models: LiLT's four box embeddings are hidden // 6 wide and concatenated back to
+    # 6 of them (the width must divide by 6); LayoutLMv3 concatenates 4 coordinate and 2 shape
+    # embeddings to the hidden width
+    "lilt": {"hidden_size": 96},
+    "layoutlmv3": {"coordinate_size": 12, "shape_size": 8},
+    # ESM masks its token dropout by the padding id, which its defaults leave None (real
+    # checkpoints use 1)
+    "esm": {"pad_token_id": 1},
     # Mamba-2: num_heads * head_dim must equal expand * hidden_size (= 128)
     "mamba2": {"num_heads": 8, "head_dim": 16},
     # ZAYA validates that it routes each token to exactly one expert
@@ -278,6 +289,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
 # Sizes that some config classes leave as None by default and then cannot build from (their
 # defaults are derived elsewhere, or missing): set even where the default is None.
 FILL_NONE = {
+    # ESM, wav2vec2-bert/-conformer leave it to the user (their CTC and LM heads need one)
+    "vocab_size": VOCAB,
     "head_dim": HEAD_DIM,
     "num_key_value_heads": KV_HEADS,
     "n_routed_experts": EXPERTS,
@@ -286,3 +299,8 @@ FILL_NONE = {
 }
 # Number of leading dense layers before the MoE ones: at most 1, so that layer 2 is MoE.
 DENSE_PREFIX = ("num_dense_layers", "first_k_dense_replace", "first_dense_layers")
+
+# Compound-scaling depth multiplier (EfficientNet, ALIGN's vision tower): the base network's
+# depth, not 3.1x as many random blocks (which drive activations to 1e7). The width multiplier
+# stays: other sizes (the last batch norm's width) are derived from it in the config's defaults.
+COMPOUND_SCALING = {"depth_coefficient": 1.0}

@@ -19,6 +19,7 @@ import copy
 from typing import Any
 
 from mobius.testing.config_tables import (
+    COMPOUND_SCALING,
     DENSE_PREFIX,
     FILL_NONE,
     HEADS,
@@ -31,6 +32,7 @@ from mobius.testing.config_tables import (
 )
 
 _SUBCONFIG_SUFFIX = "_config"
+_SPATIAL = ("image_size", "patch_size")
 _NOT_WIDTHS = ("position", "window", "vocab", "token", "chunk", "length", "max_", "batch")
 # Keys whose list values are indexed by layer (lists of layer indices) rather than per layer.
 _INDEX_LIST_HINTS = ("layers", "layer_ids", "layer_indices", "layer_idx", "idxs", "indices")
@@ -113,7 +115,8 @@ def _shrink(values: dict[str, Any], sub_defaults: dict[str, Any] | None = None) 
             values[key] = _shrink(value)
             continue
         if key in SIZES and isinstance(value, int) and not isinstance(value, bool):
-            values[key] = SIZES[key]
+            # spatial sizes only shrink: a patch of 2 grown to 8 no longer fits the image
+            values[key] = min(value, SIZES[key]) if key in _SPATIAL else SIZES[key]
             continue
         if key in SIZES and isinstance(value, list) and all(isinstance(v, int) for v in value):
             values[key] = [SIZES[key]] * len(value)  # per-layer sizes (e.g. Gemma-3n FFN widths)
@@ -128,6 +131,9 @@ def _shrink(values: dict[str, Any], sub_defaults: dict[str, Any] | None = None) 
             and value > VOCAB
         ):
             values[key] = VOCAB  # other vocabs (unpadded_vocab_size, BLT's hash-group vocab) too
+            continue
+        if key in COMPOUND_SCALING and isinstance(value, float) and value > 1:
+            values[key] = COMPOUND_SCALING[key]
             continue
         if value is None and key in FILL_NONE:
             values[key] = FILL_NONE[key]
@@ -162,7 +168,105 @@ def _shrink(values: dict[str, Any], sub_defaults: dict[str, Any] | None = None) 
     if isinstance(values.get("per_layer_config"), dict):
         values["per_layer_config"] = _per_layer_dict(values["per_layer_config"], original, values)
     _shrink_token_ids(values)
+    _shrink_stages(original, values)
+    stride = values.get("output_stride")
+    if _is_int(stride) and _is_int(values.get("image_size")):
+        # a backbone's total stride (MobileViT): the last feature map keeps 2x2 positions
+        values["image_size"] = max(values["image_size"], 2 * stride)
     return values
+
+
+_STAGE_WIDTHS = ("hidden_sizes", "embed_dims", "dims")
+_MAX_STAGE_WIDTH = 128
+
+
+def _after_input(channels: list[int], image_channels: int) -> list[int]:
+    """A channel list without its leading input width (a stem's ``[3, 32, 48]``)."""
+    return channels[1:] if channels and channels[0] == image_channels else channels
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_int_list(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 1
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    )
+
+
+def _shrink_stages(original: dict[str, Any], values: dict[str, Any]) -> None:
+    """Hierarchical vision backbones (a ``depths`` list: one entry per stage, each stage halving
+    the resolution): keep every stage, with at most 2 blocks each; divide the stage widths (and
+    the group widths that must divide them) by one power of two so the widest is at most 128,
+    which keeps random-weight activations in a range where atol 1e-4 means something; keep the
+    patch size (the stem's stride is often fixed in code) and make the image at least twice the
+    total stride, so the last stage still has 2x2 positions (and attention windows of 2x2 tile
+    every stage)."""
+    depths = original.get("depths")
+    if not _is_int_list(depths):
+        return
+    stages = len(depths)
+    nested = [
+        v for v in original.values() if isinstance(v, list) and len(v) == stages and v != depths
+    ]
+    if not any([len(x) if isinstance(x, list) else None for x in v] == depths for v in nested):
+        # (TextNet's per-block kernel lists fix its depths: those stay)
+        values["depths"] = [min(d, LAYERS) for d in depths]
+    for key, value in original.items():
+        # the stage count under a layer-count name (Swin's num_layers), and per-stage lists that
+        # the per-layer rule cut to 2 entries
+        if key in SIZES and value == stages and key not in ("depths",) and "layers" in key:
+            values[key] = value
+        elif isinstance(value, list) and len(value) == stages and key != "depths":
+            if len(values.get(key) or ()) != stages:
+                values[key] = [SIZES.get(key, v) if isinstance(v, int) else v for v in value]
+    widths = next((original[k] for k in _STAGE_WIDTHS if _is_int_list(original.get(k))), None)
+    # channel counts that must match the stage widths (a stem's output, per-stage in/out lists)
+    channels = {
+        k: v
+        for k, v in original.items()
+        if k.endswith("channels") and "num_channels" not in k and (_is_int_list(v) or _is_int(v))
+    }
+    image_channels = original.get("num_channels", 3)
+    scaled = [*(widths or ())]
+    for value in channels.values():
+        scaled += _after_input(value, image_channels) if isinstance(value, list) else [value]
+    factor = 1
+    if widths:
+        while max(widths) // factor > _MAX_STAGE_WIDTH and all(
+            w % (2 * factor) == 0 for w in scaled
+        ):
+            factor *= 2
+    for key, value in original.items():
+        if key in _STAGE_WIDTHS and _is_int_list(value):
+            values[key] = [v // factor for v in value]
+        elif key in channels and _is_int_list(value):  # a stem list starts at the image's channels
+            kept = len(value) - len(_after_input(value, image_channels))
+            values[key] = value[:kept] + [v // factor for v in value[kept:]]
+        elif key in channels:
+            values[key] = value // factor
+        elif ("width" in key or key == "num_groups") and isinstance(value, int):
+            # group widths (RegNet), and group counts of group norms (BiT), so that the groups
+            # still divide the narrower stages
+            if factor > 1 and value % factor == 0:
+                values[key] = value // factor
+    embed, hidden = original.get("embed_dim"), original.get("hidden_size")
+    if isinstance(embed, int) and not isinstance(embed, bool):
+        # a stem width that doubles per stage (Swin): the last stage at most 128 wide, and the
+        # hidden size, derived from it, kept derived
+        values["embed_dim"] = min(values.get("embed_dim", embed), _MAX_STAGE_WIDTH >> (stages - 1))
+        if hidden == embed * 2 ** (stages - 1):
+            values["hidden_size"] = values["embed_dim"] * 2 ** (stages - 1)
+    if isinstance(original.get("window_size"), int) and original["window_size"] > 2:
+        # windowed attention (Swin): windows of 2x2 tile every stage of the tiny image exactly
+        values["window_size"] = 2
+    patch = original.get("patch_size")
+    if isinstance(patch, int) and isinstance(values.get("image_size"), int):
+        values["patch_size"] = patch
+        values["image_size"] = max(values["image_size"], 2 * patch * 2 ** (stages - 1))
 
 
 def _per_layer_dict(entries: dict, old: dict[str, Any], new: dict[str, Any]) -> dict:

@@ -79,6 +79,14 @@ NORM = [
         x=(randn(2, 4, 3, 5), randn(3, 4, 6, 5)),
     ),
     one(
+        "batch_norm_batch_statistics",  # BiT's weight standardisation: no running statistics
+        lambda x: F.batch_norm(
+            x, None, None, torch.full((4,), 1.5), torch.full((4,), 0.25), training=True, eps=1e-3
+        ),
+        dyn={0: "b", 2: "h"},
+        x=(randn(2, 4, 3, 5), randn(3, 4, 6, 5)),
+    ),
+    one(
         "weight_norm_dim2",
         WeightNormConv(2),
         dyn={0: "b", 2: "t"},

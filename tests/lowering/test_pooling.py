@@ -12,6 +12,11 @@ def images(name, fn):
     return case(name, fn, [IMAGES[0]], DYN, [IMAGES[1]])
 
 
+def static(name, fn):
+    """A static image size (the exact average pooling needs one)."""
+    return case(name, fn, [randn(2, 3, 9, 10)])
+
+
 CASES = [
     images("max_pool2d", lambda x: F.max_pool2d(x, 3, stride=2, padding=1)),
     images("max_pool2d_default_stride", lambda x: F.max_pool2d(x, 2)),
@@ -24,6 +29,33 @@ CASES = [
         "avg_pool2d_exclude_pad",
         lambda x: F.avg_pool2d(x, 3, stride=1, padding=1, count_include_pad=False),
     ),
+    # ceil_mode: a last, partial window (with and without padding counted), one starting in the
+    # right padding (dropped by torch), a kernel wider than the image (EfficientNet's pooler)
+    static("avg_pool2d_ceil", lambda x: F.avg_pool2d(x, 3, stride=2, ceil_mode=True)),
+    static(
+        "avg_pool2d_ceil_pad",
+        lambda x: F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True),
+    ),
+    static(
+        "avg_pool2d_ceil_pad_exclude",
+        lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+    ),
+    static("avg_pool2d_ceil_drops_window", lambda x: F.avg_pool2d(x, 2, 2, 1, ceil_mode=True)),
+    static("avg_pool2d_ceil_wide_kernel", lambda x: F.avg_pool2d(x, 16, ceil_mode=True)),
+    static("max_pool2d_ceil", lambda x: F.max_pool2d(-x.abs(), 3, 2, 1, ceil_mode=True)),
+    static("max_pool2d_ceil_drops_window", lambda x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True)),
+    static("adaptive_avg_pool2d_uneven", lambda x: F.adaptive_avg_pool2d(x, (4, 3))),
+    case(
+        "adaptive_avg_pool2d_upsampling",
+        lambda x: F.adaptive_avg_pool2d(x, 2),
+        [randn(2, 3, 1, 1)],
+    ),
+    case(
+        "adaptive_avg_pool2d_to_grid",
+        lambda x: F.adaptive_avg_pool2d(x, (2, 5)),
+        [randn(2, 3, 8, 10)],
+    ),
+    static("avg_pool2d_divisor", lambda x: F.avg_pool2d(x, 3, 2, 1, divisor_override=5)),
     images("adaptive_avg_pool2d_to_one", lambda x: F.adaptive_avg_pool2d(x, 1)),
 ]
 

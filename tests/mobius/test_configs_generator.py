@@ -48,6 +48,17 @@ def test_moe_and_layer_lists_are_shrunk():
     assert mla.kv_lora_rank < HIDDEN and mla.n_routed_experts == 4
 
 
+def test_staged_vision_backbones_keep_their_stages_and_fit_the_image():
+    resnet = tiny_config_for("resnet")  # 4 stages, each at most 2 blocks, at most 128 wide
+    assert len(resnet.depths) == 4 and max(resnet.depths) <= 2 and max(resnet.hidden_sizes) <= 128
+    swin = tiny_config_for("swin")  # every stage keeps 2x2 positions, tiled by 2x2 windows
+    stride = swin.patch_size * 2 ** (len(swin.depths) - 1)
+    assert swin.num_layers == len(swin.depths) and swin.image_size >= 2 * stride
+    assert swin.window_size == 2 and swin.hidden_size == swin.embed_dim * 2 ** (swin.num_layers - 1)
+    regnet = tiny_config_for("regnet")  # group widths still divide the narrower stages
+    assert all(w % regnet.groups_width == 0 for w in regnet.hidden_sizes)
+
+
 def test_overrides_win():
     assert tiny_config_for("llama", intermediate_size=96).intermediate_size == 96
 

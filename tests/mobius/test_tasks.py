@@ -70,6 +70,22 @@ def test_task_matches_torch_by_contract_names(
     assert max(diffs.values()) <= ATOL, diffs
 
 
+def test_staged_convolutional_classifier_matches_torch(tmp_path):
+    """A ResNet with the generated tiny config (every stage, narrow): batch norms, max and
+    average pooling; logits of order 1, so atol 1e-4 is a real check."""
+    from mobius.testing.configs import tiny_config_for
+
+    small = tiny_config_for("resnet")
+    sizes = {k: getattr(small, k) for k in ("hidden_sizes", "depths", "embedding_size")}
+    model, config = make_checkpoint(
+        "resnet", tmp_path / "ckpt", task="image-classification", **sizes
+    )
+    out = tmp_path / "onnx"
+    assert main(["build", "--model", str(tmp_path / "ckpt"), "--output", str(out), "-q"]) == 0
+    diffs = contract_diffs(model, out, config)
+    assert max(diffs.values()) <= ATOL, diffs
+
+
 @pytest.mark.parametrize(
     ("model_type", "architecture", "task"),
     [

@@ -53,3 +53,17 @@ def test_a_bound_at_the_models_own_length_limit_is_not_a_branch():
 
 def test_no_branch_no_bound():
     assert _bounded_dims(_export(Plain()), SPECS, limit=1024) == []
+
+
+def test_equality_false_only_where_a_conv_length_is_negative_rules_out_nothing():
+    """SEW's feature encoder: at 2 samples the frame count is negative (the model cannot run
+    there), so the equality failing there is no length restriction; a chunk count still is."""
+    import sympy
+    from torch.utils._sympy.functions import FloorDiv
+
+    from mobius.synth.trace import _fails_at
+
+    s = sympy.Symbol("s", integer=True, positive=True)
+    frames = FloorDiv(FloorDiv(s, 80) - 3, 2)
+    assert not _fails_at(sympy.Eq(sympy.Max(1, frames), frames), s, 2)
+    assert _fails_at(sympy.Eq(FloorDiv(s, 64), 3), s, 2)

@@ -1,0 +1,31 @@
+import pytest
+import torch.nn.functional as F
+from cases import case, randn, run
+
+IMAGE = [randn(2, 3, 5, 7)]
+
+
+def resized(name, **kwargs):
+    return case(name, lambda x: F.interpolate(x, **kwargs), IMAGE)
+
+
+CASES = [
+    resized("bilinear_to_size", size=(8, 4), mode="bilinear"),
+    resized("bilinear_by_scale", scale_factor=1.5, mode="bilinear"),
+    resized("bilinear_align_corners", size=(9, 11), mode="bilinear", align_corners=True),
+    resized("bicubic_to_size", size=(8, 12), mode="bicubic"),
+    resized("nearest_by_scale", scale_factor=2.0, mode="nearest"),
+    resized("nearest_to_size", size=(7, 10), mode="nearest"),
+    case(
+        "bilinear_dynamic_batch",
+        lambda x: F.interpolate(x, size=(6, 6), mode="bilinear"),
+        IMAGE,
+        [{0: "b"}],
+        [randn(3, 3, 5, 7)],
+    ),
+]
+
+
+@pytest.mark.parametrize(("fn", "args", "dynamic", "other"), CASES)
+def test_resize(fn, args, dynamic, other):
+    run(fn, args, dynamic, other)
