@@ -27,15 +27,20 @@ def checkpoints(tmp_path_factory) -> CheckpointCache:
 
 
 @pytest.fixture(autouse=True)
-def _restore_signal_handlers():
-    """``mobius.cli.main`` installs SIGINT/SIGTERM handlers and records stop requests; undo both
-    after each test so one in-process CLI run cannot change how the next test is interrupted."""
+def _restore_cli_state():
+    """``mobius.cli.main`` installs SIGINT/SIGTERM handlers, records stop requests and sets the
+    mobius log level; undo all three after each test so one in-process CLI run cannot change how
+    the next test is interrupted or what it logs."""
+    import logging
     import signal
 
     from mobius import failures
 
+    logger = logging.getLogger("mobius")
+    level = logger.level
     handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     yield
     for signum, handler in handlers.items():
         signal.signal(signum, handler)
+    logger.setLevel(level)
     failures.reset()

@@ -24,7 +24,7 @@ from mobius.synth.emit import emit
 from mobius.synth.graphs import PreparedGraphs, build_graphs
 from mobius.synth.prepare import Prepared, prepare
 from mobius.synth.token_loop import loop_over_tokens
-from mobius.weights import Checkpoint, WeightBinder
+from mobius.weights import Checkpoint
 
 log = logging.getLogger("mobius")
 
@@ -77,13 +77,7 @@ def build(
     if report.summary.unsupported_ops:
         raise UnsupportedError(_blocked_message(report, src, task))
     checkpoint = Checkpoint(source.tensors) if weights else None
-    binder = WeightBinder(
-        checkpoint,
-        buffer_values=traced.buffer_values,
-        tied_names=traced.tied_names,
-        key_to_param=traced.key_to_param,
-        constants=traced.constant_values,
-    )
+    binder = traced.binder(checkpoint)
     try:
         captured_cache = use_cache and not traced.cache_in_graph  # else the trace has its states
         with failures.phase(f"emitting ONNX for {arch.model_type}"):

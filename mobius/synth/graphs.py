@@ -118,7 +118,7 @@ def build_graphs(
     from mobius.report import ExplainReport
     from mobius.synth.build import _blocked_message
     from mobius.synth.emit import emit
-    from mobius.weights import Checkpoint, WeightBinder
+    from mobius.weights import Checkpoint
 
     report = ExplainReport.from_analysis(analyze_graphs(prepared), source=str(src))
     if report.summary.unsupported_ops:
@@ -127,13 +127,7 @@ def build_graphs(
     models, unused = {}, None
     for name, part in prepared.graphs.items():
         traced = part.traced
-        binder = WeightBinder(
-            checkpoint,
-            buffer_values=traced.buffer_values,
-            tied_names=traced.tied_names,
-            key_to_param=traced.key_to_param,
-            constants=traced.constant_values,
-        )
+        binder = traced.binder(checkpoint)
         model = emit(traced, binder, name=f"{prepared.arch.model_type}_{name}")
         model.metadata_props.update(
             {

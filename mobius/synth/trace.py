@@ -23,7 +23,7 @@ from mobius.synth.shims import make_traceable, tracing_branches, unchecked_distr
 from mobius.synth.state import CacheLayout, probe_layout
 from mobius.tasks import Task, TensorSpec
 from mobius.tasks.base import SEQUENCE
-from mobius.weights import KeyMapping
+from mobius.weights import Checkpoint, KeyMapping, WeightBinder
 from patterns.attention import single_graph_task
 from patterns.base import WRAPPER_PREFIX, MatchContext
 
@@ -51,6 +51,17 @@ class TracedModel:
     kv_layers: int = 0  # layers whose cache holds keys and values
     # traced for one new token: the contract's inputs, which token_loop.py loops the step over
     loop_inputs: list[TensorSpec] = field(default_factory=list)
+
+    def binder(self, checkpoint: Checkpoint | None) -> WeightBinder:
+        """Binds this trace's parameters, buffers and constants to ``checkpoint`` (None: graph
+        inputs instead of weights)."""
+        return WeightBinder(
+            checkpoint,
+            buffer_values=self.buffer_values,
+            tied_names=self.tied_names,
+            key_to_param=self.key_to_param,
+            constants=self.constant_values,
+        )
 
     @property
     def match_context(self) -> MatchContext:

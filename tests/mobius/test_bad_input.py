@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import logging
 import shutil
-import signal
 import struct
 from pathlib import Path
 
@@ -23,16 +21,6 @@ def llama_copy(checkpoints, tmp_path) -> Path:
     copy = tmp_path / "ckpt"
     shutil.copytree(directory, copy)
     return copy
-
-
-@pytest.fixture(autouse=True)
-def _restore_cli_state():
-    """main() sets the mobius log level and a SIGTERM handler; keep them from leaking to other tests."""
-    logger = logging.getLogger("mobius")
-    level, handler = logger.level, signal.getsignal(signal.SIGTERM)
-    yield
-    logger.setLevel(level)
-    signal.signal(signal.SIGTERM, handler)
 
 
 def run_cli(capsys, model: Path, output: Path, *extra: str, quiet: bool = True) -> tuple[int, str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import struct
 from pathlib import Path
 
@@ -15,16 +14,6 @@ import pytest
 from mobius.cli import main
 from mobius.testing.configs import tiny_config_for
 from mobius.testing.gguf import smollm2_gguf
-
-
-@pytest.fixture(autouse=True)
-def _restore_cli_state():
-    """main() sets the mobius log level and a SIGTERM handler; keep them from leaking."""
-    logger = logging.getLogger("mobius")
-    level, handler = logger.level, signal.getsignal(signal.SIGTERM)
-    yield
-    logger.setLevel(level)
-    signal.signal(signal.SIGTERM, handler)
 
 
 @pytest.fixture(autouse=True)

@@ -10,8 +10,6 @@ compared with PyTorch (prefill, then a decode step on the cache, atol 1e-4).
 from __future__ import annotations
 
 import json
-import logging
-import signal
 import warnings
 
 import pytest
@@ -56,15 +54,6 @@ HETEROGENEOUS = {
     "step3p5": {"": []},
     "step3p7": {"text_config": []},
 }
-
-
-@pytest.fixture(autouse=True)
-def _restore_cli_state():
-    logger = logging.getLogger("mobius")
-    level, handler = logger.level, signal.getsignal(signal.SIGTERM)
-    yield
-    logger.setLevel(level)
-    signal.signal(signal.SIGTERM, handler)
 
 
 def _heterogeneous_parts(config, path: str = "") -> dict[str, list[str]]:

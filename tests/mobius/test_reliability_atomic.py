@@ -31,17 +31,6 @@ def big_checkpoint(tmp_path_factory) -> Path:
     return directory
 
 
-@pytest.fixture(autouse=True)
-def _restore_cli_state():
-    import logging
-
-    logger = logging.getLogger("mobius")
-    level, handler = logger.level, signal.getsignal(signal.SIGTERM)
-    yield
-    logger.setLevel(level)
-    signal.signal(signal.SIGTERM, handler)
-
-
 def _debris(out: Path) -> list[Path]:
     return list(out.parent.glob(f".{out.name}*"))
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import logging
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -17,15 +15,6 @@ from mobius.cli import main
 from mobius.package import _lock_path
 
 FILES = ("model.onnx", "model.onnx.data", "mobius.json", "explain.json", "config.json")
-
-
-@pytest.fixture(autouse=True)
-def _restore_cli_state():
-    logger = logging.getLogger("mobius")
-    level, handler = logger.level, signal.getsignal(signal.SIGTERM)
-    yield
-    logger.setLevel(level)
-    signal.signal(signal.SIGTERM, handler)
 
 
 def _start(checkpoint: Path, out: Path, *extra: str) -> subprocess.Popen:
