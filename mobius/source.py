@@ -41,7 +41,7 @@ class Source:
     config: dict
     weight_files: list[Path] = field(default_factory=list)
     weight_map: dict[str, Path] = field(default_factory=dict)  # tensor key -> file, when indexed
-    tensors: dict = field(default_factory=dict)  # key -> weights.TensorEntry, from the headers
+    tensors: dict = field(default_factory=dict)  # key -> safetensors_header.TensorEntry
 
     @property
     def config_path(self) -> Path:
@@ -65,7 +65,7 @@ def resolve(
     source = Source(directory=directory, config=config)
     if need_weights:
         source.weight_files, source.weight_map = _weight_files(directory)
-        from mobius.weights import read_header
+        from mobius.safetensors_header import read_header
 
         for file in source.weight_files:  # fail on a corrupt or truncated file before tracing
             source.tensors.update(read_header(file))

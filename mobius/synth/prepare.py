@@ -15,6 +15,7 @@ from mobius import source as source_mod
 from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
 from mobius.registry import get_task
+from mobius.safetensors_header import check_layer_count
 from mobius.source import Source
 from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.emit import bidirectional_attention, unclaimed_attention
@@ -32,7 +33,6 @@ from mobius.synth.fallbacks import (
 from mobius.synth.graphs import PreparedGraphs, is_multi_graph, prepare_graphs
 from mobius.synth.trace import SpecialisedShapeError, TracedModel, trace
 from mobius.tasks import Task
-from mobius.weights import check_layer_count
 
 log = logging.getLogger("mobius")
 

@@ -12,15 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.export.graph_signature import InputKind
 
 from mobius import failures
-from mobius.config import ArchitectureConfig, position_limit
+from mobius.config import ArchitectureConfig
 from mobius.errors import ConfigError, UnsupportedError
 from mobius.synth.init_values import computed_parameters
 from mobius.synth.inline import inline_grad_regions
 from mobius.synth.shims import make_traceable, tracing_branches, unchecked_distributions
 from mobius.synth.state import CacheLayout, probe_layout
+from mobius.synth.trace_bounds import (
+    bounded_dims,
+    length_limit,
+    one_row_per_new_token,
+    specialised_dims,
+    user_inputs,
+)
 from mobius.tasks import Task, TensorSpec
 from mobius.tasks.base import SEQUENCE
 from mobius.weights import Checkpoint, KeyMapping, WeightBinder
@@ -66,7 +72,7 @@ class TracedModel:
     @property
     def match_context(self) -> MatchContext:
         names = [s.name for s in self.inputs]
-        placeholders = [n.name for n in _user_inputs(self.program)]
+        placeholders = [n.name for n in user_inputs(self.program)]
         padding = dict(zip(names, placeholders, strict=False)).get("attention_mask")
         return MatchContext(self.hf_config, self.causal, padding)
 
@@ -244,13 +250,13 @@ def _export(
         raise UnsupportedError(
             f"torch.export could not trace {config.model_type} ({type(exc).__name__}: {first[:300]})"
         ) from exc
-    fixed = _specialised_dims(program, specs)
+    fixed = specialised_dims(program, specs)
     if fixed:
         raise SpecialisedShapeError(
             f"torch.export fixed dynamic dimensions of {config.model_type} to constants: "
             + ", ".join(fixed)
         )
-    bounded = _bounded_dims(program, specs, _length_limit(config))
+    bounded = bounded_dims(program, specs, length_limit(config))
     if bounded:
         # a branch on the length (chunked vs recurrent kernels, padding to a chunk): the graph
         # would silently compute the traced branch for every other length
@@ -258,119 +264,6 @@ def _export(
             f"the trace of {config.model_type} holds only for " + ", ".join(bounded)
         )
     return inline_grad_regions(program)  # grad modes mean nothing here
-
-
-def _specialised_dims(program: torch.export.ExportedProgram, specs: list[TensorSpec]) -> list[str]:
-    """``input[axis]=size`` for each named (dynamic) dimension the trace turned into a constant."""
-    user = [node.meta["val"] for node in _user_inputs(program)]
-    return [
-        f"{spec.name}[{axis}]={val.shape[axis]}"
-        for spec, val in zip(specs, user, strict=True)
-        for axis, dim in enumerate(spec.dims)
-        if isinstance(dim, str) and _is_constant(val.shape[axis])
-    ]
-
-
-def _length_limit(config: ArchitectureConfig) -> int:
-    """Bounds from here on are the model's own length limit (slicing its position table), not a
-    branch; without a position limit in the config, 256 (chunked kernels branch below that)."""
-    positions = position_limit(config.hf_config)
-    return positions // 2 if positions is not None and positions > 1 else 256
-
-
-def _user_inputs(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
-    return [
-        node
-        for node, spec in zip(
-            (n for n in program.graph.nodes if n.op == "placeholder"),
-            program.graph_signature.input_specs,
-            strict=True,
-        )
-        if spec.kind == InputKind.USER_INPUT
-    ]
-
-
-def _bounded_dims(
-    program: torch.export.ExportedProgram, specs: list[TensorSpec], limit: int
-) -> list[str]:
-    """``lower <= input[axis] <= upper`` for each named dimension the trace holds only up to a
-    bound below ``limit``."""
-    found = []
-    for spec, node in zip(specs, _user_inputs(program), strict=True):
-        for axis, dim in enumerate(spec.dims):
-            size = node.meta["val"].shape[axis]
-            if not isinstance(dim, str) or not isinstance(size, torch.SymInt):
-                continue
-            ranges = program.range_constraints.get(size.node.expr)
-            if ranges is None:
-                continue
-            if ranges.upper.is_Integer and int(ranges.upper) < limit:  # int_oo is not an Integer
-                found.append(f"{int(ranges.lower)} <= {spec.name}[{axis}] <= {int(ranges.upper)}")
-            elif (ruled_out := _size_an_equality_rules_out(size, limit)) is not None:
-                found.append(f"{spec.name}[{axis}] != {ruled_out}")
-    return found
-
-
-def _size_an_equality_rules_out(size: torch.SymInt, limit: int) -> int | None:
-    """The smallest size up to ``limit`` for which an equality the trace assumed about this size
-    alone fails. A Python loop over chunks (``range(length // chunk)``) fixes the chunk count so;
-    inequalities are left alone, as stride and memory-format queries make many that change no
-    value."""
-    import sympy
-
-    symbol = size.node.expr
-    if not symbol.is_Symbol:
-        return None
-    equalities = [
-        g.expr
-        for g in size.node.shape_env.guards
-        if isinstance(g.expr, sympy.Eq) and g.expr.free_symbols == {symbol}
-    ]
-    sizes = [*range(2, min(limit, 130)), *(2**k + d for k in range(8, 17) for d in (-1, 0, 1))]
-    return next(
-        (v for v in sizes if v <= limit and any(_fails_at(e, symbol, v) for e in equalities)),
-        None,
-    )
-
-
-def _fails_at(equality, symbol, value: int) -> bool:
-    """The equality is false at ``value``, a size the model accepts. A size that makes some
-    floor division in it negative is not one: a convolution stack's output length (SEW's,
-    conformer's feature encoder) is negative there and the model itself cannot run. torch's
-    sympy functions may also assert their domain on such sizes; that says the same."""
-    import sympy
-
-    try:
-        for sub in sympy.preorder_traversal(equality):
-            if type(sub).__name__ in _DIVISIONS:
-                at = sub.xreplace({symbol: value})
-                if at.is_number and at < 0:
-                    return False
-        return equality.xreplace({symbol: value}) == sympy.false
-    except (AssertionError, ValueError, TypeError, ZeroDivisionError):
-        return False
-
-
-_DIVISIONS = ("FloorDiv", "CleanDiv", "IntTrueDiv", "Mod", "PythonMod", "floor")
-
-
-def _one_row_per_new_token(program: torch.export.ExportedProgram, specs: list[TensorSpec]) -> bool:
-    """The first output (the logits) is as long, on the sequence axis, as the first input."""
-    first_input = _user_inputs(program)[0].meta["val"]
-    output = program.graph.output_node().args[0][0].meta.get("val")
-    axis = specs[0].dims.index(SEQUENCE) if SEQUENCE in specs[0].dims else 1
-    if output is None or output.dim() <= axis:
-        return True
-    return _same_size(first_input.shape[axis], output.shape[axis])
-
-
-def _same_size(a: int | torch.SymInt, b: int | torch.SymInt) -> bool:
-    expr = [x.node.expr if isinstance(x, torch.SymInt) else x for x in (a, b)]
-    return bool(expr[0] == expr[1])
-
-
-def _is_constant(size: int | torch.SymInt) -> bool:
-    return not isinstance(size, torch.SymInt) or not size.node.expr.free_symbols
 
 
 def _meta_constants(
@@ -453,7 +346,7 @@ def trace(
         outputs = task.outputs(config) + [slot.output_name for slot in layout.slots]
     wrapper = _TaskWrapper(model, task, _contract_names(specs, layout), layout)
     program = _export(wrapper, specs, config, task, dtype, "meta", one_token)
-    if layout is not None and not _one_row_per_new_token(program, specs):
+    if layout is not None and not one_row_per_new_token(program, specs):
         raise UnsupportedError(
             "with a past, the model's logits do not have one row per new token (it expects the "
             "whole sequence again at every step)"

@@ -84,12 +84,15 @@ def _handlers_to(stream: io.StringIO):
     for logger in loggers:
         for handler in getattr(logger, "handlers", []):
             if type(handler) is logging.StreamHandler:
-                swapped.append((handler, handler.setStream(stream)))
+                # the attribute, not setStream(): that flushes the old stream, which may be an
+                # earlier test's captured stderr, closed by now
+                swapped.append((handler, handler.stream))
+                handler.stream = stream
     try:
         yield
     finally:
         for handler, old in swapped:
-            handler.setStream(old)
+            handler.stream = old
 
 
 def run_cli(argv: list[str], timeout: float) -> tuple[int | None, str, str | None]:

@@ -10,7 +10,8 @@ import torch
 from safetensors.torch import save_file
 
 from mobius.package import NONFINITE
-from mobius.weights import Checkpoint, CopiedTensor, _all_finite, lazy_initializer, read_header
+from mobius.safetensors_header import read_header
+from mobius.weights import Checkpoint, CopiedTensor, _all_finite, lazy_initializer
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])

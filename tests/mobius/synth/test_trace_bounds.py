@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from mobius.synth.trace import _bounded_dims
+from mobius.synth.trace_bounds import bounded_dims
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
 SPECS = [TensorSpec("input_ids", torch.float32, (BATCH, SEQUENCE))]
@@ -30,7 +30,7 @@ def _export(module: torch.nn.Module) -> torch.export.ExportedProgram:
 
 
 def test_a_branch_on_the_length_bounds_the_sequence():
-    assert _bounded_dims(_export(ChunkedOrNot()), SPECS, limit=1024) == ["2 <= input_ids[1] <= 64"]
+    assert bounded_dims(_export(ChunkedOrNot()), SPECS, limit=1024) == ["2 <= input_ids[1] <= 64"]
 
 
 class WholeChunks(torch.nn.Module):
@@ -44,15 +44,15 @@ class WholeChunks(torch.nn.Module):
 
 def test_a_loop_over_chunks_holds_for_its_chunk_count_only():
     # traced at 7 tokens: two chunks; 2 to 4 tokens make one
-    assert _bounded_dims(_export(WholeChunks()), SPECS, limit=1024) == ["input_ids[1] != 2"]
+    assert bounded_dims(_export(WholeChunks()), SPECS, limit=1024) == ["input_ids[1] != 2"]
 
 
 def test_a_bound_at_the_models_own_length_limit_is_not_a_branch():
-    assert _bounded_dims(_export(ChunkedOrNot()), SPECS, limit=64) == []
+    assert bounded_dims(_export(ChunkedOrNot()), SPECS, limit=64) == []
 
 
 def test_no_branch_no_bound():
-    assert _bounded_dims(_export(Plain()), SPECS, limit=1024) == []
+    assert bounded_dims(_export(Plain()), SPECS, limit=1024) == []
 
 
 def test_equality_false_only_where_a_conv_length_is_negative_rules_out_nothing():
@@ -61,9 +61,9 @@ def test_equality_false_only_where_a_conv_length_is_negative_rules_out_nothing()
     import sympy
     from torch.utils._sympy.functions import FloorDiv
 
-    from mobius.synth.trace import _fails_at
+    from mobius.synth.trace_bounds import fails_at
 
     s = sympy.Symbol("s", integer=True, positive=True)
     frames = FloorDiv(FloorDiv(s, 80) - 3, 2)
-    assert not _fails_at(sympy.Eq(sympy.Max(1, frames), frames), s, 2)
-    assert _fails_at(sympy.Eq(FloorDiv(s, 64), 3), s, 2)
+    assert not fails_at(sympy.Eq(sympy.Max(1, frames), frames), s, 2)
+    assert fails_at(sympy.Eq(FloorDiv(s, 64), 3), s, 2)
