@@ -314,21 +314,18 @@ def _check_kinds(config: dict, prefix: str) -> None:
         _check_number(f"{prefix}{name}", config.get(name), positive=True)
     for name in EPS_FIELDS:
         _check_number(f"{prefix}{name}", config.get(name), positive=False)
-    architectures = config.get("architectures")
-    if architectures is not None and (
-        not isinstance(architectures, list) or not all(isinstance(a, str) for a in architectures)
+    _check_names(config, prefix, "architectures", 'class names such as ["LlamaForCausalLM"]')
+    _check_names(config, prefix, "layer_types", "layer type names")
+
+
+def _check_names(config: dict, prefix: str, field: str, what: str) -> None:
+    """``config[field]``, when set, is a list of strings."""
+    value = config.get(field)
+    if value is not None and (
+        not isinstance(value, list) or not all(isinstance(v, str) for v in value)
     ):
         raise ConfigError(
-            f"config field {prefix}architectures must be a list of class names such as "
-            f'["LlamaForCausalLM"], got {architectures!r}; fix config.json'
-        )
-    layer_types = config.get("layer_types")
-    if layer_types is not None and (
-        not isinstance(layer_types, list) or not all(isinstance(t, str) for t in layer_types)
-    ):
-        raise ConfigError(
-            f"config field {prefix}layer_types must be a list of layer type names, got "
-            f"{layer_types!r}; fix config.json"
+            f"config field {prefix}{field} must be a list of {what}, got {value!r}; fix config.json"
         )
 
 

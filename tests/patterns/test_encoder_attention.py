@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import collections
 import json
-import re
 
 import numpy as np
 import onnx
@@ -14,6 +13,7 @@ import pytest
 import torch
 
 import mobius
+from mobius.testing.graphs import ops_by_layer
 from mobius.testing.parity import encoder_inputs, max_abs_diff
 from mobius.testing.tiny import make_checkpoint
 from patterns.attention import mobius_attention_forward, single_graph_task
@@ -21,20 +21,10 @@ from patterns.attention import mobius_attention_forward, single_graph_task
 ATOL = 1e-4
 
 
-def _ops_by_layer(directory) -> dict[str, collections.Counter]:
-    model = onnx.load(str(directory / "model.onnx"), load_external_data=False)
-    layers: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    for node in model.graph.node:
-        scope = {p.key: p.value for p in node.metadata_props}.get("namespace", "")
-        found = re.search(r"layers?\.(\d+)", scope)
-        layers[found.group(0) if found else "model"][node.op_type] += 1
-    return layers
-
-
 def test_bert_layer_is_at_most_16_nodes(checkpoints, tmp_path):
     directory, model, config = checkpoints.get("bert")
     out = mobius.build(directory).save(tmp_path / "onnx")
-    layers = _ops_by_layer(out)
+    layers = ops_by_layer(out, r"layers?\.(\d+)")
     last = layers["layer.1"]  # layer 0 also holds the padding mask, built once for the model
     assert last["Attention"] == 1
     assert last["LayerNormalization"] == 2 and last["Gelu"] == 1

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import collections
-import re
-
-import onnx
-
 import mobius
-
-
-def _ops_by_layer(directory) -> dict[str, collections.Counter]:
-    model = onnx.load(str(directory / "model.onnx"), load_external_data=False)
-    layers: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    for node in model.graph.node:
-        scope = {p.key: p.value for p in node.metadata_props}.get("namespace", "")
-        found = re.search(r"model\.layers\.(\d+)", scope)
-        layers[found.group(0) if found else "model"][node.op_type] += 1
-    return layers
+from mobius.testing.graphs import ops_by_layer
 
 
 def test_llama_layer_is_fused(checkpoints, tmp_path):
     directory, _, _ = checkpoints.get("llama")
     out = mobius.build(directory).save(tmp_path / "onnx")
-    layers = _ops_by_layer(out)
+    layers = ops_by_layer(out, r"model\.layers\.(\d+)")
     last = layers["model.layers.1"]  # layer 0 also holds the model-wide mask and rotary tables
     assert last["Attention"] == 1
     assert last["RotaryEmbedding"] == 2
