@@ -185,7 +185,7 @@ def _build(args: argparse.Namespace) -> int:
         )
         apply_features(package, features, max_seq_len=args.max_seq_len)
         if args.release:
-            from mobius.release import release
+            from mobius.features.release import release
 
             release(package)
         target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)

@@ -1,0 +1,89 @@
+"""``static-cache``: fixed-size buffers written in place; prefill and decode equal PyTorch."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx_ir as ir
+import pytest
+
+from mobius.errors import ConfigError
+from mobius.features import apply_features
+from mobius.package import ModelPackage
+from mobius.runtime import OnnxCausalLM
+from mobius.runtime_static import StaticCacheLM
+
+LENGTH = 24
+
+
+@pytest.fixture(scope="module")
+def static_dir(converted):
+    return converted.with_features("static-cache", max_seq_len=LENGTH)
+
+
+def test_contract(static_dir):
+    graph = ir.load(static_dir / "model.onnx").graph
+    caches = [v for v in graph.inputs if v.name.startswith("past_key_values.")]
+    assert caches and all(v.shape[2] == LENGTH for v in caches)
+    presents = {v.name: v for v in graph.outputs if v.name.startswith("present.")}
+    assert all(
+        presents[v.name.replace("past_key_values", "present")].shape[2] == LENGTH for v in caches
+    )
+    assert {n.op_type for n in graph} >= {"TensorScatter", "Attention"}
+    genai = json.loads((static_dir / "genai_config.json").read_text())
+    assert genai["search"]["past_present_share_buffer"] is True
+    assert genai["search"]["max_length"] == LENGTH
+    assert json.loads((static_dir / "mobius.json").read_text())["features"] == ["static-cache"]
+
+
+def test_prefill_and_decode_match_pytorch_in_place(converted, static_dir):
+    lm = StaticCacheLM(static_dir)
+    ids, mask, positions = converted.batch()
+    lm.reset(2)
+    buffer = lm.buffers["past_key_values.0.key"]
+    logits = lm.run(ids, mask, positions)
+    real = mask.astype(bool)  # a padded position's row is not compared
+    reference = converted.hf_logits(ids, mask, positions)
+    np.testing.assert_allclose(logits[real], reference[real], atol=1e-4, rtol=0)
+    # the caller's buffer itself holds the keys the growing-cache graph returns
+    dynamic = OnnxCausalLM(converted.base)
+    _, cache = dynamic.run(ids, mask, positions, dynamic.empty_cache(2))
+    keys = cache["past_key_values.0.key"]
+    np.testing.assert_allclose(buffer.numpy()[:, :, : ids.shape[1]], keys, atol=1e-5, rtol=0)
+    assert not buffer.numpy()[:, :, ids.shape[1] :].any()
+    for _ in range(5):
+        token = logits[:, -1].argmax(-1)[:, None]
+        ids, mask = np.concatenate([ids, token], 1), np.concatenate([mask, np.ones_like(token)], 1)
+        positions = np.clip(mask.cumsum(-1) - 1, 0, None)
+        logits = lm.run(token, mask, positions[:, -1:])
+        assert lm.buffers["past_key_values.0.key"] is buffer
+        reference = converted.hf_logits(ids, mask, positions)
+        np.testing.assert_allclose(logits[:, -1], reference[:, -1], atol=1e-4, rtol=0)
+
+
+def test_genai_generates_the_same_tokens(converted, static_dir):
+    from mobius.generate import genai_tokens
+
+    ids, mask, _ = converted.batch()
+    prompt = [int(t) for t in ids[0]]
+    expected = OnnxCausalLM(converted.base).generate(ids[:1], mask[:1], 10)[0].tolist()
+    tokens = list(genai_tokens(static_dir, prompt, 10))
+    assert tokens == expected[: len(tokens)] and tokens  # genai stops at the eos id
+
+
+def test_a_cache_the_trace_carries_is_refused():
+    past = ir.Value(
+        name="past_key_values.0.key",
+        shape=ir.Shape(["batch", 2, "past", 4]),
+        type=ir.TensorType(ir.DataType.FLOAT),
+    )
+    new = ir.Value(
+        name="key", shape=ir.Shape(["batch", 2, "seq", 4]), type=ir.TensorType(ir.DataType.FLOAT)
+    )
+    concat = ir.node("Concat", [past, new], {"axis": 2})
+    concat.outputs[0].name = "present.0.key"
+    graph = ir.Graph([past, new], concat.outputs, nodes=[concat], opset_imports={"": 23})
+    package = ModelPackage(model=ir.Model(graph, ir_version=10), texts={})
+    with pytest.raises(ConfigError, match="trace carries past_key_values.0.key"):
+        apply_features(package, ["static-cache"])
