@@ -75,3 +75,28 @@ def test_several_graphs_are_refused():
     package = ModelPackage(model=None, models={"encoder_model": None, "decoder_model": None})
     with pytest.raises(ConfigError, match="single-graph causal LMs"):
         apply_features(package, ["prune-prefill-prefix"])
+
+
+def test_cli_applies_features_and_release(converted, monkeypatch, capsys, tmp_path):
+    """The flags reach the package: the conversion itself is the session's (not redone here)."""
+    import mobius
+
+    monkeypatch.setattr(mobius, "build", lambda *a, **k: load_package(converted.base))
+    out = tmp_path / "out"
+    flags = ["--features", "prune-prefill-prefix", "--features", "static-cache"]
+    code = main(
+        ["build", "--model", "x", "--output", str(out), *flags, "--max-seq-len", "32"]
+        + ["--release", "-q"]
+    )
+    assert code == 0, capsys.readouterr().err
+    info = json.loads((out / "mobius.json").read_text())
+    assert info["features"] == ["prune-prefill-prefix", "static-cache"]
+    import onnx
+
+    model = onnx.load(out / "model.onnx", load_external_data=False)
+    meta = {p.key: p.value for p in model.metadata_props}
+    assert (
+        meta["mobius.release"] == "true"
+        and meta["mobius.features"] == "prune-prefill-prefix,static-cache"
+    )
+    assert model.graph.input[3].type.tensor_type.shape.dim[2].dim_value == 32
