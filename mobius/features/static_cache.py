@@ -134,6 +134,8 @@ def _rewrite(graph: ir.Graph, node: ir.Node, layer: int, length: int, padded: di
         raise _refuse(f"layer {layer}'s attention takes no mask")
     b = _Builder(graph, node, f"static_cache.{layer}")
     attrs = {k: a.value for k, a in node.attributes.items()}
+    if attrs.get("is_causal"):  # causal alignment would be to the buffer's end, not the mask's
+        raise _refuse(f"layer {layer}'s attention is causal by attribute, not by its mask")
     heads = attrs.pop("q_num_heads", None), attrs.pop("kv_num_heads", None)
     packed = heads[0] is not None  # [batch, seq, heads * head_dim]
     if packed:
