@@ -98,6 +98,10 @@ def _cache_attention(graph: ir.Graph) -> list[tuple[int, ir.Node]]:
         match = _PAST.match(past.name or "") if past is not None else None
         if match and past.is_graph_input():
             found.append((int(match.group(1)), node))
+    for layer, node in found:  # the buffers replace the past and present of this node alone
+        values = [node.inputs[4], node.inputs[5], node.outputs[1], node.outputs[2]]
+        if any(len(v.uses()) != (1 if v.is_graph_input() else 0) for v in values if v is not None):
+            raise _refuse(f"layer {layer}'s cache is read by more than its own attention")
     return found
 
 
