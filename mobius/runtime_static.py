@@ -7,6 +7,7 @@ head_dim]``, and bound (``IOBinding``) as both the input and its ``present.{i}.*
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +70,26 @@ class StaticCacheLM:
         self.session.run_with_iobinding(binding)
         return binding.get_outputs()[-1].numpy()  # in binding order: logits is bound last
 
+    def stream(
+        self, ids: Iterable[int], max_new_tokens: int, stop: Iterable[int] = ()
+    ) -> Iterator[int]:
+        """Greedy tokens for one prompt, as :meth:`mobius.runtime.OnnxCausalLM.stream`; stops
+        after a token in ``stop`` or when the buffers are full."""
+        ids = np.asarray([list(ids)], dtype=np.int64)
+        mask = np.ones_like(ids)
+        positions = np.arange(ids.shape[1], dtype=np.int64)[None]
+        self.reset(1)
+        logits = self.run(ids, mask, positions)
+        stop = set(stop)
+        for _ in range(max_new_tokens):
+            token = logits[:, -1].argmax(-1)[:, None].astype(np.int64)
+            yield int(token[0, 0])
+            if int(token[0, 0]) in stop or mask.shape[1] >= self.max_seq_len:
+                return
+            mask = np.concatenate([mask, np.ones_like(token)], axis=1)
+            positions = positions[:, -1:] + 1
+            logits = self.run(token, mask, positions)
+
     def generate(self, ids: np.ndarray, mask: np.ndarray, new_tokens: int) -> np.ndarray:
         """Greedy tokens ``[batch, new_tokens]`` for a left-padded batch (no early stop)."""
         ids, mask = np.asarray(ids, np.int64), np.asarray(mask, np.int64)
@@ -84,3 +105,13 @@ class StaticCacheLM:
             if step + 1 < new_tokens:
                 logits = self.run(token, mask, positions)
         return np.concatenate(tokens, axis=1)
+
+
+def is_static(directory: str | Path) -> bool:
+    """Whether ``directory`` holds a ``--features static-cache`` build (from mobius.json)."""
+    import json
+
+    info = Path(directory) / "mobius.json"
+    if not info.is_file():
+        return False
+    return "static-cache" in json.loads(info.read_text(encoding="utf-8")).get("features", [])

@@ -66,14 +66,21 @@ def test_prefill_and_decode_match_pytorch_in_place(converted, static_dir):
     np.testing.assert_allclose(got[real], reference[real], atol=1e-4, rtol=0)
 
 
-def test_genai_generates_the_same_tokens(converted, static_dir):
-    from mobius.generate import genai_tokens
+def test_genai_and_generate_drive_it(converted, static_dir):
+    """genai's shared-buffer mode, and `mobius generate --runtime onnxruntime`'s driver, give
+    the growing cache's greedy tokens."""
+    from mobius.generate import _driver, genai_tokens
 
     ids, mask, _ = converted.batch()
     prompt = [int(t) for t in ids[0]]
     expected = OnnxCausalLM(converted.base).generate(ids[:1], mask[:1], 10)[0].tolist()
     tokens = list(genai_tokens(static_dir, prompt, 10))
     assert tokens == expected[: len(tokens)] and tokens  # genai stops at the eos id
+    driver = _driver(static_dir)
+    assert isinstance(driver, StaticCacheLM)
+    assert list(driver.stream(prompt, 10)) == expected
+    # the buffers end the generation: 7 + 17 = 24 slots, then no more tokens
+    assert len(list(driver.stream(prompt, 40))) == LENGTH - len(prompt) + 1
 
 
 def test_a_cache_the_trace_carries_is_refused():
