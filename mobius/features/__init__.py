@@ -6,9 +6,11 @@ They run after the build, in a fixed order (:data:`ORDER`), so they compose: ``s
 replaces each cache's concatenation, ``fp8-kv-cache`` then changes the cache's type at the graph's
 boundary. A feature the model cannot honour raises one ``ConfigError`` line (exit 2) that says why.
 
-``text-only`` is a registry entry like the others; the multimodal work replaces it with the
-function that builds a vision-language checkpoint's text decoder alone. On a model that is already
-text only (a causal LM) it changes nothing.
+``text-only`` is a registry entry like the others; the multimodal work replaces it (in
+``_registry``) with the function that keeps a vision-language build's text decoder alone. If that
+must happen before tracing, ``mobius.build`` takes the flag (the CLI passes ``"text-only" in
+features``) and the registry function only checks the result. On a model that is already text
+only (a causal LM) it changes nothing; on other tasks it is refused.
 """
 
 from __future__ import annotations
