@@ -20,6 +20,12 @@ Parity: the HF model in eager PyTorch (float32) runs the same 129 tokens once; t
 Results: ``benchmarks/results/runtime.json``.
 
     python benchmarks/runtime.py [--models tiny qwen2-0.5b llama-3.2-1b] [--rounds 3]
+
+``--genai``: prefill and decode through onnxruntime-genai itself, mobius's graph against the
+genai builder's, f32 and f16, on the Qwen2.5-0.5B shape (``benchmarks/runtime_genai.py``;
+results in ``benchmarks/results/runtime_genai.json``):
+
+    nice python benchmarks/runtime.py --genai [--genai-dtypes f32 f16] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -196,7 +202,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only profile one decode step per op type (onnxruntime profiler); adds op_profile to the results",
     )
+    genai = parser.add_argument_group("--genai: through onnxruntime-genai (runtime_genai.py)")
+    genai.add_argument("--genai", action="store_true", help="mobius vs builder through genai")
+    genai.add_argument("--genai-model", default="qwen2-0.5b", choices=["tiny", "qwen2-0.5b"])
+    genai.add_argument("--genai-dtypes", nargs="+", default=["f32", "f16"], choices=["f32", "f16"])
+    genai.add_argument("--genai-prompt", type=int, default=128, help="prompt tokens")
+    genai.add_argument("--genai-new-tokens", type=int, default=33, help="tokens per generation")
+    genai.add_argument("--genai-iters", type=int, default=2, help="timed generations per round")
     args = parser.parse_args(argv)
+    if args.genai:
+        import runtime_genai
+
+        return runtime_genai.main(args)
     if args.op_profile:
         data = json.loads(args.results.read_text()) if args.results.is_file() else {"models": {}}
         for name in args.models:

@@ -54,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
         "KV cache",
     )
     _quantization_flags(b)
+    _feature_flags(b)
     b.add_argument("-q", "--quiet", action="store_true", help="only print errors")
     b.add_argument(
         "--debug", action="store_true", help="print the traceback of an internal error (exit 1)"
@@ -107,6 +108,25 @@ def _quantization_flags(b: argparse.ArgumentParser) -> None:
     )
 
 
+def _feature_flags(b: argparse.ArgumentParser) -> None:
+    f = b.add_argument_group("build features")
+    f.add_argument(
+        "--features",
+        action="append",
+        default=[],
+        metavar="LIST",
+        help="comma list (repeatable): static-cache, prune-prefill-prefix, fp8-kv-cache, text-only",
+    )
+    f.add_argument(
+        "--max-seq-len", type=int, default=None, help="static-cache buffer length (default 4096)"
+    )
+    f.add_argument(
+        "--release",
+        action="store_true",
+        help="strip debug and provenance metadata (keeps mobius.*)",
+    )
+
+
 def _quantization_kwargs(args: argparse.Namespace) -> dict:
     return {
         "precision": args.precision,
@@ -143,8 +163,12 @@ def _add_generate_parser(sub) -> None:
 
 def _build(args: argparse.Namespace) -> int:
     import mobius
+    from mobius.features import apply_features, parse_features
     from mobius.package import check_output_dir, output_lock
 
+    features = parse_features(
+        args.features, max_seq_len=args.max_seq_len
+    )  # refuse unknown names before any work
     output = Path(args.output)
     check_output_dir(output.absolute(), overwrite=args.overwrite)
     started = time.perf_counter()
@@ -159,6 +183,11 @@ def _build(args: argparse.Namespace) -> int:
             strict=args.strict,
             **_quantization_kwargs(args),
         )
+        apply_features(package, features, max_seq_len=args.max_seq_len)
+        if args.release:
+            from mobius.features.release import release
+
+            release(package)
         target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         written = ", ".join(str(target / name) for name in package.graphs())

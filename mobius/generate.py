@@ -139,6 +139,13 @@ def _genai_text(
         yield stream.decode(token)
 
 
+def _driver(directory: Path):
+    """The plain-onnxruntime driver for the build: in-place buffers for ``static-cache``."""
+    from mobius.runtime_static import StaticCacheLM, is_static
+
+    return StaticCacheLM(directory) if is_static(directory) else OnnxCausalLM(directory)
+
+
 def _onnxruntime_text(
     directory: Path, prompt: str, max_new_tokens: int, template: str | None
 ) -> Iterator[str]:
@@ -155,7 +162,7 @@ def _onnxruntime_text(
     stop = stop_tokens(directory)
     tokens: list[int] = []
     shown = ""
-    for token in OnnxCausalLM(directory).stream(ids, max_new_tokens, stop):
+    for token in _driver(directory).stream(ids, max_new_tokens, stop):
         if token in stop:
             break
         tokens.append(token)

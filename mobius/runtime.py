@@ -19,7 +19,9 @@ _NUMPY_TYPES = {
     "tensor(float16)": np.float16,
     "tensor(int64)": np.int64,
     "tensor(double)": np.float64,
+    "tensor(float8e4m3fn)": np.uint8,  # --features fp8-kv-cache: held as its bit patterns
 }
+_FLOAT8 = "tensor(float8e4m3fn)"
 
 
 def session(directory: str | Path, *, threads: int = 0):
@@ -32,6 +34,15 @@ def session(directory: str | Path, *, threads: int = 0):
     return ort.InferenceSession(
         str(Path(directory) / MODEL_FILE), options, providers=["CPUExecutionProvider"]
     )
+
+
+def _float8_value(bits: np.ndarray):
+    """An onnxruntime FLOAT8E4M3FN tensor from uint8 bit patterns."""
+    import onnxruntime as ort
+
+    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+        np.ascontiguousarray(bits), 17
+    )  # TensorProto.FLOAT8E4M3FN
 
 
 class OnnxCausalLM:
@@ -68,6 +79,9 @@ class OnnxCausalLM:
         }
         feeds = {k: v for k, v in feeds.items() if k in self.inputs}
         feeds.update(cache)
+        for name in self.cache_names:
+            if self.inputs[name].type == _FLOAT8:  # numpy has no float8: pass the bits, typed
+                feeds[name] = _float8_value(feeds[name])
         outputs = dict(zip(self.output_names, self.session.run(None, feeds), strict=True))
         present = {
             n.replace("present.", "past_key_values.", 1): v

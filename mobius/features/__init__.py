@@ -1,0 +1,154 @@
+"""Build features (``mobius build --features a,b``): rewrites of a built causal LM's graph.
+
+Each feature is one function in :data:`FEATURES` that rewrites the saved-to-be package in place
+(``ModelPackage.model`` and the texts written beside it: ``mobius.json``, ``genai_config.json``).
+They run after the build, in a fixed order (:data:`ORDER`), so they compose: ``static-cache``
+replaces each cache's concatenation, ``fp8-kv-cache`` then changes the cache's type at the graph's
+boundary. A feature the model cannot honour raises one ``ConfigError`` line (exit 2) that says why.
+
+``text-only`` is a registry entry like the others; the multimodal work replaces it (in
+``_registry``) with the function that keeps a vision-language build's text decoder alone. If that
+must happen before tracing, ``mobius.build`` takes the flag (the CLI passes ``"text-only" in
+features``) and the registry function only checks the result. On a model that is already text
+only (a causal LM) it changes nothing; on other tasks it is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from mobius.errors import ConfigError
+from mobius.package import MODEL_FILE, ModelPackage
+
+log = logging.getLogger("mobius")
+
+
+@dataclass(frozen=True)
+class FeatureOptions:
+    """What the features may read besides the package: the features asked for, and sizes."""
+
+    features: tuple[str, ...] = ()
+    max_seq_len: int | None = None  # static-cache's buffer length (None: the model's, capped)
+    extra: dict = field(default_factory=dict)
+
+
+Feature = Callable[[ModelPackage, FeatureOptions], None]
+
+
+def _text_only(package: ModelPackage, options: FeatureOptions) -> None:
+    """A text-generation model is already its text decoder alone: nothing to do."""
+    task = _info(package).get("task")
+    if task not in ("text-generation", "causal-lm"):
+        raise ConfigError(
+            f"--features text-only applies to text-generation and image-text-to-text models; "
+            f"this is a {task} model"
+        )
+    log.info("text-only: the model is already a text decoder alone")
+
+
+def _registry() -> dict[str, Feature]:
+    from mobius.features.fp8_cache import fp8_kv_cache
+    from mobius.features.prune import prune_prefill_prefix
+    from mobius.features.static_cache import static_cache
+
+    return {
+        "static-cache": static_cache,
+        "prune-prefill-prefix": prune_prefill_prefix,
+        "fp8-kv-cache": fp8_kv_cache,
+        "text-only": _text_only,
+    }
+
+
+# feature name -> rewrite; the order of application is ORDER's, not the command line's
+FEATURES: dict[str, Feature] = {}
+ORDER = ("text-only", "prune-prefill-prefix", "static-cache", "fp8-kv-cache")
+INCOMPATIBLE = {
+    frozenset({"static-cache", "fp8-kv-cache"}): "onnxruntime has no float8 TensorScatter kernel, "
+    "so a float8 buffer cannot be updated in place",
+}
+
+
+def known() -> dict[str, Feature]:
+    """The registry (filled on first use, so importing this module stays cheap)."""
+    if not FEATURES:
+        FEATURES.update(_registry())
+    return FEATURES
+
+
+def parse_features(
+    values: Iterable[str] | None, *, max_seq_len: int | None = None
+) -> tuple[str, ...]:
+    """Names from repeated ``--features`` values, each a comma list, in application order;
+    unknown names, incompatible pairs and options without their feature are refused."""
+    names: list[str] = []
+    for value in values or ():
+        for name in value.split(","):
+            name = name.strip()
+            if name and name not in names:
+                names.append(name)
+    unknown = [n for n in names if n not in known()]
+    if unknown:
+        raise ConfigError(
+            f"unknown feature {', '.join(repr(n) for n in unknown)}; known features: "
+            f"{', '.join(ORDER)}"
+        )
+    for pair, reason in INCOMPATIBLE.items():
+        if pair <= set(names):
+            raise ConfigError(
+                f"--features {' and '.join(sorted(pair))} cannot be combined: {reason}"
+            )
+    if max_seq_len is not None and "static-cache" not in names:
+        raise ConfigError("--max-seq-len sizes the static cache; add --features static-cache")
+    return tuple(n for n in ORDER if n in names)
+
+
+def apply_features(
+    package: ModelPackage, features: Iterable[str], *, max_seq_len: int | None = None
+) -> ModelPackage:
+    """Apply ``features`` (names, already parsed) to ``package`` in place; returns it.
+
+    ``mobius.json`` records them under ``features`` and its graph names are refreshed.
+    """
+    names = parse_features(features, max_seq_len=max_seq_len)
+    if not names:
+        return package
+    if package.model is None:
+        raise ConfigError(
+            f"--features {','.join(names)} apply to single-graph causal LMs; this model has "
+            f"the graphs {', '.join(package.graphs())}"
+        )
+    options = FeatureOptions(features=names, max_seq_len=max_seq_len)
+    for name in names:
+        known()[name](package, options)
+    info = _info(package)
+    if info:
+        from mobius.synth.build import graph_names
+
+        info["features"] = list(names)
+        info["graphs"] = {MODEL_FILE: graph_names(package.model)}
+        package.texts["mobius.json"] = json.dumps(info, indent=2)
+    package.model.metadata_props["mobius.features"] = ",".join(names)
+    return package
+
+
+def _info(package: ModelPackage) -> dict:
+    text = package.texts.get("mobius.json")
+    return json.loads(text) if text else {}
+
+
+def require_causal_cache(package: ModelPackage, feature: str) -> None:
+    """Refuse ``feature`` unless the package is a text-generation graph with a key/value cache."""
+    info = _info(package)
+    if info.get("task") not in ("text-generation", "causal-lm", None):
+        raise ConfigError(
+            f"--features {feature} applies to text-generation models, not {info['task']}"
+        )
+    names = [v.name or "" for v in package.model.graph.inputs]
+    if not any(n.startswith("past_key_values.") for n in names):
+        raise ConfigError(
+            f"--features {feature} needs a key/value cache; this model was built without one "
+            "(see `mobius explain`)"
+        )
