@@ -1,0 +1,341 @@
+"""GroupQueryAttention (``com.microsoft``): packed QKV, rotary inside, for the GPU execution providers.
+
+A rewrite of the emitted graph, not a pattern: the packed attention block (``patterns/
+attention_block.py``) has already become ``RotaryEmbedding`` on q and k and ONNX ``Attention``-23
+over ``[batch, seq, heads * dim]``; this module swaps each such block for one
+``GroupQueryAttention`` (GQA) node:
+
+- **rotary inside** (``do_rotary=1``): the ``[batch, seq, rotary_dim/2]`` tables the graph computes
+  from ``position_ids`` are evaluated once, at build time, for positions ``0..context-1`` into the
+  ``cos_cache``/``sin_cache`` initializers GQA indexes with the graph's own ``position_ids``. The
+  tables must be a function of each position alone; they are checked to be (rows of a short,
+  unordered id list equal the cache's rows), which refuses longrope/dynamic tables that switch on
+  the sequence length.
+- **packed QKV**: the three projections of one input become one MatMul (and one bias Add) whose
+  ``[batch, seq, (heads + 2 kv_heads) * dim]`` output GQA splits itself (separate inputs where the
+  weights are not initializers, as with ``--no-weights``).
+- **the mask becomes lengths**: ``seqlens_k = sum(attention_mask) - 1`` and
+  ``total_sequence_length``, as GQA wants and onnxruntime-genai's GQA graphs compute them. GQA
+  treats the valid keys of a row as the first ``seqlens_k + 1`` (right padding): left-padded rows
+  of a batch are not what it computes (unpadded batches, and genai's batch of one, are exact).
+
+A block GQA cannot express stays ONNX ``Attention`` with the reason returned (the caller records
+it in explain): sliding windows, softcap, partial or non-llama rotary, the 4-D path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+from lowering.transposed import TransposedTensor
+
+MS = "com.microsoft"
+INT32, INT64 = ir.DataType.INT32, ir.DataType.INT64
+
+
+@dataclass
+class Block:
+    """One packed attention block of the emitted graph."""
+
+    attention: ir.Node
+    q: ir.Value  # before rotary
+    k: ir.Value
+    v: ir.Value
+    rotary: tuple[ir.Node, ir.Node] | None
+    module: str
+
+
+def module_of(node: ir.Node) -> str:
+    """``model.layers.0.self_attn`` from a node named ``v_model.layers.0.self_attn.attention.X``."""
+    name = (node.name or node.outputs[0].name or "").removeprefix("v_")
+    parts = name.split(".")
+    for marker in ("attention", "rotary"):
+        if marker in parts:
+            return ".".join(parts[: parts.index(marker)])
+    return ".".join(parts[:-1])
+
+
+def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
+    node = value.producer() if value is not None else None
+    return node if node is not None and node.op_type == op_type and node.domain == "" else None
+
+
+def _ancestors(values: list[ir.Value]) -> tuple[set[ir.Node], set[ir.Value]]:
+    """Nodes computing ``values`` and the graph inputs they read (initializers excluded)."""
+    nodes: set[ir.Node] = set()
+    inputs: set[ir.Value] = set()
+    stack = list(values)
+    while stack:
+        value = stack.pop()
+        node = value.producer()
+        if node is None:
+            if not value.is_initializer():
+                inputs.add(value)
+            continue
+        if node in nodes:
+            continue
+        nodes.add(node)
+        stack.extend(v for v in node.inputs if v is not None)
+    return nodes, inputs
+
+
+def _is_windowed(mask: ir.Value | None) -> bool:
+    """The CausalMask component's window adds a ``Less`` on (query - key) positions."""
+    if mask is None:
+        return False
+    nodes, _ = _ancestors([mask])
+    return any(n.op_type == "Less" for n in nodes)
+
+
+def find_block(node: ir.Node) -> Block | str:
+    """The block around an ``Attention`` node, or why GQA cannot carry it."""
+    attrs = node.attributes
+    if "q_num_heads" not in attrs:
+        return "the attention is in the 4-D layout (QK-norm, partial rotary or MLA before it)"
+    if attrs.get_float("softcap", 0.0):
+        return "attention logit softcapping"
+    if len(node.inputs) < 6 or node.inputs[4] is None:
+        return "the attention has no key/value cache"
+    if _is_windowed(node.inputs[3]):
+        return "a sliding-window mask"
+    q_rot, k_rot = (_producer(v, "RotaryEmbedding") for v in node.inputs[:2])
+    if (q_rot is None) != (k_rot is None):
+        return "q and k are not rotated alike"
+    rotary = None
+    if q_rot is not None and k_rot is not None:
+        if any(n.attributes.get_int("rotary_embedding_dim", 0) for n in (q_rot, k_rot)):
+            return "partial rotary"
+        if len(q_rot.inputs) > 3 or q_rot.inputs[1:3] != k_rot.inputs[1:3]:
+            return "q and k are rotated with different tables"
+        if q_rot.attributes.get_int("interleaved", 0) != k_rot.attributes.get_int("interleaved", 0):
+            return "q and k are rotated in different layouts"
+        rotary = (q_rot, k_rot)
+    q = q_rot.inputs[0] if q_rot else node.inputs[0]
+    k = k_rot.inputs[0] if k_rot else node.inputs[1]
+    return Block(node, q, k, node.inputs[2], rotary, module_of(node))
+
+
+def rotary_caches(
+    graph: ir.Graph, opsets: dict[str, int], cos: ir.Value, sin: ir.Value, positions: int
+) -> tuple[np.ndarray, np.ndarray] | str:
+    """``cos_cache``/``sin_cache`` ``[positions, rotary_dim/2]``, evaluated from the graph's own
+    table subgraph, or why it cannot be (tables reading more than ``position_ids``, or tables that
+    are not a function of each position alone)."""
+    import onnxruntime as ort
+
+    _, inputs = _ancestors([cos, sin])
+    if {v.name for v in inputs} != {"position_ids"}:
+        names = sorted(v.name or "?" for v in inputs)
+        return f"the rotary tables read {', '.join(names)}, not position_ids alone"
+    sub = ir.convenience.extract(graph, inputs=["position_ids"], outputs=[cos, sin])
+    sub.outputs[0].name, sub.outputs[1].name = "cos", "sin"
+    sub.opset_imports.update(opsets)
+    proto = ir.serde.serialize_model(ir.Model(sub, ir_version=10))
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+
+    def tables(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        c, s = session.run(None, {"position_ids": ids[None, :].astype(np.int64)})
+        return c[0], s[0]
+
+    cos_cache, sin_cache = tables(np.arange(positions))
+    probe = np.array([5, 0, 3, 1, 2, 4])  # short and unordered: a length-dependent table differs
+    probe = probe[probe < positions]
+    c, s = tables(probe)
+    if not (
+        np.allclose(c, cos_cache[probe], atol=1e-6) and np.allclose(s, sin_cache[probe], atol=1e-6)
+    ):
+        return "the rotary tables depend on the sequence length (longrope/dynamic scaling)"
+    return cos_cache, sin_cache
+
+
+def _matmul_of(value: ir.Value) -> tuple[ir.Node, ir.Node | None] | None:
+    """``value = MatMul(x, W) (+ b)`` with W (and b) initializers: (MatMul, Add or None)."""
+    add = _producer(value, "Add")
+    bias = None
+    if add is not None:
+        bias = next((v for v in add.inputs if v is not None and v.is_initializer()), None)
+        if bias is None:
+            return None
+        value = add.inputs[0] if add.inputs[1] is bias else add.inputs[1]
+    matmul = _producer(value, "MatMul")
+    if matmul is None or not matmul.inputs[1].is_initializer():
+        return None
+    if matmul.inputs[1].const_value is None:
+        return None
+    out = (add or matmul).outputs[0]
+    if sum(not _reads_leading_dims(user) for user, _ in out.uses()) != 1:
+        return None  # the projection is read by more than the attention
+    if add is not None and len(matmul.outputs[0].uses()) != 1:
+        return None
+    return matmul, add
+
+
+def _reads_leading_dims(node: ir.Node) -> bool:
+    """A ``Shape`` of batch and sequence only (the mask's query length): packed output has them too."""
+    return node.op_type == "Shape" and node.attributes.get_int("end", 99) <= 2 and node.domain == ""
+
+
+class _Rows:
+    """Row-wise concatenation of tensors' arrays (``[W_q; W_k; W_v]``), read on demand."""
+
+    def __init__(self, loaders: list, shape: list[int], dtype: ir.DataType) -> None:
+        self.loaders, self.dtype, self.shape = loaders, dtype, ir.Shape(shape)
+
+    def numpy(self) -> np.ndarray:
+        return np.concatenate([load() for load in self.loaders], axis=0)
+
+
+def _packed_weight(weights: list[ir.Value], name: str) -> ir.Value:
+    """``[in, q + 2 kv]``: the transposed weights side by side, made lazily when saved."""
+    tensors = [w.const_value for w in weights]
+    rows = sum(int(t.shape[1]) for t in tensors)
+    cols = int(tensors[0].shape[0])
+    if all(isinstance(t, TransposedTensor) for t in tensors):
+        stacked = _Rows([t._source for t in tensors], [rows, cols], tensors[0].dtype)
+        tensor = TransposedTensor(stacked, name=name)
+    else:
+        tensor = ir.LazyTensor(
+            lambda: ir.tensor(np.concatenate([t.numpy() for t in tensors], axis=1)),
+            dtype=tensors[0].dtype,
+            shape=ir.Shape([cols, rows]),
+            name=name,
+        )
+    keys = [
+        t.metadata_props.get("mobius.source_key", w.name or "")
+        for t, w in zip(tensors, weights, strict=True)
+    ]
+    tensor.metadata_props["mobius.source_keys"] = ",".join(keys)
+    tensor.metadata_props["mobius.transform"] = "concat_rows,transpose"
+    return _initializer(weights[0].graph, tensor, name)
+
+
+def _packed_bias(biases: list[ir.Value], name: str) -> ir.Value:
+    tensors = [b.const_value for b in biases]
+    size = sum(int(t.shape[0]) for t in tensors)
+    tensor = ir.LazyTensor(
+        lambda: ir.tensor(np.concatenate([t.numpy() for t in tensors])),
+        dtype=tensors[0].dtype,
+        shape=ir.Shape([size]),
+        name=name,
+    )
+    tensor.metadata_props["mobius.source_keys"] = ",".join(
+        t.metadata_props.get("mobius.source_key", b.name or "")
+        for t, b in zip(tensors, biases, strict=True)
+    )
+    tensor.metadata_props["mobius.transform"] = "concat"
+    return _initializer(biases[0].graph, tensor, name)
+
+
+def _initializer(graph: ir.Graph, tensor: ir.TensorProtocol, name: str) -> ir.Value:
+    value = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=tensor.shape)
+    value.const_value = tensor
+    graph.register_initializer(value)
+    return value
+
+
+def pack_qkv(graph: ir.Graph, block: Block) -> tuple[ir.Value, list[ir.Node]] | None:
+    """One MatMul (+ Add) computing ``[q | k | v]`` from the block's three projections, inserted
+    before the attention node, or None when they are not three initializer MatMuls of one input
+    with a bias on all or none."""
+    found = [_matmul_of(v) for v in (block.q, block.k, block.v)]
+    if any(f is None for f in found):
+        return None
+    matmuls = [f[0] for f in found]
+    adds = [f[1] for f in found]
+    if len({m.inputs[0] for m in matmuls}) != 1 or len({a is None for a in adds}) != 1:
+        return None
+    weights = [m.inputs[1] for m in matmuls]
+    if len({w.dtype for w in weights}) != 1 or any(w.const_value is None for w in weights):
+        return None
+    name = f"{block.module}.qkv_proj"
+    y = ir.node("MatMul", [matmuls[0].inputs[0], _packed_weight(weights, f"{name}.weight.T")])
+    new = [y]
+    if adds[0] is not None:
+        biases = [next(v for v in a.inputs if v.is_initializer()) for a in adds]
+        y = ir.node("Add", [y.outputs[0], _packed_bias(biases, f"{name}.bias")])
+        new.append(y)
+    for node in new:
+        node.name = f"{name}.{node.op_type}"
+    graph.insert_before(block.attention, new)
+    packed = new[-1].outputs[0]
+    for value in (block.q, block.k, block.v):
+        for user, index in list(value.uses()):
+            if _reads_leading_dims(user):
+                user.replace_input_with(index, packed)
+    return packed, [n for n in [*matmuls, *adds] if n is not None]
+
+
+@dataclass
+class Lengths:
+    """The GQA inputs derived once from ``attention_mask``."""
+
+    seqlens_k: ir.Value
+    total: ir.Value
+
+
+def lengths(graph: ir.Graph, mask: ir.Value, before: ir.Node) -> Lengths:
+    """``seqlens_k = sum(mask, 1) - 1`` (int32 [batch]) and ``total = mask.shape[1]`` (int32 scalar)."""
+    one = ir.node("Constant", [], attributes={"value": ir.tensor(np.array([1], dtype=np.int64))})
+    total_sum = ir.node("ReduceSum", [mask, one.outputs[0]], attributes={"keepdims": 0})
+    one_i = ir.node("Constant", [], attributes={"value": ir.tensor(np.array(1, dtype=np.int64))})
+    minus = ir.node("Sub", [total_sum.outputs[0], one_i.outputs[0]])
+    seqlens = ir.node("Cast", [minus.outputs[0]], attributes={"to": INT32})
+    shape = ir.node("Shape", [mask], attributes={"start": 1, "end": 2})
+    squeeze = ir.node("Squeeze", [shape.outputs[0]])
+    total = ir.node("Cast", [squeeze.outputs[0]], attributes={"to": INT32})
+    nodes = [one, total_sum, one_i, minus, seqlens, shape, squeeze, total]
+    for i, node in enumerate(nodes):
+        node.name = f"gqa_lengths.{node.op_type}_{i}"
+    seqlens.outputs[0].name, total.outputs[0].name = "seqlens_k", "total_sequence_length"
+    graph.insert_before(before, nodes)
+    return Lengths(seqlens.outputs[0], total.outputs[0])
+
+
+def replace_block(
+    graph: ir.Graph,
+    block: Block,
+    lens: Lengths,
+    caches: tuple[ir.Value, ir.Value] | None,
+    positions: ir.Value | None,
+) -> bool:
+    """Swap the block's Attention (and rotary) for GroupQueryAttention; True when QKV was packed."""
+    node = block.attention
+    packed = pack_qkv(graph, block)
+    if packed is not None:
+        qkv, _ = packed
+        q, k, v = qkv, None, None
+    else:
+        q, k, v = block.q, block.k, block.v
+    inputs = [q, k, v, node.inputs[4], node.inputs[5], lens.seqlens_k, lens.total]
+    attrs = {
+        "num_heads": node.attributes.get_int("q_num_heads"),
+        "kv_num_heads": node.attributes.get_int("kv_num_heads"),
+    }
+    if "scale" in node.attributes:
+        attrs["scale"] = node.attributes.get_float("scale")
+    if block.rotary is not None:
+        inputs += [*caches, positions]
+        attrs["do_rotary"] = 1
+        attrs["rotary_interleaved"] = block.rotary[0].attributes.get_int("interleaved", 0)
+    gqa = ir.node("GroupQueryAttention", inputs, attributes=attrs, domain=MS, num_outputs=3)
+    gqa.name = f"{block.module}.group_query_attention"
+    old = [node, *(block.rotary or ())]
+    ir.convenience.replace_nodes_and_values(
+        graph, node, old, [gqa], list(node.outputs), list(gqa.outputs)
+    )
+    return packed is not None
+
+
+def remove_dead(graph: ir.Graph) -> None:
+    """Drop nodes whose outputs nothing reads (the unpacked projections, the mask, the tables)
+    and initializers nothing reads (the unpacked weights)."""
+    outputs = set(graph.outputs)
+    for node in reversed(list(graph)):
+        if all(not o.uses() and o not in outputs for o in node.outputs):
+            graph.remove(node, safe=True)
+    for name, value in list(graph.initializers.items()):
+        if not value.uses() and value not in outputs:
+            del graph.initializers[name]
