@@ -50,7 +50,9 @@ class Block:
 
 def module_of(node: ir.Node) -> str:
     """``model.layers.0.self_attn`` from a node named ``v_model.layers.0.self_attn.attention.X``."""
-    name = (node.name or node.outputs[0].name or "").removeprefix("v_")
+    if node.name and "/" in node.name:  # the emitter names nodes module/component/op
+        return node.name.split("/")[0]
+    name = (node.outputs[0].name or "").removeprefix("v_")
     parts = name.split(".")
     for marker in ("attention", "rotary"):
         if marker in parts:
@@ -258,7 +260,7 @@ def pack_qkv(graph: ir.Graph, block: Block) -> tuple[ir.Value, list[ir.Node]] | 
         y = ir.node("Add", [y.outputs[0], _packed_bias(biases, f"{name}.bias")])
         new.append(y)
     for node in new:
-        node.name = f"{name}.{node.op_type}"
+        node.name = f"{block.module}/qkv_proj/{node.op_type}"
     graph.insert_before(block.attention, new)
     packed = new[-1].outputs[0]
     for value in (block.q, block.k, block.v):
@@ -321,7 +323,7 @@ def replace_block(
         attrs["do_rotary"] = 1
         attrs["rotary_interleaved"] = block.rotary[0].attributes.get_int("interleaved", 0)
     gqa = ir.node("GroupQueryAttention", inputs, attributes=attrs, domain=MS, num_outputs=3)
-    gqa.name = f"{block.module}.group_query_attention"
+    gqa.name = f"{block.module}/group_query_attention"
     old = [node, *(block.rotary or ())]
     ir.convenience.replace_nodes_and_values(
         graph, node, old, [gqa], list(node.outputs), list(gqa.outputs)

@@ -23,6 +23,8 @@ def _fusable(norm: ir.Node) -> ir.Node | None:
         return None
     x = norm.inputs[0]
     add = x.producer()
+    if add is not None and add.op_type == "Cast" and add.inputs[0].dtype == x.dtype:
+        add = add.inputs[0].producer()  # a cast to the type it already has (Gemma's, in f32)
     if add is None or add.op_type != "Add" or add.domain != "":
         return None
     a, b = add.inputs
