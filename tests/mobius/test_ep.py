@@ -1,0 +1,165 @@
+"""``--ep`` graphs and ``--dtype f16|bf16``, run on onnxruntime's CPU EP.
+
+The GPU form (``--ep cuda``: GroupQueryAttention with rotary inside and packed QKV,
+SkipSimplifiedLayerNormalization) has CPU kernels in f32 and f16, so it is checked here against HF:
+prefill, then cached decode steps, batch of one (GQA reads padding as right padding; see
+docs/design-notes.md). Half precision is checked against PyTorch in the same dtype with a tolerance
+derived from a float64 reference (``HALF_ERROR_FACTOR``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+import mobius
+from mobius.cli import _parser
+from mobius.ep import default_dtype, genai_for
+from mobius.errors import UnsupportedError
+from mobius.runtime import OnnxCausalLM
+
+# an ONNX half-precision graph may be this many times further from the float64 reference than
+# PyTorch's own computation in that dtype is (two implementations, each rounding at every op in
+# its own order: their errors against the exact result are of one size, not equal; 2x for either
+# side, not tuned: measured ratios are 0.8-1.3)
+HALF_ERROR_FACTOR = 2.0
+PREFILL, DECODE = 7, 2
+
+
+@pytest.fixture(scope="module")
+def built(checkpoints, tmp_path_factory):
+    """(model type, ep, dtype) -> (onnx directory, HF model), built once for this module."""
+    root = tmp_path_factory.mktemp("ep")
+    done = {}
+
+    def get(model_type: str, ep: str | None, dtype: str | None = "f32"):
+        key = (model_type, ep, dtype)
+        if key not in done:
+            directory, model, _ = checkpoints.get(model_type)
+            out = root / "-".join(str(k) for k in key)
+            done[key] = (mobius.build(directory, ep=ep, dtype=dtype).save(out), model)
+        return done[key]
+
+    return get
+
+
+def ops(directory) -> Counter:
+    model = onnx.load(str(directory / "model.onnx"), load_external_data=False)
+    return Counter(n.op_type for n in model.graph.node)
+
+
+def onnx_logits(directory, ids: torch.Tensor) -> np.ndarray:
+    """Logits of a PREFILL-token prefill followed by DECODE one-token cached steps."""
+    model = OnnxCausalLM(directory)
+    cache = model.empty_cache(1)
+    steps = [(0, PREFILL)] + [(PREFILL + i, PREFILL + i + 1) for i in range(DECODE)]
+    out = []
+    for start, stop in steps:
+        logits, cache = model.run(
+            ids[:, start:stop].numpy(),
+            np.ones((1, stop), np.int64),
+            np.arange(start, stop)[None].astype(np.int64),
+            cache,
+        )
+        out.append(logits.astype(np.float64))
+    return np.concatenate(out, axis=1)
+
+
+def hf_logits(model: torch.nn.Module, ids: torch.Tensor, dtype: torch.dtype) -> np.ndarray:
+    copy = type(model)(model.config).to(dtype).eval()
+    copy.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        return copy(input_ids=ids).logits.double().numpy()
+
+
+def token_ids(seed: int = 0) -> torch.Tensor:
+    return torch.randint(
+        4, 200, (1, PREFILL + DECODE), generator=torch.Generator().manual_seed(seed)
+    )
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen2"])  # qwen2: q/k/v biases, packed too
+def test_gpu_form_matches_hf_on_cpu(built, model_type):
+    directory, model = built(model_type, "cuda")
+    layers = model.config.num_hidden_layers
+    found = ops(directory)
+    assert found["GroupQueryAttention"] == layers and found["Attention"] == 0
+    assert found["RotaryEmbedding"] == 0  # rotary inside GQA
+    assert found["SkipSimplifiedLayerNormalization"] == 2 * layers  # residual + norm, fused
+    info = json.loads((directory / "mobius.json").read_text())["ep"]
+    assert info["packed_qkv"] == layers and info["generic_attention"] == {}
+    genai = json.loads((directory / "genai_config.json").read_text())
+    assert genai["model"]["decoder"]["session_options"]["provider_options"] == [{"cuda": {}}]
+    ids = token_ids()
+    diff = np.abs(onnx_logits(directory, ids) - hf_logits(model, ids, torch.float32)).max()
+    assert diff < 1e-4
+
+
+def test_provider_and_dtype_defaults():
+    """cpu: the portable graph's provider list (CPU) and f32; GPU providers: their name and f16."""
+    config = {"model": {"decoder": {"session_options": {"provider_options": []}}}}
+    assert genai_for(config, "cpu")["model"]["decoder"]["session_options"]["provider_options"] == []
+    assert genai_for(config, "dml")["model"]["decoder"]["session_options"]["provider_options"] == [{"dml": {}}]  # fmt: skip
+    assert [default_dtype(ep, None) for ep in (None, "cpu", "cuda", "dml", "webgpu")] == ["f32", "f32", "f16", "f16", "f16"]  # fmt: skip
+    assert default_dtype("cuda", "f32") == "f32"  # explicit --dtype wins
+    args = _parser().parse_args(["build", "--model", "m", "--output", "o", "--ep", "webgpu"])
+    assert (args.ep, args.dtype) == ("webgpu", None)
+
+
+def test_sliding_window_keeps_generic_attention_with_a_reason(built):
+    directory, model = built("mistral", "dml")
+    assert ops(directory)["GroupQueryAttention"] == 0
+    explain = json.loads((directory / "explain.json").read_text())
+    reasons = {
+        d["reason"] for m in explain["modules"] for d in m["declines"] if d["pattern"] == "gqa"
+    }
+    assert reasons == {"--ep dml keeps ONNX Attention: a sliding-window mask"}
+    info = json.loads((directory / "mobius.json").read_text())["ep"]
+    assert info["attention"] == "Attention" and len(info["generic_attention"]) == 2
+
+
+def test_f16_error_is_pytorch_f16_sized(built):
+    """``--ep cuda`` defaults to f16 (the portable graph's ``--dtype f16`` is the same graph before
+    the GQA rewrite)."""
+    directory, model = built("llama", "cuda", None)
+    assert json.loads((directory / "mobius.json").read_text())["dtype"] == "f16"
+    ids = token_ids(1)
+    reference = hf_logits(model, ids, torch.float64)
+    torch_error = np.abs(hf_logits(model, ids, torch.float16) - reference).max()
+    onnx_error = np.abs(onnx_logits(directory, ids) - reference).max()
+    assert 0 < onnx_error <= HALF_ERROR_FACTOR * torch_error
+
+
+def test_bf16_graph_is_bf16_and_cpu_says_why_it_cannot_run_it(built):
+    directory, model = built("llama", None, "bf16")
+    graph = onnx.load(str(directory / "model.onnx"), load_external_data=False).graph
+    weight = next(i for i in graph.initializer if i.name.endswith("q_proj.weight.T"))
+    assert weight.data_type == onnx.TensorProto.BFLOAT16
+    with pytest.raises(UnsupportedError, match="no bfloat16 kernel"):
+        OnnxCausalLM(directory)
+
+
+def test_genai_runs_the_gpu_form_on_cpu(built):
+    """genai's greedy tokens from the cuda-form graph (f32), its provider swapped for the CPU."""
+    og = pytest.importorskip("onnxruntime_genai")
+    directory, model = built("llama", "cuda")
+    config = og.Config(str(directory))
+    config.clear_providers()
+    generator_model = og.Model(config)
+    ids = token_ids(2)[0].tolist()
+    params = og.GeneratorParams(generator_model)
+    params.set_search_options(do_sample=False, max_length=len(ids) + 12)
+    generator = og.Generator(generator_model, params)
+    generator.append_tokens(ids)
+    tokens = []
+    while not generator.is_done():
+        generator.generate_next_token()
+        tokens.append(int(generator.get_next_tokens()[0]))
+    with torch.no_grad():
+        expected = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)
+    assert tokens == expected[0, len(ids) :].tolist()
