@@ -7,7 +7,9 @@
 - ``cpu``: ONNX ``Attention``-23 as emitted, which onnxruntime's CPU EP runs faster than
   GroupQueryAttention at every length measured (``docs/benchmarks.md``); f32 by default.
 
-A block the GQA form cannot represent keeps the generic form; the reason goes to explain (a
+A block in the 4-D layout (QK-norm, partial rotary, fused-QKV splits the packed block declines)
+gets GQA over transposed inputs with its rotary left outside (``do_rotary=0``; listed in
+``mobius.json``'s ``ep.rotary_outside_attention``). A block the GQA form cannot represent keeps the generic form; the reason goes to explain (a
 ``gqa`` decline on the module) and to ``mobius.json``'s ``ep`` entry, never silently.
 ``genai_config.json`` names the provider in ``session_options.provider_options``.
 """
@@ -43,6 +45,7 @@ class EpReport:
     fallbacks: dict[str, str] = field(default_factory=dict)  # module -> reason
     packed_qkv: int = 0
     skip_norms: int = 0
+    rotary_outside: list[str] = field(default_factory=list)  # 4-D blocks: GQA without do_rotary
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +53,7 @@ class EpReport:
             "attention": self.attention,
             "group_query_attention": len(self.gqa_modules),
             "packed_qkv": self.packed_qkv,
+            "rotary_outside_attention": self.rotary_outside,
             "skip_simplified_layer_norms": self.skip_norms,
             "generic_attention": self.fallbacks,
         }
@@ -100,6 +104,8 @@ def apply(model: ir.Model, ep: str | None, hf_config: Any) -> EpReport | None:
             packed = gqa.replace_block(graph, block, lens, caches.get(id(block)), positions)
             report.packed_qkv += int(packed)
             report.gqa_modules.append(block.module)
+            if block.four_d:
+                report.rotary_outside.append(block.module)
     report.skip_norms = fuse_skip_norms(graph)
     gqa.remove_dead(graph)
     if report.gqa_modules:

@@ -46,6 +46,8 @@ class Block:
     v: ir.Value
     rotary: tuple[ir.Node, ir.Node] | None
     module: str
+    heads: tuple[int, int]  # query heads, key/value heads
+    four_d: bool = False  # [batch, heads, seq, dim] in and out: transposed around GQA
 
 
 def module_of(node: ir.Node) -> str:
@@ -95,14 +97,14 @@ def _is_windowed(mask: ir.Value | None) -> bool:
 def find_block(node: ir.Node) -> Block | str:
     """The block around an ``Attention`` node, or why GQA cannot carry it."""
     attrs = node.attributes
-    if "q_num_heads" not in attrs:
-        return "the attention is in the 4-D layout (QK-norm, partial rotary or MLA before it)"
     if attrs.get_float("softcap", 0.0):
         return "attention logit softcapping"
     if len(node.inputs) < 6 or node.inputs[4] is None:
         return "the attention has no key/value cache"
     if _is_windowed(node.inputs[3]):
         return "a sliding-window mask"
+    if "q_num_heads" not in attrs:
+        return _four_d_block(node)
     q_rot, k_rot = (_producer(v, "RotaryEmbedding") for v in node.inputs[:2])
     if (q_rot is None) != (k_rot is None):
         return "q and k are not rotated alike"
@@ -117,7 +119,75 @@ def find_block(node: ir.Node) -> Block | str:
         rotary = (q_rot, k_rot)
     q = q_rot.inputs[0] if q_rot else node.inputs[0]
     k = k_rot.inputs[0] if k_rot else node.inputs[1]
-    return Block(node, q, k, node.inputs[2], rotary, module_of(node))
+    heads = (attrs.get_int("q_num_heads"), attrs.get_int("kv_num_heads"))
+    return Block(node, q, k, node.inputs[2], rotary, module_of(node), heads)
+
+
+def _four_d_block(node: ir.Node) -> Block | str:
+    """The 4-D form (q/k already rotated, whatever sits before: QK-norm, partial rotary): GQA
+    takes it transposed to ``[batch, seq, heads * dim]``, with rotary left where it is."""
+    q, k, v = node.inputs[:3]
+    past_key, past_value = node.inputs[4:6]
+    dims = [past_key.shape, past_value.shape]
+    if any(
+        d is None or d.rank() != 4 or not isinstance(d[1], int) or not isinstance(d[3], int)
+        for d in dims
+    ):
+        return "the cache is not [batch, kv_heads, past, head_dim] with static heads and sizes"
+    (kv_heads, head_dim), v_dim = (dims[0][1], dims[0][3]), dims[1][3]
+    if v_dim != head_dim:
+        return "the value head size differs from the key's (MLA)"
+    heads = _query_heads(node, head_dim)
+    if heads is None:
+        return "the query head count is not readable from the output projection"
+    return Block(node, q, k, v, None, module_of(node), (heads, kv_heads), four_d=True)
+
+
+def _query_heads(node: ir.Node, head_dim: int) -> int | None:
+    """Query heads from ``y -> Transpose(0, 2, 1, 3) -> Reshape -> MatMul(W [heads * dim, out])``."""
+    users = [u for u, _ in node.outputs[0].uses()]
+    if len(users) != 1 or users[0].op_type != "Transpose":
+        return None
+    if list(users[0].attributes.get_ints("perm", [])) != [0, 2, 1, 3]:
+        return None
+    reshapes = [u for u, _ in users[0].outputs[0].uses()]
+    if len(reshapes) != 1 or reshapes[0].op_type != "Reshape":
+        return None
+    widths = {
+        u.inputs[1].shape[0]
+        for u, i in reshapes[0].outputs[0].uses()
+        if u.op_type == "MatMul"
+        and i == 0
+        and u.inputs[1].shape is not None
+        and u.inputs[1].shape.rank() == 2
+    }
+    if len(widths) != 1 or not isinstance(width := widths.pop(), int) or width % head_dim:
+        return None
+    return width // head_dim
+
+
+def _packed_layout(value: ir.Value, name: str) -> tuple[ir.Value, list[ir.Node]]:
+    """``[batch, heads, seq, dim] -> [batch, seq, heads * dim]``."""
+    transpose = ir.node("Transpose", [value], attributes={"perm": [0, 2, 1, 3]})
+    shape = ir.node("Constant", [], attributes={"value": ir.tensor(np.array([0, 0, -1], np.int64))})
+    reshape = ir.node("Reshape", [transpose.outputs[0], shape.outputs[0]])
+    for i, node in enumerate((transpose, shape, reshape)):
+        node.name = f"{name}/{node.op_type}_{i}"
+    return reshape.outputs[0], [transpose, shape, reshape]
+
+
+def _heads_layout(
+    value: ir.Value, heads: int, dim: int, name: str
+) -> tuple[ir.Value, list[ir.Node]]:
+    """``[batch, seq, heads * dim] -> [batch, heads, seq, dim]``."""
+    shape = ir.node(
+        "Constant", [], attributes={"value": ir.tensor(np.array([0, 0, heads, dim], np.int64))}
+    )
+    reshape = ir.node("Reshape", [value, shape.outputs[0]])
+    transpose = ir.node("Transpose", [reshape.outputs[0]], attributes={"perm": [0, 2, 1, 3]})
+    for i, node in enumerate((shape, reshape, transpose)):
+        node.name = f"{name}/{node.op_type}_{i}"
+    return transpose.outputs[0], [shape, reshape, transpose]
 
 
 def rotary_caches(
@@ -305,17 +375,23 @@ def replace_block(
 ) -> bool:
     """Swap the block's Attention (and rotary) for GroupQueryAttention; True when QKV was packed."""
     node = block.attention
-    packed = pack_qkv(graph, block)
+    before: list[ir.Node] = []
+    packed = None if block.four_d else pack_qkv(graph, block)
     if packed is not None:
         qkv, _ = packed
         q, k, v = qkv, None, None
+    elif block.four_d:
+        layouts = [
+            _packed_layout(x, f"{block.module}/gqa_{n}")
+            for x, n in zip((block.q, block.k, block.v), "qkv", strict=True)
+        ]
+        (q, qn), (k, kn), (v, vn) = layouts
+        before = [*qn, *kn, *vn]
+        graph.insert_before(node, before)
     else:
         q, k, v = block.q, block.k, block.v
     inputs = [q, k, v, node.inputs[4], node.inputs[5], lens.seqlens_k, lens.total]
-    attrs = {
-        "num_heads": node.attributes.get_int("q_num_heads"),
-        "kv_num_heads": node.attributes.get_int("kv_num_heads"),
-    }
+    attrs = {"num_heads": block.heads[0], "kv_num_heads": block.heads[1]}
     if "scale" in node.attributes:
         attrs["scale"] = node.attributes.get_float("scale")
     if block.rotary is not None:
@@ -325,9 +401,13 @@ def replace_block(
     gqa = ir.node("GroupQueryAttention", inputs, attributes=attrs, domain=MS, num_outputs=3)
     gqa.name = f"{block.module}/group_query_attention"
     old = [node, *(block.rotary or ())]
-    ir.convenience.replace_nodes_and_values(
-        graph, node, old, [gqa], list(node.outputs), list(gqa.outputs)
-    )
+    new, outputs = [gqa], list(gqa.outputs)
+    if block.four_d:
+        dim = int(node.inputs[5].shape[3])
+        y, after = _heads_layout(gqa.outputs[0], block.heads[0], dim, f"{block.module}/gqa_y")
+        new, outputs[0] = [gqa, *after], y
+    outputs = outputs[: len(node.outputs)]
+    ir.convenience.replace_nodes_and_values(graph, node, old, new, list(node.outputs), outputs)
     return packed is not None
 
 

@@ -83,16 +83,20 @@ def token_ids(seed: int = 0) -> torch.Tensor:
     )
 
 
-@pytest.mark.parametrize("model_type", ["llama", "qwen2"])  # qwen2: q/k/v biases, packed too
+# qwen2: q/k/v biases, packed too; qwen3: QK-norm keeps the 4-D layout, so GQA takes transposed
+# inputs with the rotary outside
+@pytest.mark.parametrize("model_type", ["llama", "qwen2", "qwen3"])
 def test_gpu_form_matches_hf_on_cpu(built, model_type):
     directory, model = built(model_type, "cuda")
     layers = model.config.num_hidden_layers
+    packed = model_type != "qwen3"
     found = ops(directory)
     assert found["GroupQueryAttention"] == layers and found["Attention"] == 0
-    assert found["RotaryEmbedding"] == 0  # rotary inside GQA
+    assert found["RotaryEmbedding"] == (0 if packed else 2 * layers)  # inside GQA when packed
     assert found["SkipSimplifiedLayerNormalization"] == 2 * layers  # residual + norm, fused
     info = json.loads((directory / "mobius.json").read_text())["ep"]
-    assert info["packed_qkv"] == layers and info["generic_attention"] == {}
+    assert info["packed_qkv"] == (layers if packed else 0) and info["generic_attention"] == {}
+    assert len(info["rotary_outside_attention"]) == (0 if packed else layers)
     genai = json.loads((directory / "genai_config.json").read_text())
     assert genai["model"]["decoder"]["session_options"]["provider_options"] == [{"cuda": {}}]
     ids = token_ids()
