@@ -19,8 +19,10 @@ over ``[batch, seq, heads * dim]``; this module swaps each such block for one
   treats the valid keys of a row as the first ``seqlens_k + 1`` (right padding): left-padded rows
   of a batch are not what it computes (unpadded batches, and genai's batch of one, are exact).
 
-A block GQA cannot express stays ONNX ``Attention`` with the reason returned (the caller records
-it in explain): sliding windows, softcap, partial or non-llama rotary, the 4-D path.
+Blocks left in the 4-D layout (QK-norm, partial rotary, splits the packed pattern declines) get
+GQA over transposed inputs, their rotary left outside (``do_rotary=0``). A block GQA cannot
+express stays ONNX ``Attention`` with the reason returned (the caller records it in explain):
+sliding windows, softcap, MLA's value head size, length-dependent rotary tables.
 """
 
 from __future__ import annotations
