@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import onnx_ir as ir
@@ -188,3 +189,23 @@ def genai_for(config: dict, ep: str) -> dict:
     options = config["model"]["decoder"]["session_options"]
     options["provider_options"] = [] if provider is None else [{provider: {}}]
     return config
+
+
+def genai_model(directory: str | Path):
+    """``onnxruntime_genai.Model`` for ``directory``; when the provider its genai_config.json names
+    (``--ep cuda``/``dml``/``webgpu``) cannot be loaded here, the same graph on genai's CPU
+    provider instead, with a warning (the GPU forms have CPU kernels)."""
+    import onnxruntime_genai as og
+
+    try:
+        return og.Model(str(directory))
+    except RuntimeError as exc:
+        config = json.loads((Path(directory) / "genai_config.json").read_text(encoding="utf-8"))
+        options = config["model"]["decoder"]["session_options"].get("provider_options") or []
+        if not options:
+            raise
+        names = ", ".join(name for option in options for name in option)
+        log.warning("onnxruntime-genai cannot use %s here (%s); running on the CPU", names, exc)
+        cpu = og.Config(str(directory))
+        cpu.clear_providers()
+        return og.Model(cpu)
