@@ -14,16 +14,18 @@ from collections import Counter
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 import torch
+from onnx import helper, numpy_helper
 
 import mobius
 from mobius.cli import _parser
+from mobius.components.gqa import rotary_caches
 from mobius.ep import default_dtype, genai_for
 from mobius.errors import UnsupportedError
 from mobius.generate import genai_tokens
 from mobius.runtime import OnnxCausalLM
-from mobius.testing.tiny import make_checkpoint
 
 # an ONNX half-precision graph may be this many times further from the float64 reference than
 # PyTorch's own computation in that dtype is (two implementations, each rounding at every op in
@@ -117,43 +119,63 @@ def test_provider_and_dtype_defaults():
     assert (args.ep, args.dtype) == ("webgpu", None)
 
 
-LONGROPE = {
-    "max_position_embeddings": 64,
-    "rope_parameters": {
-        "rope_type": "longrope",
-        "rope_theta": 10000.0,
-        "original_max_position_embeddings": 16,
-        "short_factor": [1.0] * 8,
-        "long_factor": [2.0] * 8,
-    },
-}
-
-
-@pytest.mark.parametrize(
-    ("model_type", "overrides", "reason"),
-    [
-        ("mistral", {}, "a sliding-window mask"),
-        (
-            "llama",
-            LONGROPE,
-            "the rotary tables depend on the sequence length (longrope/dynamic scaling)",
-        ),
-    ],
-    ids=["sliding-window", "longrope"],
-)
-def test_what_gqa_cannot_carry_keeps_attention_with_a_reason(
-    tmp_path, model_type, overrides, reason
-):
-    make_checkpoint(model_type, tmp_path / "ckpt", **overrides)
-    directory = mobius.build(tmp_path / "ckpt", ep="dml").save(tmp_path / "onnx")
+def test_sliding_window_keeps_generic_attention_with_a_reason(built):
+    directory, _ = built("mistral", "dml")  # the tiny mistral has a sliding window
     assert ops(directory)["GroupQueryAttention"] == 0
     explain = json.loads((directory / "explain.json").read_text())
     found = {
         d["reason"] for m in explain["modules"] for d in m["declines"] if d["pattern"] == "gqa"
     }
-    assert found == {f"--ep dml keeps ONNX Attention: {reason}"}
+    assert found == {"--ep dml keeps ONNX Attention: a sliding-window mask"}
     info = json.loads((directory / "mobius.json").read_text())["ep"]
-    assert info["attention"] == "Attention" and set(info["generic_attention"].values()) == {reason}
+    assert info["attention"] == "Attention" and len(info["generic_attention"]) == 2
+
+
+def _table_graph(length_dependent: bool) -> ir.Model:
+    """cos/sin ``[1, seq, 2]`` of ``position_ids`` with inv_freq (1, 0.1); longrope-like when
+    ``length_dependent``: the frequencies double once max(position_ids) + 1 exceeds 16."""
+    nodes = [
+        helper.make_node("Cast", ["position_ids"], ["p"], to=onnx.TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["p", "last"], ["p3"]),
+        helper.make_node("Mul", ["p3", "inv_freq"], ["angles0"]),
+        helper.make_node("ReduceMax", ["p"], ["longest"], keepdims=0),
+        helper.make_node("Greater", ["longest", "limit"], ["long"]),
+        helper.make_node("Where", ["long", "two", "one"], ["factor"]),
+        helper.make_node("Mul", ["angles0", "factor" if length_dependent else "one"], ["angles"]),
+        helper.make_node("Cos", ["angles"], ["cos"]),
+        helper.make_node("Sin", ["angles"], ["sin"]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([-1], np.int64), "last"),
+        numpy_helper.from_array(np.array([1.0, 0.1], np.float32), "inv_freq"),
+        numpy_helper.from_array(np.array(15.0, np.float32), "limit"),
+        numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+        numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tables",
+        [helper.make_tensor_value_info("position_ids", onnx.TensorProto.INT64, [1, "s"])],
+        [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in ("cos", "sin")],
+        inits,
+    )
+    return ir.serde.deserialize_model(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    )
+
+
+def test_rotary_caches_are_the_graphs_tables_and_refuse_length_dependent_ones():
+    """(longrope's switch on the sequence length, as a 9-node graph: GQA's fixed cache cannot hold it)"""
+    model = _table_graph(length_dependent=False)
+    cos, sin = model.graph.outputs
+    cos_cache, sin_cache = rotary_caches(model.graph, model.opset_imports, cos, sin, 32)
+    angles = np.arange(32)[:, None] * np.array([1.0, 0.1], np.float32)
+    np.testing.assert_allclose(cos_cache, np.cos(angles), atol=1e-6)
+    np.testing.assert_allclose(sin_cache, np.sin(angles), atol=1e-6)
+    model = _table_graph(length_dependent=True)
+    cos, sin = model.graph.outputs
+    reason = rotary_caches(model.graph, model.opset_imports, cos, sin, 32)
+    assert reason == "the rotary tables depend on the sequence length (longrope/dynamic scaling)"
 
 
 def test_f16_error_is_pytorch_f16_sized(built):
