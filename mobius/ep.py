@@ -33,6 +33,11 @@ EPS = ("cpu", "cuda", "dml", "webgpu")
 GPU_EPS = ("cuda", "dml", "webgpu")
 # genai's provider names in session_options.provider_options
 GENAI_PROVIDERS = {"cuda": "cuda", "dml": "dml", "webgpu": "webgpu"}
+# what onnxruntime-genai's builder (0.18) emits per provider: the dtypes its GroupQueryAttention
+# kernels take (CUDA has none in float32), whether QKV is one MatMul, whether rotary runs inside GQA
+GQA_DTYPES = {"cuda": ("f16", "bf16"), "dml": ("f16",), "webgpu": ("f16", "f32")}
+PACKED_QKV = ("cuda", "webgpu")
+ROTARY_INSIDE = ("cuda", "webgpu")  # DirectML: a separate RotaryEmbedding
 DEFAULT_CONTEXT = 4096  # cos/sin cache rows when the config names no position limit
 
 
@@ -74,7 +79,7 @@ def check(ep: str | None) -> None:
         raise ConfigError(f"unknown execution provider '{ep}'; choose one of: {', '.join(EPS)}")
 
 
-def apply(model: ir.Model, ep: str | None, hf_config: Any) -> EpReport | None:
+def apply(model: ir.Model, ep: str | None, hf_config: Any, dtype: str = "f16") -> EpReport | None:
     """Rewrite ``model`` in place for ``ep`` (None and ``cpu``: unchanged)."""
     if ep is None:
         return None
@@ -86,6 +91,8 @@ def apply(model: ir.Model, ep: str | None, hf_config: Any) -> EpReport | None:
     blocks: list[gqa.Block] = []
     for node in attention:
         found = gqa.find_block(node)
+        if not isinstance(found, str) and dtype not in GQA_DTYPES[ep]:
+            found = f"onnxruntime's {ep} GroupQueryAttention has no {dtype} kernel"
         if isinstance(found, str):
             report.fallbacks[gqa.module_of(node)] = found
         else:
@@ -102,11 +109,20 @@ def apply(model: ir.Model, ep: str | None, hf_config: Any) -> EpReport | None:
         else:
             lens = gqa.lengths(graph, mask, blocks[0].attention)
         for block in blocks:
-            packed = gqa.replace_block(graph, block, lens, caches.get(id(block)), positions)
+            inside = ep in ROTARY_INSIDE
+            if block.four_d or (block.rotary is not None and not inside):
+                report.rotary_outside.append(block.module)
+            packed = gqa.replace_block(
+                graph,
+                block,
+                lens,
+                caches.get(id(block)),
+                positions,
+                pack=ep in PACKED_QKV,
+                rotary_inside=inside,
+            )
             report.packed_qkv += int(packed)
             report.gqa_modules.append(block.module)
-            if block.four_d:
-                report.rotary_outside.append(block.module)
     report.skip_norms = fuse_skip_norms(graph)
     gqa.remove_dead(graph)
     if report.gqa_modules:

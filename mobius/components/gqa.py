@@ -257,11 +257,20 @@ def replace_block(
     lens: Lengths,
     caches: tuple[ir.Value, ir.Value] | None,
     positions: ir.Value | None,
+    *,
+    pack: bool = True,
+    rotary_inside: bool = True,
 ) -> bool:
-    """Swap the block's Attention (and rotary) for GroupQueryAttention; True when QKV was packed."""
+    """Swap the block's Attention (and rotary) for GroupQueryAttention; True when QKV was packed.
+
+    Without ``pack``, q/k/v stay three inputs; without ``rotary_inside``, the packed block's rotary
+    becomes ``com.microsoft`` ``RotaryEmbedding`` over the same caches, outside GQA (DirectML's
+    form in onnxruntime-genai's builder)."""
     node = block.attention
     before: list[ir.Node] = []
-    packed = None if block.four_d else pack_qkv(graph, block)
+    if block.rotary is not None and not rotary_inside:
+        _rotary_outside(graph, block, caches, positions)
+    packed = None if block.four_d or not pack else pack_qkv(graph, block)
     if packed is not None:
         qkv, _ = packed
         q, k, v = qkv, None, None
@@ -294,6 +303,30 @@ def replace_block(
     outputs = outputs[: len(node.outputs)]
     ir.convenience.replace_nodes_and_values(graph, node, old, new, list(node.outputs), outputs)
     return packed is not None
+
+
+def _rotary_outside(
+    graph: ir.Graph, block: Block, caches: tuple[ir.Value, ir.Value], positions: ir.Value
+) -> None:
+    """Rotate q and k with ``com.microsoft`` ``RotaryEmbedding`` (cache indexed by position_ids)
+    and drop the block's rotary from what GQA replaces."""
+    rotated = []
+    for source, old, which in zip((block.q, block.k), block.rotary, "qk", strict=True):
+        interleaved = old.attributes.get_int("interleaved", 0)
+        new = ir.node(
+            "RotaryEmbedding",
+            [source, positions, *caches],
+            attributes={"interleaved": interleaved},
+            domain=MS,
+        )
+        new.name = f"{block.module}/rotary/RotaryEmbedding_{which}"
+        new.outputs[0].type, new.outputs[0].shape = source.type, source.shape
+        graph.insert_before(old, new)
+        rotated.append(new.outputs[0])
+    for old in block.rotary:
+        ir.convenience.replace_all_uses_with(old.outputs[0], rotated[block.rotary.index(old)])
+        graph.remove(old, safe=True)
+    block.q, block.k, block.rotary = rotated[0], rotated[1], None
 
 
 def remove_dead(graph: ir.Graph) -> None:

@@ -102,7 +102,7 @@ def build(
     if unused:
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
         log.warning("the checkpoint has %d tensors the model does not use: %s", len(unused), shown)
-    ep_report = apply_ep(model, ep, arch.hf_config) if the_task.supports_cache else None
+    ep_report = apply_ep(model, ep, arch.hf_config, dtype) if the_task.supports_cache else None
     quantized = quantize_linears(model, scheme, quantization.exclude) if scheme else None
     model.metadata_props.update(
         {"mobius.model_type": arch.model_type, "mobius.task": the_task.name, "mobius.dtype": dtype}
