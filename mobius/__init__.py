@@ -19,11 +19,12 @@ __all__ = ["ExplainReport", "MobiusError", "ModelPackage", "build", "explain"]
 def build(
     src: str | os.PathLike,
     *,
-    dtype: str = "f32",
+    dtype: str | None = None,
     task: str | None = None,
     weights: bool = True,
     trust_remote_code: bool = False,
     strict: bool = False,
+    ep: str | None = None,
     precision: str | None = None,
     block_size: int = 32,
     symmetric: bool = False,
@@ -35,6 +36,7 @@ def build(
     Args:
         src: directory holding ``config.json`` and ``*.safetensors``, or a HuggingFace hub id.
         dtype: ``"f32"``, ``"f16"`` or ``"bf16"``; weights are cast while they are written.
+            None: f16 for the GPU execution providers, else f32.
         task: the I/O contract (``"text-generation"``, ``"fill-mask"``, ...: ``mobius.tasks.TASKS``); detected when None.
         weights: False builds the graph only; parameters then become named graph inputs.
         trust_remote_code: allow checkpoints whose config points at their own Python code.
@@ -44,6 +46,9 @@ def build(
         symmetric: no zero points (asymmetric, the default, stores one per block).
         accuracy_level: MatMulNBits' compute type: 0 the activation's, 4 int8 (fastest on CPU).
         quant_exclude: globs over module paths (``lm_head``, ``*.mlp.down_proj``) kept in float.
+        ep: ``"cpu"``, ``"cuda"``, ``"dml"`` or ``"webgpu"``: tune the graph for that execution
+            provider (GroupQueryAttention and SkipSimplifiedLayerNormalization on the GPU ones);
+            None: the portable graph.
         strict: refuse (``StrictError``) a build that would take a fallback costing fused
             components or the KV cache; without it such fallbacks are logged and recorded in
             ``mobius.json``.
@@ -64,11 +69,15 @@ def build(
         quantization = QuantOptions(
             precision, block_size, symmetric, accuracy_level, tuple(quant_exclude)
         )
+    from mobius import ep as _ep
+
+    _ep.check(ep)
     failures.reset()
     with failures.watching_interrupts():
         return _build(
             src,
-            dtype=dtype,
+            dtype=_ep.default_dtype(ep, dtype),
+            ep=ep,
             task=task,
             weights=weights,
             trust_remote_code=trust_remote_code,

@@ -31,7 +31,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--output", required=True, help="directory to create (written atomically)")
     b.add_argument(
-        "--dtype", default="f32", choices=["f32", "f16", "bf16"], help="weight and compute dtype"
+        "--dtype",
+        default=None,
+        choices=["f32", "f16", "bf16"],
+        help="weight and compute dtype (default: f16 with --ep cuda/dml/webgpu, else f32)",
+    )
+    b.add_argument(
+        "--ep",
+        default=None,
+        choices=["cpu", "cuda", "dml", "webgpu"],
+        help="tune the graph for an onnxruntime execution provider (default: portable graph)",
     )
     b.add_argument(
         "--task",
@@ -177,6 +186,7 @@ def _build(args: argparse.Namespace) -> int:
         package = mobius.build(
             args.model,
             dtype=args.dtype,
+            ep=args.ep,
             task=args.task,
             weights=not args.no_weights,
             trust_remote_code=args.trust_remote_code,

@@ -19,6 +19,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from mobius.ep import genai_model
 from mobius.errors import ConfigError
 from mobius.genai import GENAI_CONFIG_FILE
 from mobius.runtime import MODEL_FILE, OnnxCausalLM
@@ -105,9 +106,7 @@ def _messages(prompt: str) -> list[dict[str, str]]:
 
 def genai_tokens(directory: Path, ids: list[int], max_new_tokens: int) -> Iterator[int]:
     """Greedy tokens from onnxruntime-genai for a tokenized prompt (stops at end of sequence)."""
-    import onnxruntime_genai as og
-
-    model = og.Model(str(directory))
+    model = genai_model(directory)
     yield from _genai_loop(model, ids, max_new_tokens)
 
 
@@ -128,7 +127,7 @@ def _genai_text(
 ) -> Iterator[str]:
     import onnxruntime_genai as og
 
-    model = og.Model(str(directory))
+    model = genai_model(directory)
     tokenizer = og.Tokenizer(model)
     if template is not None:
         prompt = tokenizer.apply_chat_template(

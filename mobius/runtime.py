@@ -31,9 +31,29 @@ def session(directory: str | Path, *, threads: int = 0):
     options = ort.SessionOptions()
     if threads:
         options.intra_op_num_threads = threads
-    return ort.InferenceSession(
-        str(Path(directory) / MODEL_FILE), options, providers=["CPUExecutionProvider"]
-    )
+    try:
+        return ort.InferenceSession(
+            str(Path(directory) / MODEL_FILE), options, providers=["CPUExecutionProvider"]
+        )
+    except ort.capi.onnxruntime_pybind11_state.NotImplemented as exc:
+        if _dtype(directory) != "bf16":
+            raise
+        from mobius.errors import UnsupportedError
+
+        raise UnsupportedError(
+            "onnxruntime's CPU execution provider has no bfloat16 kernel for some ops of this "
+            "bf16 graph; run it on CUDA, or build with --dtype f16 or f32 for the CPU"
+        ) from exc
+
+
+def _dtype(directory: str | Path) -> str | None:
+    """The build dtype recorded in ``mobius.json`` (None when unreadable)."""
+    import json
+
+    try:
+        return json.loads((Path(directory) / "mobius.json").read_text(encoding="utf-8"))["dtype"]
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def _float8_value(bits: np.ndarray):

@@ -12,6 +12,8 @@ import onnx_ir as ir
 import torch
 
 from mobius import failures
+from mobius.ep import apply as apply_ep
+from mobius.ep import record as record_ep
 from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.genai import genai_files
 from mobius.package import MODEL_FILE, ModelPackage
@@ -47,9 +49,11 @@ def build(
     trust_remote_code: bool = False,
     strict: bool = False,
     quantization: QuantOptions | None = None,
+    ep: str | None = None,
 ) -> ModelPackage:
     """Convert a checkpoint (local directory or hub id) into a ModelPackage; with ``strict``,
-    a fallback (fused components or the KV cache lost) is a StrictError instead."""
+    a fallback (fused components or the KV cache lost) is a StrictError instead. ``ep`` tunes
+    the graph for an execution provider (``mobius/ep.py``)."""
     torch_dtype = parse_dtype(dtype)
     scheme = quantization.check(dtype, weights) if quantization is not None else None
     started = time.perf_counter()
@@ -98,6 +102,7 @@ def build(
     if unused:
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
         log.warning("the checkpoint has %d tensors the model does not use: %s", len(unused), shown)
+    ep_report = apply_ep(model, ep, arch.hf_config, dtype) if the_task.supports_cache else None
     quantized = quantize_linears(model, scheme, quantization.exclude) if scheme else None
     model.metadata_props.update(
         {"mobius.model_type": arch.model_type, "mobius.task": the_task.name, "mobius.dtype": dtype}
@@ -121,6 +126,7 @@ def build(
     }
     if the_task.supports_cache and use_cache:
         texts.update(genai_files(model, arch.hf_config, source.directory))
+    record_ep(ep_report, report, texts)
     extra = [source.config_path, *source.extra_files()]
     return ModelPackage(model=model, extra_files=extra, texts=texts)
 

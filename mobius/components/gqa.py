@@ -1,0 +1,341 @@
+"""GroupQueryAttention (``com.microsoft``): packed QKV, rotary inside, for the GPU execution providers.
+
+A rewrite of the emitted graph, not a pattern: the packed attention block (``patterns/
+attention_block.py``) has already become ``RotaryEmbedding`` on q and k and ONNX ``Attention``-23
+over ``[batch, seq, heads * dim]``; this module swaps each such block for one
+``GroupQueryAttention`` (GQA) node:
+
+- **rotary inside** (``do_rotary=1``): the ``[batch, seq, rotary_dim/2]`` tables the graph computes
+  from ``position_ids`` are evaluated once, at build time, for positions ``0..context-1`` into the
+  ``cos_cache``/``sin_cache`` initializers GQA indexes with the graph's own ``position_ids``. The
+  tables must be a function of each position alone; they are checked to be (rows of a short,
+  unordered id list equal the cache's rows), which refuses longrope/dynamic tables that switch on
+  the sequence length.
+- **packed QKV**: the three projections of one input become one MatMul (and one bias Add) whose
+  ``[batch, seq, (heads + 2 kv_heads) * dim]`` output GQA splits itself (separate inputs where the
+  weights are not initializers, as with ``--no-weights``).
+- **the mask becomes lengths**: ``seqlens_k = sum(attention_mask) - 1`` and
+  ``total_sequence_length``, as GQA wants and onnxruntime-genai's GQA graphs compute them. GQA
+  treats the valid keys of a row as the first ``seqlens_k + 1`` (right padding): left-padded rows
+  of a batch are not what it computes (unpadded batches, and genai's batch of one, are exact).
+
+Blocks left in the 4-D layout (QK-norm, partial rotary, splits the packed pattern declines) get
+GQA over transposed inputs, their rotary left outside (``do_rotary=0``). A block GQA cannot
+express stays ONNX ``Attention`` with the reason returned (the caller records it in explain):
+sliding windows, softcap, MLA's value head size, length-dependent rotary tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+from mobius.components.packed_qkv import pack_qkv
+
+MS = "com.microsoft"
+INT32, INT64 = ir.DataType.INT32, ir.DataType.INT64
+
+
+@dataclass
+class Block:
+    """One packed attention block of the emitted graph."""
+
+    attention: ir.Node
+    q: ir.Value  # before rotary
+    k: ir.Value
+    v: ir.Value
+    rotary: tuple[ir.Node, ir.Node] | None
+    module: str
+    heads: tuple[int, int]  # query heads, key/value heads
+    four_d: bool = False  # [batch, heads, seq, dim] in and out: transposed around GQA
+
+
+def module_of(node: ir.Node) -> str:
+    """``model.layers.0.self_attn`` from a node named ``v_model.layers.0.self_attn.attention.X``."""
+    if node.name and "/" in node.name:  # the emitter names nodes module/component/op
+        return node.name.split("/")[0]
+    name = (node.outputs[0].name or "").removeprefix("v_")
+    parts = name.split(".")
+    for marker in ("attention", "rotary"):
+        if marker in parts:
+            return ".".join(parts[: parts.index(marker)])
+    return ".".join(parts[:-1])
+
+
+def _producer(value: ir.Value | None, op_type: str) -> ir.Node | None:
+    node = value.producer() if value is not None else None
+    return node if node is not None and node.op_type == op_type and node.domain == "" else None
+
+
+def _ancestors(values: list[ir.Value]) -> tuple[set[ir.Node], set[ir.Value]]:
+    """Nodes computing ``values`` and the graph inputs they read (initializers excluded)."""
+    nodes: set[ir.Node] = set()
+    inputs: set[ir.Value] = set()
+    stack = list(values)
+    while stack:
+        value = stack.pop()
+        node = value.producer()
+        if node is None:
+            if not value.is_initializer():
+                inputs.add(value)
+            continue
+        if node in nodes:
+            continue
+        nodes.add(node)
+        stack.extend(v for v in node.inputs if v is not None)
+    return nodes, inputs
+
+
+def _is_windowed(mask: ir.Value | None) -> bool:
+    """The CausalMask component's window adds a ``Less`` on (query - key) positions."""
+    if mask is None:
+        return False
+    nodes, _ = _ancestors([mask])
+    return any(n.op_type == "Less" for n in nodes)
+
+
+def find_block(node: ir.Node) -> Block | str:
+    """The block around an ``Attention`` node, or why GQA cannot carry it."""
+    attrs = node.attributes
+    if attrs.get_float("softcap", 0.0):
+        return "attention logit softcapping"
+    if len(node.inputs) < 6 or node.inputs[4] is None:
+        return "the attention has no key/value cache"
+    if _is_windowed(node.inputs[3]):
+        return "a sliding-window mask"
+    if "q_num_heads" not in attrs:
+        return _four_d_block(node)
+    q_rot, k_rot = (_producer(v, "RotaryEmbedding") for v in node.inputs[:2])
+    if (q_rot is None) != (k_rot is None):
+        return "q and k are not rotated alike"
+    rotary = None
+    if q_rot is not None and k_rot is not None:
+        if any(n.attributes.get_int("rotary_embedding_dim", 0) for n in (q_rot, k_rot)):
+            return "partial rotary"
+        if len(q_rot.inputs) > 3 or q_rot.inputs[1:3] != k_rot.inputs[1:3]:
+            return "q and k are rotated with different tables"
+        if q_rot.attributes.get_int("interleaved", 0) != k_rot.attributes.get_int("interleaved", 0):
+            return "q and k are rotated in different layouts"
+        rotary = (q_rot, k_rot)
+    q = q_rot.inputs[0] if q_rot else node.inputs[0]
+    k = k_rot.inputs[0] if k_rot else node.inputs[1]
+    heads = (attrs.get_int("q_num_heads"), attrs.get_int("kv_num_heads"))
+    return Block(node, q, k, node.inputs[2], rotary, module_of(node), heads)
+
+
+def _four_d_block(node: ir.Node) -> Block | str:
+    """The 4-D form (q/k already rotated, whatever sits before: QK-norm, partial rotary): GQA
+    takes it transposed to ``[batch, seq, heads * dim]``, with rotary left where it is."""
+    q, k, v = node.inputs[:3]
+    past_key, past_value = node.inputs[4:6]
+    dims = [past_key.shape, past_value.shape]
+    if any(
+        d is None or d.rank() != 4 or not isinstance(d[1], int) or not isinstance(d[3], int)
+        for d in dims
+    ):
+        return "the cache is not [batch, kv_heads, past, head_dim] with static heads and sizes"
+    (kv_heads, head_dim), v_dim = (dims[0][1], dims[0][3]), dims[1][3]
+    if v_dim != head_dim:
+        return "the value head size differs from the key's (MLA)"
+    heads = _query_heads(node, head_dim)
+    if heads is None:
+        return "the query head count is not readable from the output projection"
+    return Block(node, q, k, v, None, module_of(node), (heads, kv_heads), four_d=True)
+
+
+def _query_heads(node: ir.Node, head_dim: int) -> int | None:
+    """Query heads from ``y -> Transpose(0, 2, 1, 3) -> Reshape -> MatMul(W [heads * dim, out])``."""
+    users = [u for u, _ in node.outputs[0].uses()]
+    if len(users) != 1 or users[0].op_type != "Transpose":
+        return None
+    if list(users[0].attributes.get_ints("perm", [])) != [0, 2, 1, 3]:
+        return None
+    reshapes = [u for u, _ in users[0].outputs[0].uses()]
+    if len(reshapes) != 1 or reshapes[0].op_type != "Reshape":
+        return None
+    widths = {
+        u.inputs[1].shape[0]
+        for u, i in reshapes[0].outputs[0].uses()
+        if u.op_type == "MatMul"
+        and i == 0
+        and u.inputs[1].shape is not None
+        and u.inputs[1].shape.rank() == 2
+    }
+    if len(widths) != 1 or not isinstance(width := widths.pop(), int) or width % head_dim:
+        return None
+    return width // head_dim
+
+
+def _packed_layout(value: ir.Value, name: str) -> tuple[ir.Value, list[ir.Node]]:
+    """``[batch, heads, seq, dim] -> [batch, seq, heads * dim]``."""
+    transpose = ir.node("Transpose", [value], attributes={"perm": [0, 2, 1, 3]})
+    shape = ir.node("Constant", [], attributes={"value": ir.tensor(np.array([0, 0, -1], np.int64))})
+    reshape = ir.node("Reshape", [transpose.outputs[0], shape.outputs[0]])
+    for i, node in enumerate((transpose, shape, reshape)):
+        node.name = f"{name}/{node.op_type}_{i}"
+    return reshape.outputs[0], [transpose, shape, reshape]
+
+
+def _heads_layout(
+    value: ir.Value, heads: int, dim: int, name: str
+) -> tuple[ir.Value, list[ir.Node]]:
+    """``[batch, seq, heads * dim] -> [batch, heads, seq, dim]``."""
+    shape = ir.node(
+        "Constant", [], attributes={"value": ir.tensor(np.array([0, 0, heads, dim], np.int64))}
+    )
+    reshape = ir.node("Reshape", [value, shape.outputs[0]])
+    transpose = ir.node("Transpose", [reshape.outputs[0]], attributes={"perm": [0, 2, 1, 3]})
+    for i, node in enumerate((shape, reshape, transpose)):
+        node.name = f"{name}/{node.op_type}_{i}"
+    return transpose.outputs[0], [shape, reshape, transpose]
+
+
+def rotary_caches(
+    graph: ir.Graph, opsets: dict[str, int], cos: ir.Value, sin: ir.Value, positions: int
+) -> tuple[np.ndarray, np.ndarray] | str:
+    """``cos_cache``/``sin_cache`` ``[positions, rotary_dim/2]``, evaluated from the graph's own
+    table subgraph, or why it cannot be (tables reading more than ``position_ids``, or tables that
+    are not a function of each position alone)."""
+    import onnxruntime as ort
+
+    _, inputs = _ancestors([cos, sin])
+    if {v.name for v in inputs} != {"position_ids"}:
+        names = sorted(v.name or "?" for v in inputs)
+        return f"the rotary tables read {', '.join(names)}, not position_ids alone"
+    sub = ir.convenience.extract(graph, inputs=["position_ids"], outputs=[cos, sin])
+    sub.outputs[0].name, sub.outputs[1].name = "cos", "sin"
+    sub.opset_imports.update(opsets)
+    proto = ir.serde.serialize_model(ir.Model(sub, ir_version=10))
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+
+    def tables(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        c, s = session.run(None, {"position_ids": ids[None, :].astype(np.int64)})
+        return c[0], s[0]
+
+    cos_cache, sin_cache = tables(np.arange(positions))
+    probe = np.array([5, 0, 3, 1, 2, 4])  # short and unordered: a length-dependent table differs
+    probe = probe[probe < positions]
+    c, s = tables(probe)
+    if not (
+        np.allclose(c, cos_cache[probe], atol=1e-6) and np.allclose(s, sin_cache[probe], atol=1e-6)
+    ):
+        return "the rotary tables depend on the sequence length (longrope/dynamic scaling)"
+    return cos_cache, sin_cache
+
+
+@dataclass
+class Lengths:
+    """The GQA inputs derived once from ``attention_mask``."""
+
+    seqlens_k: ir.Value
+    total: ir.Value
+
+
+def lengths(graph: ir.Graph, mask: ir.Value, before: ir.Node) -> Lengths:
+    """``seqlens_k = sum(mask, 1) - 1`` (int32 [batch]) and ``total = mask.shape[1]`` (int32 scalar)."""
+    one = ir.node("Constant", [], attributes={"value": ir.tensor(np.array([1], dtype=np.int64))})
+    total_sum = ir.node("ReduceSum", [mask, one.outputs[0]], attributes={"keepdims": 0})
+    one_i = ir.node("Constant", [], attributes={"value": ir.tensor(np.array(1, dtype=np.int64))})
+    minus = ir.node("Sub", [total_sum.outputs[0], one_i.outputs[0]])
+    seqlens = ir.node("Cast", [minus.outputs[0]], attributes={"to": INT32})
+    shape = ir.node("Shape", [mask], attributes={"start": 1, "end": 2})
+    squeeze = ir.node("Squeeze", [shape.outputs[0]])
+    total = ir.node("Cast", [squeeze.outputs[0]], attributes={"to": INT32})
+    nodes = [one, total_sum, one_i, minus, seqlens, shape, squeeze, total]
+    for i, node in enumerate(nodes):
+        node.name = f"gqa_lengths.{node.op_type}_{i}"
+    seqlens.outputs[0].name, total.outputs[0].name = "seqlens_k", "total_sequence_length"
+    graph.insert_before(before, nodes)
+    return Lengths(seqlens.outputs[0], total.outputs[0])
+
+
+def replace_block(
+    graph: ir.Graph,
+    block: Block,
+    lens: Lengths,
+    caches: tuple[ir.Value, ir.Value] | None,
+    positions: ir.Value | None,
+    *,
+    pack: bool = True,
+    rotary_inside: bool = True,
+) -> bool:
+    """Swap the block's Attention (and rotary) for GroupQueryAttention; True when QKV was packed.
+
+    Without ``pack``, q/k/v stay three inputs; without ``rotary_inside``, the packed block's rotary
+    becomes ``com.microsoft`` ``RotaryEmbedding`` over the same caches, outside GQA (DirectML's
+    form in onnxruntime-genai's builder)."""
+    node = block.attention
+    before: list[ir.Node] = []
+    if block.rotary is not None and not rotary_inside:
+        _rotary_outside(graph, block, caches, positions)
+    packed = None if block.four_d or not pack else pack_qkv(graph, block)
+    if packed is not None:
+        qkv, _ = packed
+        q, k, v = qkv, None, None
+    elif block.four_d:
+        layouts = [
+            _packed_layout(x, f"{block.module}/gqa_{n}")
+            for x, n in zip((block.q, block.k, block.v), "qkv", strict=True)
+        ]
+        (q, qn), (k, kn), (v, vn) = layouts
+        before = [*qn, *kn, *vn]
+        graph.insert_before(node, before)
+    else:
+        q, k, v = block.q, block.k, block.v
+    inputs = [q, k, v, node.inputs[4], node.inputs[5], lens.seqlens_k, lens.total]
+    attrs = {"num_heads": block.heads[0], "kv_num_heads": block.heads[1]}
+    if "scale" in node.attributes:
+        attrs["scale"] = node.attributes.get_float("scale")
+    if block.rotary is not None:
+        inputs += [*caches, positions]
+        attrs["do_rotary"] = 1
+        attrs["rotary_interleaved"] = block.rotary[0].attributes.get_int("interleaved", 0)
+    gqa = ir.node("GroupQueryAttention", inputs, attributes=attrs, domain=MS, num_outputs=3)
+    gqa.name = f"{block.module}/group_query_attention"
+    old = [node, *(block.rotary or ())]
+    new, outputs = [gqa], list(gqa.outputs)
+    if block.four_d:
+        dim = int(node.inputs[5].shape[3])
+        y, after = _heads_layout(gqa.outputs[0], block.heads[0], dim, f"{block.module}/gqa_y")
+        new, outputs[0] = [gqa, *after], y
+    outputs = outputs[: len(node.outputs)]
+    ir.convenience.replace_nodes_and_values(graph, node, old, new, list(node.outputs), outputs)
+    return packed is not None
+
+
+def _rotary_outside(
+    graph: ir.Graph, block: Block, caches: tuple[ir.Value, ir.Value], positions: ir.Value
+) -> None:
+    """Rotate q and k with ``com.microsoft`` ``RotaryEmbedding`` (cache indexed by position_ids)
+    and drop the block's rotary from what GQA replaces."""
+    rotated = []
+    for source, old, which in zip((block.q, block.k), block.rotary, "qk", strict=True):
+        interleaved = old.attributes.get_int("interleaved", 0)
+        new = ir.node(
+            "RotaryEmbedding",
+            [source, positions, *caches],
+            attributes={"interleaved": interleaved},
+            domain=MS,
+        )
+        new.name = f"{block.module}/rotary/RotaryEmbedding_{which}"
+        new.outputs[0].type, new.outputs[0].shape = source.type, source.shape
+        graph.insert_before(old, new)
+        rotated.append(new.outputs[0])
+    for old in block.rotary:
+        ir.convenience.replace_all_uses_with(old.outputs[0], rotated[block.rotary.index(old)])
+        graph.remove(old, safe=True)
+    block.q, block.k, block.rotary = rotated[0], rotated[1], None
+
+
+def remove_dead(graph: ir.Graph) -> None:
+    """Drop nodes whose outputs nothing reads (the unpacked projections, the mask, the tables)
+    and initializers nothing reads (the unpacked weights)."""
+    outputs = set(graph.outputs)
+    for node in reversed(list(graph)):
+        if all(not o.uses() and o not in outputs for o in node.outputs):
+            graph.remove(node, safe=True)
+    for name, value in list(graph.initializers.items()):
+        if not value.uses() and value not in outputs:
+            del graph.initializers[name]

@@ -1,0 +1,227 @@
+"""``--ep cpu|cuda|dml|webgpu``: the graph tuned for an onnxruntime execution provider.
+
+- ``cuda``, ``dml``, ``webgpu``: each packed attention block becomes ``com.microsoft``
+  ``GroupQueryAttention`` with rotary inside and packed QKV (``components/gqa.py``), each residual
+  add + RMSNorm one ``SkipSimplifiedLayerNormalization`` (``components/skip_norm.py``), and the
+  default dtype is f16 (an explicit ``--dtype`` wins).
+- ``cpu``: ONNX ``Attention``-23 as emitted, which onnxruntime's CPU EP runs faster than
+  GroupQueryAttention at every length measured (``docs/benchmarks.md``); f32 by default.
+
+A block in the 4-D layout (QK-norm, partial rotary, fused-QKV splits the packed block declines)
+gets GQA over transposed inputs with its rotary left outside (``do_rotary=0``; listed in
+``mobius.json``'s ``ep.rotary_outside_attention``). A block the GQA form cannot represent keeps the generic form; the reason goes to explain (a
+``gqa`` decline on the module) and to ``mobius.json``'s ``ep`` entry, never silently.
+``genai_config.json`` names the provider in ``session_options.provider_options``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx_ir as ir
+
+from mobius.components import gqa
+from mobius.components.skip_norm import fuse_skip_norms
+
+log = logging.getLogger("mobius")
+
+EPS = ("cpu", "cuda", "dml", "webgpu")
+GPU_EPS = ("cuda", "dml", "webgpu")
+# genai's provider names in session_options.provider_options
+GENAI_PROVIDERS = {"cuda": "cuda", "dml": "dml", "webgpu": "webgpu"}
+# what onnxruntime-genai's builder (0.18) emits per provider: the dtypes its GroupQueryAttention
+# kernels take (CUDA has none in float32), whether QKV is one MatMul, whether rotary runs inside GQA
+GQA_DTYPES = {"cuda": ("f16", "bf16"), "dml": ("f16",), "webgpu": ("f16", "f32")}
+PACKED_QKV = ("cuda", "webgpu")
+ROTARY_INSIDE = ("cuda", "webgpu")  # DirectML: a separate RotaryEmbedding
+DEFAULT_CONTEXT = 4096  # cos/sin cache rows when the config names no position limit
+
+
+@dataclass
+class EpReport:
+    """What the EP rewrite did: per attention module, the form it got or why not."""
+
+    ep: str
+    attention: str = "Attention"
+    gqa_modules: list[str] = field(default_factory=list)
+    fallbacks: dict[str, str] = field(default_factory=dict)  # module -> reason
+    packed_qkv: int = 0
+    skip_norms: int = 0
+    rotary_outside: list[str] = field(default_factory=list)  # 4-D blocks: GQA without do_rotary
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ep": self.ep,
+            "attention": self.attention,
+            "group_query_attention": len(self.gqa_modules),
+            "packed_qkv": self.packed_qkv,
+            "rotary_outside_attention": self.rotary_outside,
+            "skip_simplified_layer_norms": self.skip_norms,
+            "generic_attention": self.fallbacks,
+        }
+
+
+def default_dtype(ep: str | None, dtype: str | None) -> str:
+    """The build dtype: explicit ``dtype`` wins; else f16 on the GPU providers, f32 otherwise."""
+    if dtype is not None:
+        return dtype
+    return "f16" if ep in GPU_EPS else "f32"
+
+
+def check(ep: str | None) -> None:
+    from mobius.errors import ConfigError
+
+    if ep is not None and ep not in EPS:
+        raise ConfigError(f"unknown execution provider '{ep}'; choose one of: {', '.join(EPS)}")
+
+
+def apply(model: ir.Model, ep: str | None, hf_config: Any, dtype: str = "f16") -> EpReport | None:
+    """Rewrite ``model`` in place for ``ep`` (None and ``cpu``: unchanged)."""
+    if ep is None:
+        return None
+    report = EpReport(ep)
+    if ep not in GPU_EPS:
+        return report
+    graph = model.graph
+    attention = [n for n in graph if n.op_type == "Attention" and n.domain == ""]
+    blocks: list[gqa.Block] = []
+    for node in attention:
+        found = gqa.find_block(node)
+        if not isinstance(found, str) and dtype not in GQA_DTYPES[ep]:
+            found = f"onnxruntime's {ep} GroupQueryAttention has no {dtype} kernel"
+        if isinstance(found, str):
+            report.fallbacks[gqa.module_of(node)] = found
+        else:
+            blocks.append(found)
+    caches = _caches(model, blocks, hf_config, report)
+    blocks = [b for b in blocks if b.rotary is None or id(b) in caches]
+    if blocks:
+        mask = next((v for v in graph.inputs if v.name == "attention_mask"), None)
+        positions = next((v for v in graph.inputs if v.name == "position_ids"), None)
+        if mask is None:
+            for b in blocks:
+                report.fallbacks[b.module] = "the graph has no attention_mask to derive lengths"
+            blocks = []
+        else:
+            lens = gqa.lengths(graph, mask, blocks[0].attention)
+        for block in blocks:
+            inside = ep in ROTARY_INSIDE
+            if block.four_d or (block.rotary is not None and not inside):
+                report.rotary_outside.append(block.module)
+            packed = gqa.replace_block(
+                graph,
+                block,
+                lens,
+                caches.get(id(block)),
+                positions,
+                pack=ep in PACKED_QKV,
+                rotary_inside=inside,
+            )
+            report.packed_qkv += int(packed)
+            report.gqa_modules.append(block.module)
+    report.skip_norms = fuse_skip_norms(graph)
+    gqa.remove_dead(graph)
+    if report.gqa_modules:
+        model.opset_imports.setdefault(gqa.MS, 1)
+        report.attention = "GroupQueryAttention"
+    if report.skip_norms:
+        model.opset_imports.setdefault(gqa.MS, 1)
+    for module, reason in report.fallbacks.items():
+        log.warning("--ep %s: %s keeps ONNX Attention: %s", ep, module, reason)
+    return report
+
+
+def _caches(
+    model: ir.Model, blocks: list[gqa.Block], hf_config: Any, report: EpReport
+) -> dict[int, tuple[ir.Value, ir.Value]]:
+    """One cos/sin cache initializer pair per distinct table pair (block id -> pair); blocks whose
+    tables cannot be cached are moved to ``report.fallbacks``."""
+    from mobius.config import position_limit
+
+    rows = position_limit(hf_config) or DEFAULT_CONTEXT
+    by_tables: dict[tuple, tuple[ir.Value, ir.Value] | str] = {}
+    out: dict[int, tuple[ir.Value, ir.Value]] = {}
+    for block in blocks:
+        if block.rotary is None:
+            continue
+        cos, sin = block.rotary[0].inputs[1:3]
+        key = (id(cos), id(sin))
+        if key not in by_tables:
+            found = gqa.rotary_caches(model.graph, model.opset_imports, cos, sin, rows)
+            if isinstance(found, str):
+                by_tables[key] = found
+            else:
+                i = len(by_tables)
+                by_tables[key] = tuple(
+                    _constant(model.graph, table, f"{kind}_cache{'' if i == 0 else f'_{i}'}")
+                    for kind, table in zip(("cos", "sin"), found, strict=True)
+                )
+        found = by_tables[key]
+        if isinstance(found, str):
+            report.fallbacks[block.module] = found
+        else:
+            out[id(block)] = found
+    return out
+
+
+def _constant(graph: ir.Graph, array, name: str) -> ir.Value:
+    tensor = ir.tensor(array, name=name)
+    value = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=tensor.shape)
+    value.const_value = tensor
+    graph.register_initializer(value)
+    return value
+
+
+def record(report: EpReport | None, explain: Any, texts: dict[str, str]) -> None:
+    """Put the rewrite's outcome into explain (a ``gqa`` decline per module that kept ONNX
+    Attention), ``mobius.json`` (``ep``) and ``genai_config.json`` (the provider)."""
+    if report is None:
+        return
+    from mobius.report.model import Decline
+
+    modules = {m.path: m for m in explain.modules}
+    for module, reason in report.fallbacks.items():
+        target = modules.get(module)
+        if target is not None:
+            target.declines.append(
+                Decline("gqa", f"--ep {report.ep} keeps ONNX Attention: {reason}")
+            )
+    texts["explain.json"] = explain.to_json()
+    info = json.loads(texts["mobius.json"])
+    info["ep"] = report.to_json()
+    texts["mobius.json"] = json.dumps(info, indent=2)
+    if "genai_config.json" in texts:
+        config = json.loads(texts["genai_config.json"])
+        texts["genai_config.json"] = json.dumps(genai_for(config, report.ep), indent=2)
+
+
+def genai_for(config: dict, ep: str) -> dict:
+    """``genai_config.json`` for ``ep``: the provider in ``decoder.session_options``."""
+    provider = GENAI_PROVIDERS.get(ep)
+    options = config["model"]["decoder"]["session_options"]
+    options["provider_options"] = [] if provider is None else [{provider: {}}]
+    return config
+
+
+def genai_model(directory: str | Path):
+    """``onnxruntime_genai.Model`` for ``directory``; when the provider its genai_config.json names
+    (``--ep cuda``/``dml``/``webgpu``) cannot be loaded here, the same graph on genai's CPU
+    provider instead, with a warning (the GPU forms have CPU kernels)."""
+    import onnxruntime_genai as og
+
+    try:
+        return og.Model(str(directory))
+    except RuntimeError as exc:
+        config = json.loads((Path(directory) / "genai_config.json").read_text(encoding="utf-8"))
+        options = config["model"]["decoder"]["session_options"].get("provider_options") or []
+        if not options:
+            raise
+        names = ", ".join(name for option in options for name in option)
+        log.warning("onnxruntime-genai cannot use %s here (%s); running on the CPU", names, exc)
+        cpu = og.Config(str(directory))
+        cpu.clear_providers()
+        return og.Model(cpu)
