@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mobius.errors import MobiusError
+from mobius.errors import MobiusError, UnsupportedError
 
 if TYPE_CHECKING:
     from mobius.package import ModelPackage
@@ -29,6 +29,7 @@ def build(
     symmetric: bool = False,
     accuracy_level: int = 0,
     quant_exclude: Sequence[str] = (),
+    component: str | None = None,
 ) -> ModelPackage:
     """Convert ``src`` (a local checkpoint directory or a hub id) to ONNX.
 
@@ -44,6 +45,8 @@ def build(
         symmetric: no zero points (asymmetric, the default, stores one per block).
         accuracy_level: MatMulNBits' compute type: 0 the activation's, 4 int8 (fastest on CPU).
         quant_exclude: globs over module paths (``lm_head``, ``*.mlp.down_proj``) kept in float.
+        component: for a diffusers pipeline directory (``model_index.json``), convert only this
+            component (``unet``, ``vae``, ``vae_decoder``, ``text_encoder``, ...).
         strict: refuse (``StrictError``) a build that would take a fallback costing fused
             components or the KV cache; without it such fallbacks are logged and recorded in
             ``mobius.json``.
@@ -66,6 +69,16 @@ def build(
         )
     failures.reset()
     with failures.watching_interrupts():
+        if _diffusers(src, component):
+            from mobius import diffusers
+
+            if precision is not None or task is not None:
+                flag = "--precision" if precision is not None else "--task"
+                raise UnsupportedError(f"{flag} does not apply to diffusers models yet")
+            return diffusers.build(
+                src, dtype=dtype, weights=weights, component=component,
+                trust_remote_code=trust_remote_code,
+            )  # fmt: skip
         return _build(
             src,
             dtype=dtype,
@@ -78,7 +91,11 @@ def build(
 
 
 def explain(
-    src: str | os.PathLike, *, task: str | None = None, trust_remote_code: bool = False
+    src: str | os.PathLike,
+    *,
+    task: str | None = None,
+    trust_remote_code: bool = False,
+    component: str | None = None,
 ) -> ExplainReport:
     """Report what every module of ``src`` becomes, from its config alone (no weights are read).
 
@@ -98,7 +115,26 @@ def explain(
 
     failures.reset()
     with failures.watching_interrupts():
+        if _diffusers(src, component):
+            from mobius import diffusers
+
+            return diffusers.explain(src, component=component)
         return _explain(src, task=task, trust_remote_code=trust_remote_code)
+
+
+def _diffusers(src: str | os.PathLike, component: str | None) -> bool:
+    """``src`` is a diffusers pipeline or model directory; ``--component`` needs one."""
+    from mobius.diffusers.pipeline import is_diffusers
+
+    if is_diffusers(src):
+        return True
+    if component is not None:
+        from mobius.errors import ConfigError
+
+        raise ConfigError(
+            f"--component needs a diffusers pipeline directory (model_index.json); {src} is none"
+        )
+    return False
 
 
 def __getattr__(name: str):
