@@ -114,7 +114,8 @@ def graph_package(
     the component's ``config.json``."""
     manifest = {
         "model_type": prepared.arch.model_type,
-        "library": prepared.source.config.get("_diffusers_version") and "diffusers"
+        "library": prepared.source.config.get("_diffusers_version")
+        and "diffusers"
         or "transformers",
         "component": component,
         "task": prepared.task.name,

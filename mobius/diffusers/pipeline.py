@@ -25,6 +25,7 @@ from mobius.diffusers.components import (
     merged_analysis,
     prepare_graph,
 )
+from mobius.diffusers.config import class_name, model_class
 from mobius.diffusers.package import DirectoryPackage
 from mobius.errors import ConfigError
 from mobius.package import ModelPackage
@@ -89,7 +90,9 @@ def build(
     directory = _directory(src)
     if not (directory / INDEX).is_file():  # one model directory
         if component is not None:
-            raise ConfigError(f"--component needs a pipeline directory ({INDEX}); {src} is one model")
+            raise ConfigError(
+                f"--component needs a pipeline directory ({INDEX}); {src} is one model"
+            )
         return _model_package(directory, torch_dtype, dtype, weights, None)
     components = pipeline_components(directory)
     names = list(components)
@@ -172,6 +175,7 @@ def _model_package(
 ) -> ModelPackage:
     """One diffusers model: a package with ``model.onnx`` at its top, or (a VAE) a directory
     package with one sub-directory per graph."""
+    check_class(directory)
     source = source_mod.resolve(directory, need_weights=weights)
     arch = diffusers_architecture(source)
     tasks = [t for t in component_tasks(arch.model_type) if wanted is None or t.name in wanted]
@@ -185,6 +189,18 @@ def _model_package(
     if len(packages) == 1:
         return next(iter(packages.values()))
     return DirectoryPackage(model=None, parts=packages)
+
+
+def check_class(directory: Path) -> None:
+    """Refuse a model directory whose ``config.json`` names no diffusers class diffusers has
+    (before its weights are looked for)."""
+    config = source_mod.read_config(directory)
+    name = class_name(config)
+    if name is None:
+        raise ConfigError(
+            f"{directory / 'config.json'} has no '_class_name': it describes no diffusers model"
+        )
+    model_class(name)
 
 
 def explain(src: str | os.PathLike, *, component: str | None = None) -> ExplainReport:
@@ -206,24 +222,23 @@ def explain(src: str | os.PathLike, *, component: str | None = None) -> ExplainR
         }
         model_type = read_index(directory).get("_class_name") or "pipeline"
     else:
-        folders, model_type = {"": directory}, None
+        folders, model_type, components = {"": directory}, None, {}
     for name, folder in folders.items():
-        if not folder.is_dir():
-            raise ConfigError(f"{directory / INDEX} lists the component '{name}' but {folder} is missing")
-        source = source_mod.resolve(folder, need_weights=False)
-        if component_directory(folder):
-            arch = diffusers_architecture(source)
-            model_type = model_type or arch.model_type
-            for task in component_tasks(arch.model_type):
-                if _graphs_wanted(name, component) in (None, (task.name,)):
-                    key = f"{name}.{task.name}" if name and name != task.name else task.name
-                    if name == "vae" or not name:
-                        key = task.name
-                    parts[key] = prepare_graph(source, arch, task, torch.float32)
-        else:
+        library = components[name][0] if name else "diffusers"
+        if library == "transformers":
             from mobius.diffusers.text_encoder import prepare_text_encoder
 
-            cls = components[name][1]
-            parts[name] = prepare_text_encoder(source, cls, torch.float32)
+            source = source_mod.resolve(folder, need_weights=False)
+            parts[name] = prepare_text_encoder(source, components[name][1], torch.float32)
+            continue
+        check_class(folder)
+        source = source_mod.resolve(folder, need_weights=False)
+        arch = diffusers_architecture(source)
+        model_type = model_type or arch.model_type
+        for task in component_tasks(arch.model_type):
+            if _graphs_wanted(name, component) not in (None, (task.name,)):
+                continue
+            key = task.name if name in ("", "vae", task.name) else f"{name}.{task.name}"
+            parts[key] = prepare_graph(source, arch, task, torch.float32)
     analysis = merged_analysis(parts, model_type or "diffusers", "diffusers")
     return ExplainReport.from_analysis(analysis, source=str(src))

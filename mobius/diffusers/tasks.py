@@ -130,9 +130,7 @@ def call_unet(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
     return (_first(out),)
 
 
-UNET_CONDITION = DiffusersTask(
-    "unet", unet_condition_inputs, call_unet_condition, ("out_sample",)
-)
+UNET_CONDITION = DiffusersTask("unet", unet_condition_inputs, call_unet_condition, ("out_sample",))
 UNET = DiffusersTask("unet", unet_inputs, call_unet, ("out_sample",))
 
 
@@ -144,7 +142,9 @@ def vae_encoder_inputs(cfg: Any) -> list[TensorSpec]:
 
 
 def vae_decoder_inputs(cfg: Any) -> list[TensorSpec]:
-    latent = TensorSpec("latent_sample", None, (BATCH, cfg.get("latent_channels", 4), HEIGHT, WIDTH))
+    latent = TensorSpec(
+        "latent_sample", None, (BATCH, cfg.get("latent_channels", 4), HEIGHT, WIDTH)
+    )
     return [latent]
 
 

@@ -36,6 +36,9 @@ class TextEncoderTask(Task):
 
     name = "text-encoder"
     padding_mask_input = None  # pipelines pass no mask: every token is attended
+    # CLIP's text attention is causal, and the captured attention builds a causal mask from an
+    # attention_mask input, which this contract has not: transformers' sdpa, lowered op by op
+    attention_implementations = ("sdpa", "eager")
 
     def __init__(self, cls: type) -> None:
         self.cls = cls

@@ -18,8 +18,7 @@ import torch
 from mobius import failures
 from mobius.config import ArchitectureConfig
 from mobius.diffusers.config import model_class
-from mobius.errors import ConfigError
-from mobius.errors import UnsupportedError
+from mobius.errors import ConfigError, UnsupportedError
 from mobius.synth.inline import inline_grad_regions
 from mobius.synth.shims import unchecked_distributions
 from mobius.synth.trace import (
@@ -97,9 +96,7 @@ def trace_component(arch: ArchitectureConfig, task: Task, dtype: torch.dtype) ->
     if _meta_constants(program, buffer_values):  # tensors built inside forward: values on CPU
         real = instantiate(arch, dtype, device="cpu")
         again = export(_TaskWrapper(real, task, names, None), specs, arch, task, dtype, "cpu")
-        constants.update(
-            {k: v for k, v in again.constants.items() if isinstance(v, torch.Tensor)}
-        )
+        constants.update({k: v for k, v in again.constants.items() if isinstance(v, torch.Tensor)})
     return TracedModel(
         program=program,
         inputs=specs,
@@ -138,9 +135,7 @@ def export(
     height or width that must not take some small values: UNets pass explicit up-sampling sizes
     only when the size is no multiple of their down-sampling factor, which pipelines never give
     (latents are a multiple of it)."""
-    args = tuple(
-        torch.zeros_like(task.example_value(s, arch, dtype), device=device) for s in specs
-    )
+    args = tuple(torch.zeros_like(task.example_value(s, arch, dtype), device=device) for s in specs)
     dynamic = tuple(
         {axis: torch.export.Dim.AUTO for axis, d in enumerate(s.dims) if isinstance(d, str)}
         for s in specs
@@ -160,14 +155,8 @@ def export(
             f"torch.export fixed dynamic dimensions of {arch.model_type} to constants: "
             + ", ".join(fixed)
         )
-    batch_axes = {
-        f"{s.name}[{axis}]" for s in specs for axis, d in enumerate(s.dims) if d == BATCH
-    }
-    bounded = [
-        b
-        for b in bounded_dims(program, specs, LENGTH_LIMIT)
-        if not _neutral(b, batch_axes)
-    ]
+    batch_axes = {f"{s.name}[{axis}]" for s in specs for axis, d in enumerate(s.dims) if d == BATCH}
+    bounded = [b for b in bounded_dims(program, specs, LENGTH_LIMIT) if not _neutral(b, batch_axes)]
     if bounded:
         raise SpecialisedShapeError(
             f"the trace of {arch.model_type} holds only for " + ", ".join(bounded)
