@@ -77,7 +77,18 @@ def prepare_graph(
 
     log.info("tracing %s's %s on the meta device", arch.model_type, task.name)
     with failures.phase(f"tracing {arch.model_type}"):
-        traced = trace_component(arch, task, dtype)
+        try:
+            traced = trace_component(arch, task, dtype)
+        except UnsupportedError as exc:
+            fixed = dt.fixed_size(task, arch)
+            if fixed is None:
+                raise
+            # DiT-style unpatchifying takes the square root of the token count in Python
+            log.warning(
+                "%s: height and width fixed to the config's sample_size %s (the dynamic trace "
+                "failed: %s)", arch.model_type, arch.hf_config.get("sample_size"), exc,
+            )  # fmt: skip
+            traced = trace_component(arch, fixed, dtype)
         _drop_dead_code(traced.program)  # e.g. the latent distribution's unused std
         traced.program = decompose_unlowered(traced.program)
     return Prepared(source, arch, task, traced, use_cache=False)
@@ -114,9 +125,7 @@ def graph_package(
     the component's ``config.json``."""
     manifest = {
         "model_type": prepared.arch.model_type,
-        "library": prepared.source.config.get("_diffusers_version")
-        and "diffusers"
-        or "transformers",
+        "library": "diffusers" if class_name(prepared.source.config) else "transformers",
         "component": component,
         "task": prepared.task.name,
         "dtype": dtype,

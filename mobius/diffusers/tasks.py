@@ -19,7 +19,10 @@ HEIGHT, WIDTH = "height", "width"
 IMAGE_SEQUENCE = "image_sequence_length"  # patch tokens of a transformer taking packed latents
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
-EXAMPLE_SIZES = {BATCH: 2, SEQUENCE: 7, HEIGHT: 24, WIDTH: 40, IMAGE_SEQUENCE: 12}
+EXAMPLE_SIZES = {
+    BATCH: 2, SEQUENCE: 7, HEIGHT: 24, WIDTH: 40, IMAGE_SEQUENCE: 12,
+    "image_height": 192, "image_width": 320,  # a ControlNet's conditioning image: 8x the latents
+}  # fmt: skip
 
 Specs = Callable[[Any], list[TensorSpec]]
 Call = Callable[[torch.nn.Module, dict[str, torch.Tensor]], tuple[torch.Tensor, ...]]
@@ -170,3 +173,23 @@ def vae_tasks(latent_output: str = "latent_parameters") -> list[DiffusersTask]:
         DiffusersTask("vae_encoder", vae_encoder_inputs, call_vae_encoder, (latent_output,)),
         DiffusersTask("vae_decoder", vae_decoder_inputs, call_vae_decoder, ("sample",)),
     ]
+
+
+def fixed_size(task: DiffusersTask, arch: ArchitectureConfig) -> DiffusersTask | None:
+    """``task`` with height and width fixed to the config's ``sample_size`` (None where the task
+    has no such axes or the config no size): for models that only take their trained size."""
+    size = arch.hf_config.get("sample_size")
+    if isinstance(size, int):
+        size = (size, size)
+    if not (isinstance(size, (list, tuple)) and len(size) == 2):
+        return None
+    specs = task.inputs(arch, None)
+    if not any(HEIGHT in s.dims for s in specs):
+        return None
+    sizes = {HEIGHT: int(size[0]), WIDTH: int(size[1])}
+
+    def inputs(cfg: Any) -> list[TensorSpec]:
+        return [TensorSpec(s.name, s.dtype, tuple(sizes.get(d, d) for d in s.dims)) for s in specs]
+
+    fixed = DiffusersTask(task.name, inputs, task.call, tuple(task.outputs(arch)))
+    return fixed

@@ -112,9 +112,8 @@ def test_four_steps_give_the_diffusers_image(converted):
 
 def test_one_component_alone(converted, tmp_path):
     """``--component vae_decoder`` writes that graph alone at the top of the output."""
-    pipe, out = converted
-    source = Path(pipe.config["_name_or_path"]) if pipe.config.get("_name_or_path") else None
-    source = source or out.parent / "pipeline"
+    _, out = converted
+    source = out.parent / "pipeline"
     target = tmp_path / "decoder"
     code = main(["build", "--model", str(source), "--output", str(target), "--component",
                  "vae_decoder", "-q"])  # fmt: skip
@@ -122,3 +121,19 @@ def test_one_component_alone(converted, tmp_path):
     assert sorted(p.name for p in target.iterdir()) == [
         "config.json", "explain.json", "mobius.json", "model.onnx", "model.onnx.data",
     ]  # fmt: skip
+
+
+def test_explain_a_pipeline_component(converted, tmp_path):
+    """``explain`` on a pipeline: GroupNorm and diffusers' attention are components."""
+    _, out = converted
+    report = tmp_path / "explain.json"
+    source = out.parent / "pipeline"
+    code = main(["explain", "--model", str(source), "--component", "vae_decoder", "-q",
+                 "--json", str(report)])  # fmt: skip
+    assert code == 0
+    components = {
+        use["component"]
+        for module in json.loads(report.read_text())["modules"]
+        for use in module.get("components", [])
+    }
+    assert {"GroupNormalization", "Attention"} <= components
