@@ -31,7 +31,7 @@ from mobius.tasks import Task
 log = logging.getLogger("mobius")
 
 # VAEs whose encoder gives latents, not a distribution's parameters (CONTRACTS.md)
-PLAIN_LATENT_VAES = ("AutoencoderTiny", "AutoencoderDC")
+PLAIN_LATENT_VAES = ("AutoencoderTiny", "AutoencoderDC", "VQModel")
 
 
 def component_tasks(name: str) -> list[Task]:

@@ -68,6 +68,22 @@ def _is_model(library: str, cls: str) -> bool:
     return False  # a pipeline's own class (safety checker): copied as it is
 
 
+def chosen_components(
+    directory: Path, components: dict[str, tuple[str, str]], component: str | None
+) -> list[str]:
+    """The components to convert: all, or the one ``--component`` names (``vae_encoder`` and
+    ``vae_decoder`` name the ``vae``)."""
+    if component is None:
+        return list(components)
+    chosen = "vae" if component in VAE_GRAPHS else component
+    if chosen not in components:
+        raise ConfigError(
+            f"--component {component}: {directory / INDEX} has no such component; "
+            f"its components: {', '.join(components)}"
+        )
+    return [chosen]
+
+
 def _graphs_wanted(name: str, component: str | None) -> tuple[str, ...] | None:
     """For ``--component``: the VAE graphs a name selects (``vae_decoder`` alone), or None."""
     if component in VAE_GRAPHS and name == "vae":
@@ -95,26 +111,12 @@ def build(
             )
         return _model_package(directory, torch_dtype, dtype, weights, None)
     components = pipeline_components(directory)
-    names = list(components)
-    if component is not None:
-        chosen = "vae" if component in VAE_GRAPHS else component
-        if chosen not in components:
-            raise ConfigError(
-                f"--component {component}: {directory / INDEX} has no such component; "
-                f"its components: {', '.join(names)}"
-            )
-        names = [chosen]
+    names = chosen_components(directory, components, component)
     parts: dict[str, ModelPackage] = {}
     folders: list[Path] = []
-    summary: dict[str, dict] = {}
     for name in names:
         library, cls = components[name]
-        folder = directory / name
-        if not folder.is_dir():
-            raise ConfigError(
-                f"{directory / INDEX} lists the component '{name}' ({cls}) but {folder} is "
-                "missing; download the whole pipeline"
-            )
+        folder = directory / name  # pipeline_components checked it is there
         if not _is_model(library, cls):
             folders.append(folder)
             continue
@@ -131,10 +133,8 @@ def build(
             )
             if isinstance(package, DirectoryPackage):
                 parts.update(package.parts)  # vae -> vae_encoder/, vae_decoder/
-                summary.update({k: {"class": cls} for k in package.parts})
-                continue
-            parts[name] = package
-        summary[name] = {"class": cls}
+            else:
+                parts[name] = package
     if component is not None and len(parts) == 1 and not folders:
         return next(iter(parts.values()))  # the component alone, at the top of the output
     package = DirectoryPackage(model=None, parts=parts, folders=folders)
@@ -209,16 +209,10 @@ def explain(src: str | os.PathLike, *, component: str | None = None) -> ExplainR
     parts: dict[str, Prepared] = {}
     if (directory / INDEX).is_file():
         components = pipeline_components(directory)
-        chosen = "vae" if component in VAE_GRAPHS else component
-        if chosen is not None and chosen not in components:
-            raise ConfigError(
-                f"--component {component}: {directory / INDEX} has no such component; "
-                f"its components: {', '.join(components)}"
-            )
         folders = {
             n: directory / n
-            for n, (lib, cls) in components.items()
-            if _is_model(lib, cls) and (chosen is None or n == chosen)
+            for n in chosen_components(directory, components, component)
+            if _is_model(*components[n])
         }
         model_type = read_index(directory).get("_class_name") or "pipeline"
     else:
