@@ -158,8 +158,10 @@ def call_vae_encoder(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tupl
     dist = getattr(out, "latent_dist", None)
     if dist is not None:
         return (dist.parameters,)
-    latents = getattr(out, "latents", None)
-    return (latents if latents is not None else _first(out),)
+    for name in ("latents", "latent"):  # AutoencoderTiny and VQModel; AutoencoderDC
+        if getattr(out, name, None) is not None:
+            return (getattr(out, name),)
+    return (_first(out),)
 
 
 def call_vae_decoder(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:

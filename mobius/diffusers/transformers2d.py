@@ -22,6 +22,7 @@ from mobius.diffusers.tasks import (
     _first,
     unet_condition_inputs,
 )
+from mobius.errors import UnsupportedError
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
 FLOAT = None  # the model's dtype
@@ -87,7 +88,9 @@ class TransformerTask(DiffusersTask):
             if spec is not None:
                 specs.append(spec)
             elif param.default is inspect.Parameter.empty:
-                raise NotImplementedError(f"{self.cls.__name__} needs '{name}'")
+                raise UnsupportedError(
+                    f"{self.cls.__name__} needs '{name}', which its config gives no size for"
+                )
         return specs
 
     def _call_model(self, model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
@@ -97,19 +100,23 @@ class TransformerTask(DiffusersTask):
         return (_first(model(**x, **extra, return_dict=False)),)
 
 
+KNOWN_ARGS = frozenset(
+    {"hidden_states", "encoder_hidden_states", "pooled_projections", "timestep",
+     "class_labels", "img_ids", "txt_ids", "guidance"}
+)  # fmt: skip
+
+
 def transformer_task(cls: type) -> DiffusersTask | None:
-    """The contract of diffusion transformer ``cls``, or None if its arguments are unknown."""
-    task = TransformerTask(cls)
-    try:
-        task._specs(_EmptyConfig())
-    except NotImplementedError:
-        return None
-    return task
-
-
-class _EmptyConfig:
-    def get(self, name: str, default: Any = None) -> Any:
-        return default
+    """The contract of diffusion transformer ``cls``, or None if it requires an argument
+    outside the table."""
+    params = list(inspect.signature(cls.forward).parameters.items())[1:]
+    for name, param in params:
+        required = param.default is inspect.Parameter.empty and param.kind not in (
+            param.VAR_KEYWORD, param.VAR_POSITIONAL,
+        )  # fmt: skip
+        if required and name not in KNOWN_ARGS | OPTIONAL_CALL_ARGS:
+            return None
+    return TransformerTask(cls)
 
 
 # --- ControlNet -------------------------------------------------------------------------------
