@@ -51,13 +51,7 @@ def component_tasks(name: str) -> list[Task]:
         from mobius.diffusers.transformers2d import CONTROLNET
 
         return [CONTROLNET]
-    task = transformer_task(cls)
-    if task is None:
-        raise UnsupportedError(
-            f"mobius has no I/O contract for the diffusers class {name} yet (no forward "
-            "arguments it knows how to fill)"
-        )
-    return [task]
+    return [transformer_task(cls)]
 
 
 @dataclass

@@ -106,16 +106,19 @@ KNOWN_ARGS = frozenset(
 )  # fmt: skip
 
 
-def transformer_task(cls: type) -> DiffusersTask | None:
-    """The contract of diffusion transformer ``cls``, or None if it requires an argument
-    outside the table."""
+def transformer_task(cls: type) -> DiffusersTask:
+    """The contract of diffusion transformer ``cls``; UnsupportedError naming the first required
+    argument outside the table."""
     params = list(inspect.signature(cls.forward).parameters.items())[1:]
     for name, param in params:
         required = param.default is inspect.Parameter.empty and param.kind not in (
             param.VAR_KEYWORD, param.VAR_POSITIONAL,
         )  # fmt: skip
         if required and name not in KNOWN_ARGS | OPTIONAL_CALL_ARGS:
-            return None
+            raise UnsupportedError(
+                f"mobius has no I/O contract for the diffusers class {cls.__name__} yet: its "
+                f"forward requires '{name}', which no contract fills"
+            )
     return TransformerTask(cls)
 
 

@@ -110,21 +110,9 @@ def test_four_steps_give_the_diffusers_image(converted):
     assert got.std() > 0.01  # an image, not a constant
 
 
-def test_one_component_alone(converted, tmp_path):
-    """``--component vae_decoder`` writes that graph alone at the top of the output."""
-    _, out = converted
-    source = out.parent / "pipeline"
-    target = tmp_path / "decoder"
-    code = main(["build", "--model", str(source), "--output", str(target), "--component",
-                 "vae_decoder", "-q"])  # fmt: skip
-    assert code == 0
-    assert sorted(p.name for p in target.iterdir()) == [
-        "config.json", "explain.json", "mobius.json", "model.onnx", "model.onnx.data",
-    ]  # fmt: skip
-
-
 def test_explain_a_pipeline_component(converted, tmp_path):
-    """``explain`` on a pipeline: GroupNorm and diffusers' attention are components."""
+    """``explain`` on one component of a pipeline (``--component vae_decoder`` picks one graph):
+    GroupNorm and diffusers' attention are components."""
     _, out = converted
     report = tmp_path / "explain.json"
     source = out.parent / "pipeline"
