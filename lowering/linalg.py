@@ -108,8 +108,12 @@ def einsum(ctx: LoweringContext, node: torch.fx.Node):
 @lowers(aten.outer)
 def outer(ctx: LoweringContext, node: torch.fx.Node):
     a, b = node.args
+    dtype = ctx.out_dtype(
+        node
+    )  # torch promotes (float32 x float64 positions: diffusers' pos_embed)
     return ctx.op.Mul(
-        ctx.op.Unsqueeze(ctx.value(a), ctx.ints([1])), ctx.op.Unsqueeze(ctx.value(b), ctx.ints([0]))
+        ctx.op.Unsqueeze(ctx.value(a, dtype), ctx.ints([1])),
+        ctx.op.Unsqueeze(ctx.value(b, dtype), ctx.ints([0])),
     )
 
 

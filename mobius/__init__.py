@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mobius.errors import MobiusError
+from mobius.errors import MobiusError, UnsupportedError
 
 if TYPE_CHECKING:
     from mobius.package import ModelPackage
@@ -30,6 +30,7 @@ def build(
     symmetric: bool = False,
     accuracy_level: int = 0,
     quant_exclude: Sequence[str] = (),
+    component: str | None = None,
 ) -> ModelPackage:
     """Convert ``src`` (a local checkpoint directory or a hub id) to ONNX.
 
@@ -49,6 +50,8 @@ def build(
         ep: ``"cpu"``, ``"cuda"``, ``"dml"`` or ``"webgpu"``: tune the graph for that execution
             provider (GroupQueryAttention and SkipSimplifiedLayerNormalization on the GPU ones);
             None: the portable graph.
+        component: for a diffusers pipeline directory (``model_index.json``), convert only this
+            component (``unet``, ``vae``, ``vae_decoder``, ``text_encoder``, ...).
         strict: refuse (``StrictError``) a build that would take a fallback costing fused
             components or the KV cache; without it such fallbacks are logged and recorded in
             ``mobius.json``.
@@ -74,6 +77,17 @@ def build(
     _ep.check(ep)
     failures.reset()
     with failures.watching_interrupts():
+        if _diffusers(src, component):
+            from mobius import diffusers
+
+            given = {"--precision": precision, "--task": task, "--ep": ep}
+            for flag, value in given.items():
+                if value is not None:
+                    raise UnsupportedError(f"{flag} does not apply to diffusers models yet")
+            return diffusers.build(
+                src, dtype=_ep.default_dtype(ep, dtype), weights=weights, component=component,
+                trust_remote_code=trust_remote_code,
+            )  # fmt: skip
         return _build(
             src,
             dtype=_ep.default_dtype(ep, dtype),
@@ -87,7 +101,11 @@ def build(
 
 
 def explain(
-    src: str | os.PathLike, *, task: str | None = None, trust_remote_code: bool = False
+    src: str | os.PathLike,
+    *,
+    task: str | None = None,
+    trust_remote_code: bool = False,
+    component: str | None = None,
 ) -> ExplainReport:
     """Report what every module of ``src`` becomes, from its config alone (no weights are read).
 
@@ -107,7 +125,26 @@ def explain(
 
     failures.reset()
     with failures.watching_interrupts():
+        if _diffusers(src, component):
+            from mobius import diffusers
+
+            return diffusers.explain(src, component=component)
         return _explain(src, task=task, trust_remote_code=trust_remote_code)
+
+
+def _diffusers(src: str | os.PathLike, component: str | None) -> bool:
+    """``src`` is a diffusers pipeline or model directory; ``--component`` needs one."""
+    from mobius.diffusers.pipeline import is_diffusers
+
+    if is_diffusers(src):
+        return True
+    if component is not None:
+        from mobius.errors import ConfigError
+
+        raise ConfigError(
+            f"--component needs a diffusers pipeline directory (model_index.json); {src} is none"
+        )
+    return False
 
 
 def __getattr__(name: str):

@@ -64,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _quantization_flags(b)
     _feature_flags(b)
+    _component_flag(b)
     b.add_argument("-q", "--quiet", action="store_true", help="only print errors")
     b.add_argument(
         "--debug", action="store_true", help="print the traceback of an internal error (exit 1)"
@@ -90,8 +91,17 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument(
         "--debug", action="store_true", help="print the traceback of an internal error (exit 1)"
     )
+    _component_flag(e)
     _add_generate_parser(sub)
     return parser
+
+
+def _component_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--component",
+        metavar="NAME",
+        help="diffusers pipeline (model_index.json): only this component (unet, vae, ...)",
+    )
 
 
 def _quantization_flags(b: argparse.ArgumentParser) -> None:
@@ -191,6 +201,7 @@ def _build(args: argparse.Namespace) -> int:
             weights=not args.no_weights,
             trust_remote_code=args.trust_remote_code,
             strict=args.strict,
+            component=args.component,
             **_quantization_kwargs(args),
         )
         apply_features(package, features, max_seq_len=args.max_seq_len)
@@ -217,7 +228,12 @@ def _write(path: str, text: str) -> None:
 def _explain(args: argparse.Namespace) -> int:
     import mobius
 
-    report = mobius.explain(args.model, task=args.task, trust_remote_code=args.trust_remote_code)
+    report = mobius.explain(
+        args.model,
+        task=args.task,
+        trust_remote_code=args.trust_remote_code,
+        component=args.component,
+    )
     if args.json and args.json != "-":
         _write(args.json, report.to_json())
     if args.html:

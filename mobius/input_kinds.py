@@ -28,9 +28,7 @@ def check_file(path: Path) -> None:
 
 
 def check_directory(directory: Path) -> None:
-    """Refuse a directory that holds a diffusers pipeline, or GGUF files and no config.json."""
-    if (directory / "model_index.json").is_file() and not (directory / "config.json").is_file():
-        refuse_diffusers_pipeline(directory)
+    """Refuse a directory that holds GGUF files and no config.json."""
     if not (directory / "config.json").is_file():
         ggufs = sorted(p for p in directory.glob("*") if p.is_file() and p.suffix == ".gguf")
         if ggufs:
@@ -38,15 +36,8 @@ def check_directory(directory: Path) -> None:
 
 
 def check_config(config: dict, path: Path) -> None:
-    """Refuse configs mobius cannot convert yet: diffusers models and quantized checkpoints."""
-    if "_class_name" in config and not config.get("model_type"):
-        version = config.get("_diffusers_version")
-        made_by = f"diffusers {version}" if version else "diffusers"
-        raise ConfigError(
-            f"{path} describes a {made_by} model ({config['_class_name']}), not a "
-            "transformers one, and mobius does not convert diffusers models yet; export it "
-            "with optimum (optimum-cli export onnx) meanwhile"
-        )
+    """Refuse configs mobius cannot convert yet: quantized checkpoints. (diffusers configs,
+    ``_class_name``, go to ``mobius.diffusers`` before this.)"""
     method = quantization_method(config)
     if method is not None:
         raise ConfigError(
@@ -96,8 +87,9 @@ def refuse_gguf(files: list[Path]) -> None:
     )
 
 
-def refuse_diffusers_pipeline(directory: Path) -> None:
-    """Name a component the pipeline lists but lacks; otherwise refuse the pipeline itself."""
+def check_diffusers_pipeline(directory: Path) -> dict[str, tuple[str, str]]:
+    """The components ``model_index.json`` lists (name -> (library, class name)); refuses a
+    broken index and a component whose folder or config file is missing."""
     index_path = directory / "model_index.json"
     try:
         index = json.loads(index_path.read_text(encoding="utf-8"))
@@ -107,7 +99,7 @@ def refuse_diffusers_pipeline(directory: Path) -> None:
         raise SourceError(f"{index_path} must hold a JSON object; download it again")
     pipeline = index.get("_class_name", "a pipeline")
     components = {
-        name: entry
+        name: (entry[0], entry[1])
         for name, entry in index.items()
         if not name.startswith("_")
         and isinstance(entry, list)
@@ -128,20 +120,7 @@ def refuse_diffusers_pipeline(directory: Path) -> None:
                 f"diffusers pipeline {directory.name} ({pipeline}): component '{name}' "
                 f"({class_name}) has no {needed} in {folder}; download the whole pipeline again"
             )
-    text_models = [
-        n
-        for n, (library, class_name) in sorted(components.items())
-        if library == "transformers" and _component_config(class_name) == "config.json"
-    ]
-    hint = (
-        f"; its transformers component can be converted alone: --model {directory / text_models[0]}"
-        if text_models
-        else "; export it with optimum (optimum-cli export onnx) meanwhile"
-    )
-    raise SourceError(
-        f"{directory} is a diffusers pipeline ({pipeline}: {', '.join(sorted(components))}), "
-        f"and mobius does not convert diffusers pipelines yet{hint}"
-    )
+    return components
 
 
 def _component_config(class_name: str) -> str | None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch.fx
 
-from patterns import attention_block, gelu, rms_norm, rotary, sdpa
+from patterns import attention_block, bidirectional_sdpa, gelu, group_norm, rms_norm, rotary, sdpa
 from patterns.base import Claim, Decline, MatchContext, Region
 
 REGION_PATTERNS: list[Callable[[Region], Claim | Decline | None]] = [rms_norm.match]
@@ -19,8 +19,10 @@ REGION_PATTERNS: list[Callable[[Region], Claim | Decline | None]] = [rms_norm.ma
 ANCHOR_PATTERNS: list[Callable[[torch.fx.Node, MatchContext], Claim | Decline | None]] = [
     attention_block.match,
     rotary.match,
+    bidirectional_sdpa.match,  # before sdpa.py, which declines every non-causal call
     sdpa.match,
     gelu.match,
+    group_norm.match,
 ]
 
 

@@ -53,6 +53,8 @@ MATMUL = [
     one("einsum", lambda x: torch.einsum("bsd,btd->bst", x, x)),
     one("einsum_spaces", lambda x: torch.einsum("b s d, d -> b s", x, torch.arange(4.0))),
     one("outer", lambda m: torch.outer(m[:, 0], m[0]), (M, M2), S),
+    # float32 x float64 promotes (diffusers' sin-cos position tables)
+    one("outer_promotes", lambda m: torch.outer(m[:, 0], m[0].double()), (M, M2), S),
 ]
 
 

@@ -205,24 +205,49 @@ def test_diffusers_component_without_its_config(capsys, tmp_path):
     assert_refused(capsys, root, tmp_path, "'scheduler'", "scheduler_config.json")
 
 
-def test_complete_diffusers_pipeline_is_not_converted_yet(capsys, tmp_path):
+def test_diffusers_pipeline_with_broken_model_index(capsys, tmp_path):
+    root = tmp_path / "sd"
+    root.mkdir()
+    (root / "model_index.json").write_text('{"unet": ["diffusers", ')
+    assert_refused(capsys, root, tmp_path, "model_index.json", "not valid JSON")
+
+
+def test_diffusers_pipeline_component_with_unknown_class(capsys, tmp_path):
     root = _pipeline(tmp_path / "sd")
-    err = assert_refused(capsys, root, tmp_path, "diffusers pipeline", "StableDiffusionPipeline")
-    assert "not convert diffusers pipelines yet" in err
-    assert f"--model {root / 'text_encoder'}" in err
+    (root / "unet" / "config.json").write_text(json.dumps({"_class_name": "UNet9000Model"}))
+    assert_refused(capsys, root, tmp_path, "unknown diffusers _class_name 'UNet9000Model'")
 
 
-def test_single_diffusers_model(capsys, tmp_path):
+def test_diffusers_component_not_in_the_pipeline(capsys, tmp_path):
+    root = _pipeline(tmp_path / "sd")
+    out = tmp_path / "out"
+    code = main(["build", "--model", str(root), "--output", str(out), "--component", "vea", "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.startswith("mobius: error: --component vea") and "unet, vae" in err, err
+    assert len(err.splitlines()) == 1 and not out.exists()
+
+
+def test_single_diffusers_model_without_weights(capsys, tmp_path):
     folder = tmp_path / "unet"
     folder.mkdir()
-    config = {
-        "_class_name": "UNet2DConditionModel",
-        "_diffusers_version": "0.31.0",
-        "in_channels": 4,
-    }
+    config = {"_class_name": "UNet2DConditionModel", "_diffusers_version": "0.31.0"}
     (folder / "config.json").write_text(json.dumps(config))
-    err = assert_refused(capsys, folder, tmp_path, "diffusers 0.31.0 model", "UNet2DConditionModel")
-    assert "model_type" not in err
+    out = tmp_path / "out"
+    code = main(["build", "--model", str(folder), "--output", str(out), "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.startswith("mobius: error: no *.safetensors weights"), err
+    assert not out.exists()
+
+
+def test_single_diffusers_model_with_unknown_class(capsys, tmp_path):
+    folder = tmp_path / "unet"
+    folder.mkdir()
+    config = {"_class_name": "UNet2DConditionModl", "_diffusers_version": "0.31.0"}
+    (folder / "config.json").write_text(json.dumps(config))
+    err = assert_refused(capsys, folder, tmp_path, "'UNet2DConditionModl'")
+    assert "did you mean 'UNet2DConditionModel'" in err
 
 
 # --- quantized checkpoints -----------------------------------------------------------------

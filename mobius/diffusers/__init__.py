@@ -1,0 +1,9 @@
+"""diffusers pipelines and models: one sub-directory per component, each traced like any model.
+
+``build`` and ``explain`` take a pipeline directory (``model_index.json``) or one diffusers model
+directory (``config.json`` with ``_class_name``); ``is_diffusers`` says whether a source is one.
+"""
+
+from mobius.diffusers.pipeline import build, explain, is_diffusers
+
+__all__ = ["build", "explain", "is_diffusers"]

@@ -1,0 +1,197 @@
+"""The I/O contracts of diffusers components (CONTRACTS.md, "Diffusers pipelines").
+
+Each graph of a component is a Task like the transformers ones: which inputs it takes (named
+dimensions stay dynamic) and how to call the diffusers model on them. A component with two
+graphs (a VAE: encoder and decoder) is a list of such tasks over the same model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from mobius.config import ArchitectureConfig
+from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
+
+HEIGHT, WIDTH = "height", "width"
+IMAGE_SEQUENCE = "image_sequence_length"  # patch tokens of a transformer taking packed latents
+# sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
+# so that every down-sampling of a small UNet or VAE divides them
+EXAMPLE_SIZES = {
+    BATCH: 2, SEQUENCE: 7, HEIGHT: 24, WIDTH: 40, IMAGE_SEQUENCE: 12,
+    "image_height": 192, "image_width": 320,  # a ControlNet's conditioning image: 8x the latents
+}  # fmt: skip
+
+Specs = Callable[[Any], list[TensorSpec]]
+Call = Callable[[torch.nn.Module, dict[str, torch.Tensor]], tuple[torch.Tensor, ...]]
+
+
+class DiffusersTask(Task):
+    """One graph of a diffusers component: its inputs and outputs, and the call between them."""
+
+    attention_implementations = ("sdpa",)
+    padding_mask_input = None  # no padding mask: attention over every token
+
+    def __init__(self, name: str, inputs: Specs, call: Call, outputs: tuple[str, ...]) -> None:
+        self.name = name
+        self._inputs = inputs
+        self._call = call
+        self.output_names = outputs
+
+    def supports(self, config: ArchitectureConfig) -> bool:
+        return True
+
+    def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        return self._inputs(config.hf_config)
+
+    def outputs(self, config: ArchitectureConfig) -> list[str]:
+        return list(self.output_names)
+
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
+        return self._call(model, inputs)
+
+    def example_value(
+        self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
+    ) -> torch.Tensor:
+        shape = [d if isinstance(d, int) else EXAMPLE_SIZES.get(d, 5) for d in spec.dims]
+        return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
+
+
+def _first(output: Any) -> torch.Tensor:
+    return output[0] if isinstance(output, (tuple, list)) else output
+
+
+# --- UNets ------------------------------------------------------------------------------------
+
+
+def _timestep() -> TensorSpec:
+    return TensorSpec("timestep", torch.float32, (BATCH,))
+
+
+def unet_condition_inputs(cfg: Any) -> list[TensorSpec]:
+    """``sample``, ``timestep``, ``encoder_hidden_states``; SDXL's added conditioning
+    (``addition_embed_type == "text_time"``) adds ``text_embeds`` and ``time_ids``."""
+    specs = [
+        TensorSpec("sample", None, (BATCH, cfg.get("in_channels", 4), HEIGHT, WIDTH)),
+        _timestep(),
+        TensorSpec(
+            "encoder_hidden_states",
+            None,
+            (BATCH, SEQUENCE, cfg.get("encoder_hid_dim") or cfg.get("cross_attention_dim")),
+        ),
+    ]
+    if cfg.get("addition_embed_type") == "text_time":
+        times = 6  # SDXL's original size, crop and target size
+        text = cfg.get("projection_class_embeddings_input_dim") - times * cfg.get(
+            "addition_time_embed_dim"
+        )
+        specs += [
+            TensorSpec("text_embeds", None, (BATCH, text)),
+            TensorSpec("time_ids", None, (BATCH, times)),
+        ]
+    if cfg.get("class_embed_type") is not None or cfg.get("num_class_embeds"):
+        specs.append(_class_labels(cfg))
+    return specs
+
+
+def _class_labels(cfg: Any) -> TensorSpec:
+    if cfg.get("num_class_embeds"):
+        return TensorSpec("class_labels", torch.int64, (BATCH,))
+    return TensorSpec("class_labels", None, (BATCH,))
+
+
+def call_unet_condition(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
+    added = {k: x[k] for k in ("text_embeds", "time_ids") if k in x}
+    out = model(
+        x["sample"],
+        x["timestep"],
+        x["encoder_hidden_states"],
+        class_labels=x.get("class_labels"),
+        added_cond_kwargs=added or None,
+        return_dict=False,
+    )
+    return (_first(out),)
+
+
+def unet_inputs(cfg: Any) -> list[TensorSpec]:
+    """UNet2DModel: ``sample`` and ``timestep`` (and ``class_labels`` where it has classes)."""
+    specs = [
+        TensorSpec("sample", None, (BATCH, cfg.get("in_channels", 3), HEIGHT, WIDTH)),
+        _timestep(),
+    ]
+    if cfg.get("class_embed_type") is not None or cfg.get("num_class_embeds"):
+        specs.append(_class_labels(cfg))
+    return specs
+
+
+def call_unet(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
+    out = model(x["sample"], x["timestep"], class_labels=x.get("class_labels"), return_dict=False)
+    return (_first(out),)
+
+
+UNET_CONDITION = DiffusersTask("unet", unet_condition_inputs, call_unet_condition, ("out_sample",))
+UNET = DiffusersTask("unet", unet_inputs, call_unet, ("out_sample",))
+
+
+# --- VAEs -------------------------------------------------------------------------------------
+
+
+def vae_encoder_inputs(cfg: Any) -> list[TensorSpec]:
+    return [TensorSpec("sample", None, (BATCH, cfg.get("in_channels", 3), HEIGHT, WIDTH))]
+
+
+def vae_decoder_inputs(cfg: Any) -> list[TensorSpec]:
+    latent = TensorSpec(
+        "latent_sample", None, (BATCH, cfg.get("latent_channels", 4), HEIGHT, WIDTH)
+    )
+    return [latent]
+
+
+def call_vae_encoder(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
+    """The latent distribution's parameters (mean and log-variance on channels), or the latents
+    of a VAE without a distribution."""
+    out = model.encode(x["sample"])
+    dist = getattr(out, "latent_dist", None)
+    if dist is not None:
+        return (dist.parameters,)
+    for name in ("latents", "latent"):  # AutoencoderTiny and VQModel; AutoencoderDC
+        if getattr(out, name, None) is not None:
+            return (getattr(out, name),)
+    return (_first(out),)
+
+
+def call_vae_decoder(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
+    out = model.decode(x["latent_sample"])
+    return (getattr(out, "sample", None) if hasattr(out, "sample") else _first(out),)
+
+
+def vae_tasks(latent_output: str = "latent_parameters") -> list[DiffusersTask]:
+    """The encoder and decoder graphs of a VAE (``latents`` for VAEs with no distribution)."""
+    return [
+        DiffusersTask("vae_encoder", vae_encoder_inputs, call_vae_encoder, (latent_output,)),
+        DiffusersTask("vae_decoder", vae_decoder_inputs, call_vae_decoder, ("sample",)),
+    ]
+
+
+def fixed_size(task: DiffusersTask, arch: ArchitectureConfig) -> DiffusersTask | None:
+    """``task`` with height and width fixed to the config's ``sample_size`` (None where the task
+    has no such axes or the config no size): for models that only take their trained size."""
+    size = arch.hf_config.get("sample_size")
+    if isinstance(size, int):
+        size = (size, size)
+    if not (isinstance(size, (list, tuple)) and len(size) == 2):
+        return None
+    specs = task.inputs(arch, None)
+    if not any(HEIGHT in s.dims for s in specs):
+        return None
+    sizes = {HEIGHT: int(size[0]), WIDTH: int(size[1])}
+
+    def inputs(cfg: Any) -> list[TensorSpec]:
+        return [TensorSpec(s.name, s.dtype, tuple(sizes.get(d, d) for d in s.dims)) for s in specs]
+
+    fixed = DiffusersTask(task.name, inputs, task.call, tuple(task.outputs(arch)))
+    return fixed

@@ -1,0 +1,171 @@
+"""Build a diffusers model on the meta device and trace one of its graphs with torch.export.
+
+The same steps as ``mobius.synth.trace.trace`` (the wrapper, export with dynamic named axes, the
+checks on specialised dimensions), with diffusers' own construction: ``cls.from_config`` with
+parameters on meta and buffers computed on CPU. diffusers' state-dict keys are its checkpoint
+keys, so no renaming is needed (``key_to_param`` is None).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from mobius import failures
+from mobius.config import ArchitectureConfig
+from mobius.diffusers.config import model_class
+from mobius.errors import ConfigError, UnsupportedError
+from mobius.synth.inline import inline_grad_regions
+from mobius.synth.shims import unchecked_distributions
+from mobius.synth.trace import (
+    BUILD_ERRORS,
+    SpecialisedShapeError,
+    TracedModel,
+    _meta_constants,
+    _quiet,
+    _TaskWrapper,
+    _tied_groups,
+)
+from mobius.synth.trace_bounds import bounded_dims, specialised_dims
+from mobius.tasks import Task
+from mobius.tasks.base import BATCH
+from patterns.base import WRAPPER_PREFIX
+
+
+def instantiate(arch: ArchitectureConfig, dtype: torch.dtype, device: str = "meta") -> Any:
+    """The diffusers model of ``arch`` in eval mode; parameters on meta unless ``device`` is cpu
+    (uninitialised storage, used only to recompute constants)."""
+    from accelerate import init_empty_weights
+
+    cls = model_class(arch.model_type)
+    values = arch.hf_config.to_dict()
+    try:
+        with init_empty_weights(include_buffers=False), _quiet():
+            model = cls.from_config(values)
+    except BUILD_ERRORS + (ValueError, KeyError) as exc:
+        failures.check(exc)
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(
+            f"diffusers cannot build a {arch.model_type} from config.json "
+            f"({type(exc).__name__}: {reason}); fix config.json"
+        ) from exc
+    if dtype != torch.float32:  # diffusers warns on every .to(dtype) of a model
+        with _diffusers_quiet():
+            model = model.to(dtype)
+    model = model.eval()
+    if device != "meta":
+        model = model.to_empty(device=device)
+    return model
+
+
+@contextlib.contextmanager
+def _diffusers_quiet() -> Iterator[None]:
+    logger = logging.getLogger("diffusers")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def trace_component(arch: ArchitectureConfig, task: Task, dtype: torch.dtype) -> TracedModel:
+    """Trace ``task``'s graph of the diffusers model ``arch`` on meta."""
+    model = instantiate(arch, dtype)
+    buffer_values = {
+        name: b.detach().clone() for name, b in model.named_buffers() if b.device.type != "meta"
+    }
+    tied = _tied_groups(model)
+    classes = {
+        name: f"{type(mod).__module__}.{type(mod).__qualname__}"
+        for name, mod in model.named_modules()
+    }
+    model = model.to("meta")
+    specs = task.inputs(arch, model)
+    names = [s.name for s in specs]
+    program = export(_TaskWrapper(model, task, names, None), specs, arch, task, dtype, "meta")
+    constants = {
+        k: v
+        for k, v in program.constants.items()
+        if isinstance(v, torch.Tensor) and v.device.type != "meta"
+    }
+    if _meta_constants(program, buffer_values):  # tensors built inside forward: values on CPU
+        real = instantiate(arch, dtype, device="cpu")
+        again = export(_TaskWrapper(real, task, names, None), specs, arch, task, dtype, "cpu")
+        constants.update({k: v for k, v in again.constants.items() if isinstance(v, torch.Tensor)})
+    return TracedModel(
+        program=program,
+        inputs=specs,
+        outputs=task.outputs(arch),
+        buffer_values=buffer_values,
+        tied_names=tied,
+        key_to_param=None,
+        constant_values={k.removeprefix(WRAPPER_PREFIX): v for k, v in constants.items()},
+        dtype=dtype,
+        hf_config=arch.hf_config,
+        causal=False,
+        padding_input=None,
+        module_classes=classes,
+    )
+
+
+# Bounds the trace records from branches that change no value: diffusers' upsampler makes its
+# input contiguous from a batch of 64 on (``shape[0] >= 64``), a memory-layout choice.
+NEUTRAL_BATCH_BOUND = 63
+# the trace limit for other bounds (as transformers models without a position table)
+LENGTH_LIMIT = 256
+
+
+def export(
+    wrapper: torch.nn.Module,
+    specs: list,
+    arch: ArchitectureConfig,
+    task: Task,
+    dtype: torch.dtype,
+    device: str,
+) -> torch.export.ExportedProgram:
+    """torch.export with the contract's named axes dynamic; a dimension the trace fixes, or
+    bounds by a branch that changes values, is refused (SpecialisedShapeError).
+
+    Two kinds of guard are accepted: the batch bound of diffusers' upsampler (above), and a
+    height or width that must not take some small values: UNets pass explicit up-sampling sizes
+    only when the size is no multiple of their down-sampling factor, which pipelines never give
+    (latents are a multiple of it)."""
+    args = tuple(torch.zeros_like(task.example_value(s, arch, dtype), device=device) for s in specs)
+    dynamic = tuple(
+        {axis: torch.export.Dim.AUTO for axis, d in enumerate(s.dims) if isinstance(d, str)}
+        for s in specs
+    )
+    try:
+        with _quiet(), unchecked_distributions():
+            program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
+    except Exception as exc:
+        failures.check(exc)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UnsupportedError(
+            f"torch.export could not trace {arch.model_type} ({type(exc).__name__}: {first[:300]})"
+        ) from exc
+    fixed = specialised_dims(program, specs)
+    if fixed:
+        raise SpecialisedShapeError(
+            f"torch.export fixed dynamic dimensions of {arch.model_type} to constants: "
+            + ", ".join(fixed)
+        )
+    batch_axes = {f"{s.name}[{axis}]" for s in specs for axis, d in enumerate(s.dims) if d == BATCH}
+    bounded = [b for b in bounded_dims(program, specs, LENGTH_LIMIT) if not _neutral(b, batch_axes)]
+    if bounded:
+        raise SpecialisedShapeError(
+            f"the trace of {arch.model_type} holds only for " + ", ".join(bounded)
+        )
+    return inline_grad_regions(program)
+
+
+def _neutral(bound: str, batch_axes: set[str]) -> bool:
+    """``bound`` (as ``bounded_dims`` words it) is one of the accepted guards."""
+    if bound.endswith(f"<= {NEUTRAL_BATCH_BOUND}"):
+        return any(f" {axis} " in f" {bound} " for axis in batch_axes)
+    return " != " in bound and bound.split("[", 1)[1].startswith(("2]", "3]"))

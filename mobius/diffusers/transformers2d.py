@@ -1,0 +1,163 @@
+"""Contracts for diffusion transformers (DiT, PixArt, SD3, Flux, ...) and ControlNets.
+
+A transformer keeps its own ``forward`` argument names (CONTRACTS.md): each argument the model
+requires, or that its config enables, is filled from a table of what such an argument is in
+diffusers (``hidden_states`` latents, ``encoder_hidden_states`` text, ``pooled_projections``,
+``timestep``, ``class_labels``, Flux's position ids ``img_ids`` and ``txt_ids``, ``guidance``).
+A class with a required argument outside the table gets no contract (the caller says so).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+from mobius.diffusers.tasks import (
+    HEIGHT,
+    IMAGE_SEQUENCE,
+    WIDTH,
+    DiffusersTask,
+    _first,
+    unet_condition_inputs,
+)
+from mobius.errors import UnsupportedError
+from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
+
+FLOAT = None  # the model's dtype
+# arguments diffusers passes only as keyword dictionaries or switches: never graph inputs
+OPTIONAL_CALL_ARGS = frozenset(
+    {"return_dict", "cross_attention_kwargs", "joint_attention_kwargs", "attention_kwargs",
+     "attention_mask", "encoder_attention_mask", "skip_layers", "controlnet_blocks_repeat",
+     "block_controlnet_hidden_states", "controlnet_block_samples",
+     "controlnet_single_block_samples", "guess_mode", "timestep_cond"}
+)  # fmt: skip
+
+
+def _text_width(cfg: Any) -> int | None:
+    for name in ("joint_attention_dim", "caption_channels", "cross_attention_dim", "text_dim"):
+        value = cfg.get(name)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _latents(cfg: Any, packed: bool) -> TensorSpec:
+    channels = cfg.get("in_channels", 4)
+    if packed:
+        return TensorSpec("hidden_states", FLOAT, (BATCH, IMAGE_SEQUENCE, channels))
+    return TensorSpec("hidden_states", FLOAT, (BATCH, channels, HEIGHT, WIDTH))
+
+
+def _spec(name: str, cfg: Any, packed: bool) -> TensorSpec | None:
+    """The graph input for forward argument ``name``, or None when it is not one we know."""
+    if name == "hidden_states":
+        return _latents(cfg, packed)
+    if name == "encoder_hidden_states" and _text_width(cfg):
+        return TensorSpec(name, FLOAT, (BATCH, SEQUENCE, _text_width(cfg)))
+    if name == "pooled_projections" and cfg.get("pooled_projection_dim"):
+        return TensorSpec(name, FLOAT, (BATCH, cfg.get("pooled_projection_dim")))
+    if name == "timestep":
+        return TensorSpec(name, torch.float32, (BATCH,))
+    if name == "class_labels" and cfg.get("num_embeds_ada_norm"):
+        return TensorSpec(name, torch.int64, (BATCH,))
+    if name == "img_ids":
+        return TensorSpec(name, FLOAT, (IMAGE_SEQUENCE, 3))
+    if name == "txt_ids":
+        return TensorSpec(name, FLOAT, (SEQUENCE, 3))
+    if name == "guidance" and cfg.get("guidance_embeds"):
+        return TensorSpec(name, torch.float32, (BATCH,))
+    return None
+
+
+class TransformerTask(DiffusersTask):
+    """``transformer``: the model's own argument names -> ``out_sample``."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        self.packed = "Flux" in cls.__name__  # Flux takes latents packed into tokens
+        super().__init__("transformer", self._specs, self._call_model, ("out_sample",))
+
+    def _specs(self, cfg: Any) -> list[TensorSpec]:
+        specs = []
+        for name, param in list(inspect.signature(self.cls.forward).parameters.items())[1:]:
+            if name in OPTIONAL_CALL_ARGS or param.kind is param.VAR_KEYWORD:
+                continue
+            spec = _spec(name, cfg, self.packed)
+            if spec is not None:
+                specs.append(spec)
+            elif param.default is inspect.Parameter.empty:
+                raise UnsupportedError(
+                    f"{self.cls.__name__} needs '{name}', which its config gives no size for"
+                )
+        return specs
+
+    def _call_model(self, model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
+        extra = {}
+        if "added_cond_kwargs" in inspect.signature(self.cls.forward).parameters:
+            extra["added_cond_kwargs"] = {"resolution": None, "aspect_ratio": None}
+        return (_first(model(**x, **extra, return_dict=False)),)
+
+
+KNOWN_ARGS = frozenset(
+    {"hidden_states", "encoder_hidden_states", "pooled_projections", "timestep",
+     "class_labels", "img_ids", "txt_ids", "guidance"}
+)  # fmt: skip
+
+
+def transformer_task(cls: type) -> DiffusersTask:
+    """The contract of diffusion transformer ``cls``; UnsupportedError naming the first required
+    argument outside the table."""
+    params = list(inspect.signature(cls.forward).parameters.items())[1:]
+    for name, param in params:
+        required = param.default is inspect.Parameter.empty and param.kind not in (
+            param.VAR_KEYWORD, param.VAR_POSITIONAL,
+        )  # fmt: skip
+        if required and name not in KNOWN_ARGS | OPTIONAL_CALL_ARGS:
+            raise UnsupportedError(
+                f"mobius has no I/O contract for the diffusers class {cls.__name__} yet: its "
+                f"forward requires '{name}', which no contract fills"
+            )
+    return TransformerTask(cls)
+
+
+# --- ControlNet -------------------------------------------------------------------------------
+
+
+def controlnet_inputs(cfg: Any) -> list[TensorSpec]:
+    """The UNet's inputs, the conditioning image (8x the latents: the conditioning embedding
+    downsamples three times) and its scale."""
+    specs = unet_condition_inputs(cfg)
+    channels = cfg.get("conditioning_channels", 3)
+    specs.insert(3, TensorSpec("controlnet_cond", FLOAT, (BATCH, channels, "image_height",
+                                                          "image_width")))  # fmt: skip
+    specs.insert(4, TensorSpec("conditioning_scale", torch.float32, ()))
+    return specs
+
+
+def call_controlnet(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
+    added = {k: x[k] for k in ("text_embeds", "time_ids") if k in x}
+    down, mid = model(
+        x["sample"], x["timestep"], x["encoder_hidden_states"], x["controlnet_cond"],
+        x["conditioning_scale"], class_labels=x.get("class_labels"),
+        added_cond_kwargs=added or None, return_dict=False,
+    )  # fmt: skip
+    return (*down, mid)
+
+
+class ControlNetTask(DiffusersTask):
+    """``controlnet``: ``down_block_res_samples.{i}`` and ``mid_block_res_sample``."""
+
+    def __init__(self) -> None:
+        super().__init__("controlnet", controlnet_inputs, call_controlnet, ())
+
+    def outputs(self, config: Any) -> list[str]:
+        cfg = config.hf_config
+        blocks = len(cfg.get("down_block_types", ()))
+        layers = cfg.get("layers_per_block", 2)
+        count = 1 + blocks * layers + (blocks - 1)  # conv_in, each resnet, each downsampler
+        return [f"down_block_res_samples.{i}" for i in range(count)] + ["mid_block_res_sample"]
+
+
+CONTROLNET = ControlNetTask()
