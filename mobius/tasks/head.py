@@ -146,7 +146,12 @@ class HeadTask(Task):
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
-        out = model(**inputs, return_dict=True)
+        extra = {}
+        if "use_cache" in inspect.signature(model.forward).parameters:
+            # an encoder-decoder's head runs its decoder once over the shifted input_ids, as HF
+            # does without decoder_input_ids; a cache would only add empty tensors to the trace
+            extra["use_cache"] = False
+        out = model(**inputs, **extra, return_dict=True)
         return tuple(out[name] for name in self.output_names)
 
     def example_value(

@@ -157,6 +157,8 @@ def contract_feeds(sess, config, batch: int = 2, seed: int = 1) -> dict[str, tor
         text["attention_mask"][1::2, -3:] = 0  # more rows padded, by other amounts
         if pad is not None:  # padded positions hold the pad token (RoBERTa numbers the others)
             text["input_ids"][text["attention_mask"] == 0] = pad
+        if getattr(config, "is_encoder_decoder", False):
+            _end_with_eos(text, config.get_text_config(), vocab)
         if "token_type_ids" in text and getattr(config.get_text_config(), "type_vocab_size", 2) < 2:
             text["token_type_ids"].zero_()  # a model with one token type (gte)
         for name, value in text.items():
@@ -173,6 +175,18 @@ def contract_feeds(sess, config, batch: int = 2, seed: int = 1) -> dict[str, tor
         if "attention_mask" in shapes:
             feeds["attention_mask"] = mask
     return feeds
+
+
+def _end_with_eos(text: dict[str, torch.Tensor], config, vocab: int) -> None:
+    """Each row's last real token is EOS and no other is, as an encoder-decoder's tokenizer
+    ends a text (BART's and T5's sequence classifiers read the hidden state at the EOS)."""
+    eos = getattr(config, "eos_token_id", None)
+    if not isinstance(eos, int) or not 0 <= eos < vocab:
+        return
+    ids, mask = text["input_ids"], text["attention_mask"]
+    ids[(ids == eos) & (mask == 1)] = (eos + 1) % vocab
+    last = mask.sum(-1) - 1
+    ids[torch.arange(len(ids)), last] = eos
 
 
 def contract_diffs(model: torch.nn.Module, directory: Path, config) -> dict[str, float]:
