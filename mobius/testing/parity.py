@@ -166,7 +166,9 @@ def contract_feeds(sess, config, batch: int = 2, seed: int = 1) -> dict[str, tor
                 feeds[name] = value.reshape(text_batch, choices, -1) if choices > 1 else value
     if "pixel_values" in shapes:
         feeds["pixel_values"] = torch.randn(batch, *image_size(config), generator=gen)
-    if "input_values" in shapes:
+    if "input_features" in shapes or len(shapes.get("input_values", ())) == 3:
+        feeds.update(_spectrogram_feeds(shapes, batch, gen))
+    elif "input_values" in shapes:
         samples, pad = 2000, 400
         values = torch.randn(batch, samples, generator=gen)
         mask = torch.ones(batch, samples, dtype=torch.long)
@@ -174,6 +176,22 @@ def contract_feeds(sess, config, batch: int = 2, seed: int = 1) -> dict[str, tor
         feeds["input_values"] = values * mask
         if "attention_mask" in shapes:
             feeds["attention_mask"] = mask
+    return feeds
+
+
+def _spectrogram_feeds(shapes: dict, batch: int, gen: torch.Generator) -> dict:
+    """Random features at the graph's static sizes (50 frames where the count is dynamic); with
+    a frame mask, the first row's last 10 frames are padding (zeros, as extractors pad)."""
+    name = "input_features" if "input_features" in shapes else "input_values"
+    dims = shapes[name]
+    shape = [batch] + [d if isinstance(d, int) else 50 for d in dims[1:]]
+    values = torch.randn(*shape, generator=gen)
+    feeds = {name: values}
+    if "attention_mask" in shapes:
+        mask = torch.ones(batch, shape[1], dtype=torch.long)
+        mask[0, -10:] = 0
+        feeds[name] = values * mask[..., None]
+        feeds["attention_mask"] = mask
     return feeds
 
 
