@@ -98,6 +98,8 @@ def get_task(name: str | None, config: ArchitectureConfig) -> Task:
             )
         return detected
     task = TASKS[canonical]
+    if isinstance(task, HeadTask) and config.is_encoder_decoder:
+        task = task.on_encoder_decoder()
     if not task.supports(config):
         has = ", ".join(supported_tasks(config)) or "none"
         raise ConfigError(

@@ -8,6 +8,7 @@ modality, which its class states as ``main_input_name``: token ids (text), ``pix
 
 from __future__ import annotations
 
+import copy
 import inspect
 from typing import Any
 
@@ -153,6 +154,16 @@ class HeadTask(Task):
         self.classifies = classifies
         self.multiple_choice = multiple_choice
         self.dual = dual
+
+    def on_encoder_decoder(self) -> HeadTask:
+        """This head for an encoder-decoder model: transformers' own attention, lowered op by op.
+
+        Its decoder runs on the shifted ``input_ids`` with no padding mask of its own (HF passes
+        none), while the captured attention would mask the decoder's keys by ``attention_mask``
+        too: with left padding the real positions would differ. Tracing HF's masks keeps them."""
+        task = copy.copy(self)
+        task.attention_implementations = ("sdpa", "eager")
+        return task
 
     def supports(self, config: ArchitectureConfig) -> bool:
         return type(config.hf_config) in auto_mapping(self.mapping)

@@ -155,6 +155,12 @@ def test_a_head_on_an_encoder_decoder_is_its_head_task():
     input_ids, as transformers does): a single-graph head like any other."""
     task = get_task("text-classification", from_hf(tiny_config("bart")))
     assert isinstance(task, HeadTask) and task.name == "text-classification"
+    # HF's decoder has no padding mask of its own: its masks are traced, not rebuilt
+    assert "mobius" not in task.attention_implementations
+    assert (
+        "mobius"
+        in get_task("text-classification", from_hf(tiny_config("bert"))).attention_implementations
+    )
 
 
 def test_a_head_the_checkpoint_lacks_names_the_head_it_has(tmp_path, capsys):
