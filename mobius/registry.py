@@ -64,14 +64,6 @@ def detect_task(config: ArchitectureConfig) -> Task:
     )
 
 
-def _refuse_encoder_decoder(config: ArchitectureConfig) -> None:
-    if config.is_encoder_decoder:
-        raise ConfigError(
-            f"'{config.model_type}' is an encoder-decoder model: its task is "
-            f"{seq2seq_task(config).name}, not a single-graph head"
-        )
-
-
 def seq2seq_task(config: ArchitectureConfig) -> Task:
     """Speech-to-text or text-to-text, by the auto mapping that builds the model."""
     from transformers.models.auto.modeling_auto import (
@@ -106,8 +98,8 @@ def get_task(name: str | None, config: ArchitectureConfig) -> Task:
             )
         return detected
     task = TASKS[canonical]
-    if isinstance(task, HeadTask):  # a head on an encoder-decoder needs the decoder's inputs too
-        _refuse_encoder_decoder(config)
+    if isinstance(task, HeadTask) and config.is_encoder_decoder:
+        task = task.on_encoder_decoder()
     if not task.supports(config):
         has = ", ".join(supported_tasks(config)) or "none"
         raise ConfigError(

@@ -8,22 +8,26 @@ modality, which its class states as ``main_input_name``: token ids (text), ``pix
 
 from __future__ import annotations
 
+import copy
 import inspect
 from typing import Any
 
 import torch
 
 from mobius.config import ArchitectureConfig
+from mobius.errors import ConfigError
 from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
 from mobius.tasks.nested import FromConfig
 
 CHOICES = "num_choices"
 SAMPLES = "num_samples"
+FRAMES = "num_frames"
 TEXT_BATCH = "text_batch_size"
 IMAGE_BATCH = "image_batch_size"
 
 # the modalities a model class can take first, by its ``main_input_name``
 TEXT, VISION, AUDIO = "input_ids", "pixel_values", "input_values"
+SPECTROGRAM = "input_features"
 
 
 def auto_mapping(mapping: str) -> Any:
@@ -82,6 +86,50 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     return specs
 
 
+def _feature_width(hf: Any) -> int | None:
+    """Features per frame of a spectrogram model: its projection's input width, else its mel
+    bins (on the config or its encoder's), else Speech2Text-style channels."""
+    encoder = getattr(hf, "encoder_config", None)
+    for source in (hf, encoder):
+        for key in ("feature_projection_input_dim", "num_mel_bins"):
+            width = getattr(source, key, None)
+            if isinstance(width, int):
+                return width
+    per_channel = getattr(hf, "input_feat_per_channel", None)
+    return per_channel * getattr(hf, "input_channels", 1) if per_channel else None
+
+
+def spectrogram_inputs(config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+    """``input_features`` in the layout the model's forward takes (CONTRACTS.md, speech): Whisper's
+    ``[batch, mel, frames]`` over its fixed window, else ``[batch, frames, features]``; plus a
+    frame mask where the forward reads one."""
+    hf = config.hf_config
+    mel = getattr(hf, "num_mel_bins", None)
+    if isinstance(getattr(hf, "max_source_positions", None), int) and isinstance(mel, int):
+        # Whisper: its encoder checks for the whole 30 s window (2 frames per position)
+        return [TensorSpec(SPECTROGRAM, None, (BATCH, mel, 2 * hf.max_source_positions))]
+    width = _feature_width(hf)
+    if width is None:
+        raise ConfigError(
+            f"'{config.model_type}' takes input_features, but its config names no feature width "
+            "(num_mel_bins, feature_projection_input_dim, input_feat_per_channel)"
+        )
+    specs = [TensorSpec(SPECTROGRAM, None, (BATCH, FRAMES, width))]
+    if "attention_mask" in inspect.signature(model.forward).parameters:
+        specs.append(TensorSpec("attention_mask", torch.int64, (BATCH, FRAMES)))
+    return specs
+
+
+def patch_spectrogram_inputs(config: ArchitectureConfig) -> list[TensorSpec] | None:
+    """AST-style ``input_values``: a spectrogram ``[batch, max_length, mel]`` cut into patches
+    at a fixed size (its position table is for that many patches); None for raw samples."""
+    hf = config.hf_config
+    frames, mel = getattr(hf, "max_length", None), getattr(hf, "num_mel_bins", None)
+    if isinstance(frames, int) and isinstance(mel, int):
+        return [TensorSpec(AUDIO, None, (BATCH, frames, mel))]
+    return None
+
+
 class HeadTask(Task):
     """The model class ``mapping`` gives the config, called once on the contract's inputs.
 
@@ -106,6 +154,16 @@ class HeadTask(Task):
         self.classifies = classifies
         self.multiple_choice = multiple_choice
         self.dual = dual
+
+    def on_encoder_decoder(self) -> HeadTask:
+        """This head for an encoder-decoder model: transformers' own attention, lowered op by op.
+
+        Its decoder runs on the shifted ``input_ids`` with no padding mask of its own (HF passes
+        none), while the captured attention would mask the decoder's keys by ``attention_mask``
+        too: with left padding the real positions would differ. Tracing HF's masks keeps them."""
+        task = copy.copy(self)
+        task.attention_implementations = ("sdpa", "eager")
+        return task
 
     def supports(self, config: ArchitectureConfig) -> bool:
         return type(config.hf_config) in auto_mapping(self.mapping)
@@ -136,7 +194,9 @@ class HeadTask(Task):
         if main == VISION:
             return pixel_inputs(config)
         if main == AUDIO:
-            return audio_inputs(config)
+            return patch_spectrogram_inputs(config) or audio_inputs(config)
+        if main == SPECTROGRAM:
+            return spectrogram_inputs(config, model)
         dims = (BATCH, CHOICES, SEQUENCE) if self.multiple_choice else (BATCH, SEQUENCE)
         return text_inputs(config, model, dims)
 
@@ -146,7 +206,12 @@ class HeadTask(Task):
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
-        out = model(**inputs, return_dict=True)
+        extra = {}
+        if "use_cache" in inspect.signature(model.forward).parameters:
+            # an encoder-decoder's head runs its decoder once over the shifted input_ids, as HF
+            # does without decoder_input_ids; a cache would only add empty tensors to the trace
+            extra["use_cache"] = False
+        out = model(**inputs, **extra, return_dict=True)
         return tuple(out[name] for name in self.output_names)
 
     def example_value(
@@ -154,6 +219,6 @@ class HeadTask(Task):
     ) -> torch.Tensor:
         # distinct sizes so the trace unifies no two axes; audio needs enough samples for every
         # convolution of the feature encoder (wav2vec2's strides multiply to 320)
-        sizes = {CHOICES: 3, TEXT_BATCH: 3, IMAGE_BATCH: 2, SAMPLES: 4003}
+        sizes = {CHOICES: 3, TEXT_BATCH: 3, IMAGE_BATCH: 2, SAMPLES: 4003, FRAMES: 67}
         shape = [sizes.get(d, d) for d in spec.dims]
         return super().example_value(TensorSpec(spec.name, spec.dtype, tuple(shape)), config, dtype)

@@ -350,6 +350,10 @@ def tiny_config_for(model_type: str, **overrides: Any):
         if values.get(key) is None and sub_type in CONFIG_MAPPING:
             values[key] = _tiny_values(sub_type)
     _apply(values, OVERRIDES.get(model_type, {}))
+    if values.get("is_encoder_decoder") and values.get("decoder_start_token_id") is None:
+        # T5's config class leaves it unset (its checkpoints set it to the pad id); without it
+        # the model cannot shift input_ids into decoder inputs, as its heads do
+        values["decoder_start_token_id"] = values.get("pad_token_id") or 0
     _apply(values, overrides)
     return cls(**_changed(values, defaults))
 

@@ -157,6 +157,8 @@ def contract_feeds(sess, config, batch: int = 2, seed: int = 1) -> dict[str, tor
         text["attention_mask"][1::2, -3:] = 0  # more rows padded, by other amounts
         if pad is not None:  # padded positions hold the pad token (RoBERTa numbers the others)
             text["input_ids"][text["attention_mask"] == 0] = pad
+        if getattr(config, "is_encoder_decoder", False):
+            _end_with_eos(text, config.get_text_config(), vocab)
         if "token_type_ids" in text and getattr(config.get_text_config(), "type_vocab_size", 2) < 2:
             text["token_type_ids"].zero_()  # a model with one token type (gte)
         for name, value in text.items():
@@ -164,7 +166,9 @@ def contract_feeds(sess, config, batch: int = 2, seed: int = 1) -> dict[str, tor
                 feeds[name] = value.reshape(text_batch, choices, -1) if choices > 1 else value
     if "pixel_values" in shapes:
         feeds["pixel_values"] = torch.randn(batch, *image_size(config), generator=gen)
-    if "input_values" in shapes:
+    if "input_features" in shapes or len(shapes.get("input_values", ())) == 3:
+        feeds.update(_spectrogram_feeds(shapes, batch, gen))
+    elif "input_values" in shapes:
         samples, pad = 2000, 400
         values = torch.randn(batch, samples, generator=gen)
         mask = torch.ones(batch, samples, dtype=torch.long)
@@ -173,6 +177,34 @@ def contract_feeds(sess, config, batch: int = 2, seed: int = 1) -> dict[str, tor
         if "attention_mask" in shapes:
             feeds["attention_mask"] = mask
     return feeds
+
+
+def _spectrogram_feeds(shapes: dict, batch: int, gen: torch.Generator) -> dict:
+    """Random features at the graph's static sizes (50 frames where the count is dynamic); with
+    a frame mask, the first row's last 10 frames are padding (zeros, as extractors pad)."""
+    name = "input_features" if "input_features" in shapes else "input_values"
+    dims = shapes[name]
+    shape = [batch] + [d if isinstance(d, int) else 50 for d in dims[1:]]
+    values = torch.randn(*shape, generator=gen)
+    feeds = {name: values}
+    if "attention_mask" in shapes:
+        mask = torch.ones(batch, shape[1], dtype=torch.long)
+        mask[0, -10:] = 0
+        feeds[name] = values * mask[..., None]
+        feeds["attention_mask"] = mask
+    return feeds
+
+
+def _end_with_eos(text: dict[str, torch.Tensor], config, vocab: int) -> None:
+    """Each row's last real token is EOS and no other is, as an encoder-decoder's tokenizer
+    ends a text (BART's and T5's sequence classifiers read the hidden state at the EOS)."""
+    eos = getattr(config, "eos_token_id", None)
+    if not isinstance(eos, int) or not 0 <= eos < vocab:
+        return
+    ids, mask = text["input_ids"], text["attention_mask"]
+    ids[(ids == eos) & (mask == 1)] = (eos + 1) % vocab
+    last = mask.sum(-1) - 1
+    ids[torch.arange(len(ids)), last] = eos
 
 
 def contract_diffs(model: torch.nn.Module, directory: Path, config) -> dict[str, float]:

@@ -15,6 +15,7 @@ from mobius.cli import main
 from mobius.config import from_hf
 from mobius.errors import ConfigError
 from mobius.registry import detect_task, get_task
+from mobius.tasks import HeadTask
 from mobius.testing.parity import contract_diffs
 from mobius.testing.tiny import make_checkpoint, tiny_config
 
@@ -149,9 +150,17 @@ def test_explain_reports_a_head_task(tmp_path, capsys):
     assert any(m["path"] == "qa_outputs" for m in report["modules"])
 
 
-def test_a_head_on_an_encoder_decoder_is_refused():
-    with pytest.raises(ConfigError, match="'bart' is an encoder-decoder model"):
-        get_task("text-classification", from_hf(tiny_config("bart")))
+def test_a_head_on_an_encoder_decoder_is_its_head_task():
+    """BART's classifier runs encoder and decoder in one call (the decoder on the shifted
+    input_ids, as transformers does): a single-graph head like any other."""
+    task = get_task("text-classification", from_hf(tiny_config("bart")))
+    assert isinstance(task, HeadTask) and task.name == "text-classification"
+    # HF's decoder has no padding mask of its own: its masks are traced, not rebuilt
+    assert "mobius" not in task.attention_implementations
+    assert (
+        "mobius"
+        in get_task("text-classification", from_hf(tiny_config("bert"))).attention_implementations
+    )
 
 
 def test_a_head_the_checkpoint_lacks_names_the_head_it_has(tmp_path, capsys):
