@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import io
 import logging
+import math
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,7 +144,7 @@ def instantiate_on_meta(
         install()
     for attn in implementations:
         try:
-            with init_empty_weights(include_buffers=False), _quiet():
+            with init_empty_weights(include_buffers=False), _quiet(), _HugeTensorsOnMeta():
                 model = auto.from_config(
                     hf,
                     dtype=dtype,
@@ -158,6 +159,29 @@ def instantiate_on_meta(
             failures.check(exc)  # an interrupt, out of memory or our own bug is not the config's
             raise _config_error(config, exc) from exc
     raise UnsupportedError(f"transformers could not build {config.model_type}: {last_error}")
+
+
+class _HugeTensorsOnMeta(torch.overrides.TorchFunctionMode):
+    """Tensor factories asked for more than ``LIMIT`` bytes make meta tensors.
+
+    ``init_empty_weights`` moves parameters to meta only once they are registered, after their
+    storage was allocated: DeepSeek-V3's stacked experts (256 x 4096 x 7168 floats, 28 GiB) fail
+    there, on a machine with less memory, before anything reaches meta. No buffer mobius needs the
+    value of (rotary tables, position ids) is that large."""
+
+    LIMIT = 1 << 30
+    FACTORIES = frozenset({torch.empty, torch.zeros, torch.ones, torch.rand, torch.randn})
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.FACTORIES and kwargs.get("device") is None:
+            dims = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+            if all(isinstance(d, int) for d in dims):
+                dtype = kwargs.get("dtype") or torch.get_default_dtype()
+                itemsize = torch.empty((), dtype=dtype, device="meta").element_size()
+                if itemsize * math.prod(dims) > self.LIMIT:
+                    kwargs = {**kwargs, "device": "meta"}
+        return func(*args, **kwargs)
 
 
 # What transformers' model constructors raise on a config that passed mobius's checks but still
