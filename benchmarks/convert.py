@@ -41,6 +41,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+import convert_phases  # noqa: E402
 import convert_tables  # noqa: E402  (sibling modules; scripts run with this folder on sys.path)
 import peers  # noqa: E402  (sibling module; scripts run with this folder on sys.path)
 import psutil
@@ -387,21 +388,6 @@ def largest_tensor_bytes(checkpoint: Path) -> int:
     return best
 
 
-def profile_phases(checkpoint: Path, output: Path, dtype: str, timeout: float) -> dict:
-    """One in-process mobius conversion timed phase by phase (``convert_phases.py``)."""
-    shutil.rmtree(output, ignore_errors=True)
-    subprocess.run(["sync"], check=False)
-    cmd = [sys.executable, str(HERE / "convert_phases.py"), str(checkpoint), str(output)]
-    env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=str(REPO))
-    done = subprocess.run(
-        [*cmd, "--dtype", dtype], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO
-    )
-    shutil.rmtree(output, ignore_errors=True)
-    if done.returncode != 0:
-        return {"error": done.stderr[-2000:]}
-    return {**json.loads(done.stdout.strip().splitlines()[-1]), "load_1min": os.getloadavg()[0]}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/mobius-bench"))
@@ -492,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                 e["error"] = e["runs"][-1]["error"]
         if "mobius" in args.exporters and not args.no_profile:
             output = args.workdir / "out" / name / "mobius-phases"
-            entry["phases"] = profile_phases(checkpoint, output, dtype, args.timeout)
+            entry["phases"] = convert_phases.run(checkpoint, output, dtype, args.timeout)
             print(f"{name:13s} phases {json.dumps(entry['phases'])[:300]}", flush=True)
         if name in BIG:  # 16 GB each: neither the checkpoint nor the outputs are kept
             shutil.rmtree(checkpoint, ignore_errors=True)

@@ -15,9 +15,13 @@ object: per phase the wall and CPU (user + system, all threads) seconds, plus th
 from __future__ import annotations
 
 import json
+import os
 import resource
+import shutil
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 _T0, _C0 = time.perf_counter(), time.process_time()
 
@@ -34,6 +38,28 @@ class Phases:
             "cpu_s": round(now[1] - self.last[1], 2),
         }
         self.last = now
+
+
+def run(checkpoint: Path, output: Path, dtype: str, timeout: float) -> dict:
+    """One in-process mobius conversion timed phase by phase (``convert_phases.py``)."""
+    shutil.rmtree(output, ignore_errors=True)
+    subprocess.run(["sync"], check=False)
+    cmd = [sys.executable, str(Path(__file__).resolve()), str(checkpoint), str(output)]
+    env = dict(
+        os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=str(Path(__file__).resolve().parents[1])
+    )
+    done = subprocess.run(
+        [*cmd, "--dtype", dtype],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    shutil.rmtree(output, ignore_errors=True)
+    if done.returncode != 0:
+        return {"error": done.stderr[-2000:]}
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "load_1min": os.getloadavg()[0]}
 
 
 def main(argv: list[str]) -> int:
