@@ -488,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     args.results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.results}")
     if args.docs:
-        convert_tables.write(result, args.docs)
+        convert_tables.write(result, args.docs, args.results)
         print(f"wrote the tables into {args.docs}")
     return 0
 

@@ -87,7 +87,7 @@ def model_table(name: str, entry: dict) -> list[str]:
     return lines
 
 
-def render(result: dict) -> str:
+def render(result: dict, raw: str = "benchmarks/results/convert.json") -> str:
     machine = result.get("machine", {})
     lines = [
         BEGIN,
@@ -97,7 +97,7 @@ def render(result: dict) -> str:
         f"`python benchmarks/convert.py` on {machine.get('cpu_count', '?')} CPUs "
         f"({machine.get('cpu', '?')}); exporters alternate inside each repeat; median "
         "(min–max) over the runs. CPU is user + system seconds of the process tree. Raw data: "
-        "`benchmarks/results/convert.json`. The machine is shared: read the load column, and "
+        f"`{raw}`. The machine is shared: read the load column, and "
         "the ratios rather than the seconds.",
         "",
     ]
@@ -108,9 +108,12 @@ def render(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(result: dict, docs: Path) -> None:
+def write(result: dict, docs: Path, raw: Path | None = None) -> None:
     text = docs.read_text(encoding="utf-8") if docs.is_file() else ""
-    block = render(result)
+    shown = (
+        f"benchmarks/results/{raw.name}" if raw is not None else "benchmarks/results/convert.json"
+    )
+    block = render(result, shown)
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
         tail = rest.split(END, 1)[1].lstrip("\n")
