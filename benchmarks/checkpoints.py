@@ -33,6 +33,7 @@ def state_shapes(spec: dict, dtype: str) -> tuple[object, dict[str, tuple[int, .
     config = AutoConfig.for_model(spec.pop("model_type"), **spec, dtype=dtype)
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+    config.architectures = [type(model).__name__]  # the genai builder dispatches on it
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     if config.tie_word_embeddings:
         shapes.pop("lm_head.weight", None)
