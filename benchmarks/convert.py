@@ -33,6 +33,7 @@ import os
 import platform
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,8 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+import convert_phases  # noqa: E402
+import convert_tables  # noqa: E402  (sibling modules; scripts run with this folder on sys.path)
 import peers  # noqa: E402  (sibling module; scripts run with this folder on sys.path)
 import psutil
 
@@ -82,8 +85,44 @@ LLAMA32_1B = {
         "original_max_position_embeddings": 8192,
     },
 }
-MODELS = {"tiny": None, "qwen2-0.5b": QWEN2_05B, "llama-3.2-1b": LLAMA32_1B}
-EXPORTERS = ("mobius", "torch-dynamo", "transformers-exporters", "ort-genai-builder")
+LLAMA32_3B = {
+    **LLAMA32_1B,
+    "hidden_size": 3072,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 24,
+    "head_dim": 128,
+    "intermediate_size": 8192,
+}
+LLAMA31_8B = {
+    **LLAMA32_1B,
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "head_dim": 128,
+    "intermediate_size": 14336,
+    "tie_word_embeddings": False,
+    "rope_parameters": {**LLAMA32_1B["rope_parameters"], "factor": 8.0},
+}
+# name -> (config, checkpoint dtype); None: the bundled tiny Llama
+MODELS = {
+    "tiny": None,
+    "qwen2-0.5b": (QWEN2_05B, "float32"),
+    "llama-3.2-1b": (LLAMA32_1B, "float32"),
+    "llama-3.2-3b": (LLAMA32_3B, "bfloat16"),
+    "llama-3.1-8b": (LLAMA31_8B, "bfloat16"),
+}
+BIG = ("llama-3.1-8b",)  # only with --big: a 16 GB checkpoint
+# checkpoint dtype -> (mobius --dtype, builder -p): bf16 checkpoints convert to f16
+OUTPUT_DTYPES = {"float32": ("f32", "fp32"), "bfloat16": ("f16", "fp16")}
+EXPORTERS = (
+    "mobius",
+    "torch-dynamo",
+    "transformers-exporters",
+    "ort-genai-builder",
+    "cp",
+    "mobius-base",  # mobius from another source tree (--base-tree): before/after comparisons
+)
+BASE_TREE: Path | None = None
 PACKAGES = (
     "mobius",
     "torch",
@@ -118,11 +157,7 @@ def make_checkpoint(name: str, workdir: Path) -> Path:
 
 
 def _create(name: str, directory: str) -> None:
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    sys.path.insert(0, str(REPO / "examples"))
-    import make_tiny_llama
+    import checkpoints
 
     tmp = Path(directory + ".partial")
     for path in (tmp, Path(directory)):
@@ -131,27 +166,31 @@ def _create(name: str, directory: str) -> None:
         shutil.copytree(REPO / "examples" / "tiny-llama", tmp)
         tmp.rename(directory)
         return
-    torch.manual_seed(0)
-    spec = dict(MODELS[name])
-    config = AutoConfig.for_model(spec.pop("model_type"), **spec, dtype="float32")
-    tokenizer = make_tiny_llama.train_tokenizer(make_tiny_llama.VOCAB_SIZE)
-    config.bos_token_id, config.eos_token_id = tokenizer.bos_token_id, tokenizer.eos_token_id
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    model.save_pretrained(tmp, max_shard_size="20GB")
-    tokenizer.save_pretrained(tmp)
-    tmp.rename(directory)
+    spec, dtype = MODELS[name]
+    checkpoints.write_checkpoint(spec, Path(directory), dtype)  # streaming, tensor by tensor
 
 
-def command(exporter: str, checkpoint: Path, output: Path) -> list[str]:
-    if exporter == "mobius":
+def output_dtypes(name: str) -> tuple[str, str]:
+    """(mobius --dtype, builder -p) for model ``name``."""
+    return OUTPUT_DTYPES[MODELS[name][1] if MODELS[name] else "float32"]
+
+
+def command(exporter: str, checkpoint: Path, output: Path, dtype: str = "f32") -> list[str]:
+    if exporter in ("mobius", "mobius-base"):
         return [sys.executable, "-m", "mobius", "build", "--model", str(checkpoint)] + [
             "--output",
             str(output),
+            "--dtype",
+            dtype,
             "--overwrite",
             "-q",
         ]
+    if exporter == "cp":  # the floor: copying the checkpoint's bytes
+        return ["cp", "-r", str(checkpoint), str(output)]
     if exporter == "ort-genai-builder":
-        return peers.export_ort_genai(checkpoint, output)
+        cmd = peers.export_ort_genai(checkpoint, output)
+        cmd[cmd.index("-p") + 1] = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}[dtype]
+        return cmd
     fn = {"torch-dynamo": "export_torch_dynamo", "transformers-exporters": "export_transformers"}
     code = (
         f"import sys; sys.path.insert(0, {str(HERE)!r}); import peers; "
@@ -177,14 +216,14 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def measure(cmd: list[str], timeout: float, interval: float = 0.05) -> dict:
+def measure(cmd: list[str], timeout: float, interval: float = 0.05, cwd: Path = REPO) -> dict:
     """Run ``cmd`` in a subprocess; wall time, peak RSS (psutil samples of the tree, and the
     kernel's ``ru_maxrss`` of the child, whichever is larger), load average, error tail."""
     env = dict(os.environ, PYTHONWARNINGS="ignore", TOKENIZERS_PARALLELISM="false")
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryFile() as log:
         started = time.perf_counter()
-        child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         proc = psutil.Process(child.pid)
         peak = 0
         timed_out = False
@@ -210,6 +249,7 @@ def measure(cmd: list[str], timeout: float, interval: float = 0.05) -> dict:
         "peak_rss_bytes": max(peak, usage.ru_maxrss * 1024),
         "load_1min_before": round(load_before, 2),
         "load_1min_after": round(os.getloadavg()[0], 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
         "exit_code": code,
     }
     if code != 0 or timed_out:
@@ -218,13 +258,22 @@ def measure(cmd: list[str], timeout: float, interval: float = 0.05) -> dict:
 
 
 def run_once(
-    exporter: str, checkpoint: Path, output: Path, interval: float, timeout: float
+    exporter: str,
+    checkpoint: Path,
+    output: Path,
+    interval: float,
+    timeout: float,
+    dtype: str = "f32",
 ) -> dict:
     shutil.rmtree(output, ignore_errors=True)
     shutil.rmtree(output.parent / (output.name + ".cache"), ignore_errors=True)
     output.parent.mkdir(parents=True, exist_ok=True)
-    run = measure(command(exporter, checkpoint, output), timeout, interval)
-    if "error" not in run and not list(output.rglob("*.onnx")):
+    subprocess.run(["sync"], check=False)  # the previous run's dirty pages are not this run's
+    cwd = BASE_TREE if exporter == "mobius-base" and BASE_TREE else REPO
+    run = measure(command(exporter, checkpoint, output, dtype), timeout, interval, cwd)
+    if exporter == "cp":
+        shutil.rmtree(output, ignore_errors=True)
+    elif "error" not in run and not list(output.rglob("*.onnx")):
         run["error"] = "no .onnx file written"
     shutil.rmtree(output.parent / (output.name + ".cache"), ignore_errors=True)
     return run
@@ -326,17 +375,16 @@ def summarize(runs: list[dict]) -> dict:
 
 
 def largest_tensor_bytes(checkpoint: Path) -> int:
-    from safetensors import safe_open
-
+    """The largest tensor's size in bytes, from the safetensors headers alone."""
     best = 0
     for f in checkpoint.glob("*.safetensors"):
-        with safe_open(str(f), "np") as st:
-            for key in st.keys():
-                sl = st.get_slice(key)
-                n = 1
-                for d in sl.get_shape():
-                    n *= d
-                best = max(best, n * 4)
+        with f.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(length))
+        for key, info in header.items():
+            if key != "__metadata__":
+                start, stop = info["data_offsets"]
+                best = max(best, stop - start)
     return best
 
 
@@ -349,7 +397,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=0.05)
     parser.add_argument("--timeout", type=float, default=1200.0, help="per conversion, seconds")
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--big", action="store_true", help="add the 16 GB Llama-3.1-8B checkpoint (deleted after)"
+    )
+    parser.add_argument(
+        "--no-profile", action="store_true", help="skip the phase split of one mobius run per model"
+    )
+    parser.add_argument(
+        "--docs", type=Path, default=REPO / "docs" / "benchmarks.md", help="tables go here"
+    )
+    parser.add_argument(
+        "--base-tree", type=Path, help="a source tree of mobius to time as exporter mobius-base"
+    )
     args = parser.parse_args(argv)
+    global BASE_TREE
+    BASE_TREE = args.base_tree
+    if args.big:
+        args.models = [*args.models, *(m for m in BIG if m not in args.models)]
 
     result = {
         "benchmark": "convert",
@@ -366,13 +430,17 @@ def main(argv: list[str] | None = None) -> int:
         result["models"] = {k: v for k, v in old_models.items() if k not in args.models}
 
     for name in args.models:
+        if MODELS[name] is not None:
+            print(f"disk: {shutil.disk_usage(args.workdir.parent).free / 2**30:.0f} GiB free")
         checkpoint = make_checkpoint(name, args.workdir)
+        dtype, _ = output_dtypes(name)
         ckpt_bytes = sum(p.stat().st_size for p in checkpoint.glob("*.safetensors"))
         entry = {
             "checkpoint": str(checkpoint),
             "checkpoint_bytes": ckpt_bytes,
             "largest_tensor_bytes": largest_tensor_bytes(checkpoint),
             "config": json.loads((checkpoint / "config.json").read_text()),
+            "mobius_dtype": dtype,
             "exporters": {e: {"runs": []} for e in args.exporters},
         }
         previous = result["models"].get(name) or old_models.get(name)
@@ -387,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
                 if exporter in failed:  # a deterministic failure is recorded once, not retried
                     continue
                 output = args.workdir / "out" / name / exporter
-                run = run_once(exporter, checkpoint, output, args.interval, args.timeout)
+                run = run_once(exporter, checkpoint, output, args.interval, args.timeout, dtype)
                 entry["exporters"][exporter]["runs"].append(run)
                 status = "FAILED" if "error" in run else "ok"
                 print(
@@ -398,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
                 if "error" in run:
                     failed.add(exporter)
                     print("   ", run["error"].strip().splitlines()[-1][:300], flush=True)
-                elif rep == 0:
+                elif rep == 0 and exporter != "cp":
                     entry["exporters"][exporter]["graph"] = graph_stats(output)
                 args.results.parent.mkdir(parents=True, exist_ok=True)
                 args.results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -408,9 +476,20 @@ def main(argv: list[str] | None = None) -> int:
             e["summary"] = summarize(e["runs"])
             if e["runs"] and "error" in e["runs"][-1]:
                 e["error"] = e["runs"][-1]["error"]
+        if "mobius" in args.exporters and not args.no_profile:
+            output = args.workdir / "out" / name / "mobius-phases"
+            entry["phases"] = convert_phases.run(checkpoint, output, dtype, args.timeout)
+            print(f"{name:13s} phases {json.dumps(entry['phases'])[:300]}", flush=True)
+        if name in BIG:  # 16 GB each: neither the checkpoint nor the outputs are kept
+            shutil.rmtree(checkpoint, ignore_errors=True)
+            shutil.rmtree(args.workdir / "out" / name, ignore_errors=True)
+        args.results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
     args.results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.results}")
+    if args.docs:
+        convert_tables.write(result, args.docs, args.results)
+        print(f"wrote the tables into {args.docs}")
     return 0
 
 

@@ -75,7 +75,52 @@ LLAMA3_70B = {
     "num_attention_heads": 64,
     "num_key_value_heads": 8,
 }
-CONFIGS = {"llama-3-8b": LLAMA3_8B, "mixtral-8x7b": MIXTRAL_8X7B, "llama-3-70b": LLAMA3_70B}
+DEEPSEEK_V3 = {  # DeepSeek-V3 (671B): MLA attention, 3 dense layers then 58 MoE layers of 256 experts
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "deepseek_v3",
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "moe_intermediate_size": 2048,
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "n_shared_experts": 1,
+    "n_routed_experts": 256,
+    "routed_scaling_factor": 2.5,
+    "kv_lora_rank": 512,
+    "q_lora_rank": 1536,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "qk_nope_head_dim": 128,
+    "n_group": 8,
+    "topk_group": 4,
+    "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3,
+    "norm_topk_prob": True,
+    "vocab_size": 129280,
+    "max_position_embeddings": 163840,
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 10000,
+    "rope_scaling": {
+        "type": "yarn",
+        "factor": 40,
+        "original_max_position_embeddings": 4096,
+        "beta_fast": 32,
+        "beta_slow": 1,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+    },
+    "tie_word_embeddings": False,
+    "bos_token_id": 0,
+    "eos_token_id": 1,
+    "torch_dtype": "bfloat16",
+}
+CONFIGS = {
+    "llama-3-8b": LLAMA3_8B,
+    "mixtral-8x7b": MIXTRAL_8X7B,
+    "llama-3-70b": LLAMA3_70B,
+    "deepseek-v3-671b": DEEPSEEK_V3,
+}
 
 
 def command(tool: str, model: Path, out: Path) -> list[str]:

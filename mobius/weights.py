@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from torch.export.graph_signature import InputKind
 from lowering.dtypes import onnx_dtype
 from mobius import failures
 from mobius.errors import WeightsError
-from mobius.package import NONFINITE
+from mobius.package import nonfinite_sink
 from mobius.safetensors_header import TensorEntry
 
 
@@ -74,8 +75,8 @@ def lazy_initializer(
 ) -> ir.Value:
     """An initializer whose bytes are produced only when the model is saved.
 
-    With ``copy_from`` (a checkpoint tensor already in ``dtype``) saving copies the tensor's bytes
-    straight from the file instead of going through a torch tensor.
+    With ``copy_from`` (a checkpoint tensor in ``dtype``, or in another float type) saving streams
+    the tensor from the file in chunks, cast chunk by chunk, instead of building it whole.
     """
     from onnx_ir.tensor_adapters import TorchTensor
 
@@ -86,8 +87,8 @@ def lazy_initializer(
         return TorchTensor(data, name=name)
 
     ir_dtype, ir_shape = onnx_dtype(dtype), ir.Shape(list(shape))
-    if copy_from is not None and copy_from.dtype == dtype and copy_from.offset >= 0:
-        tensor: ir.LazyTensor = CopiedTensor(materialize, copy_from, ir_dtype, ir_shape, name)
+    if copy_from is not None and copy_from.offset >= 0 and _streamable(copy_from.dtype, dtype):
+        tensor: ir.LazyTensor = CopiedTensor(materialize, copy_from, dtype, ir_shape, name)
     else:
         tensor = ir.LazyTensor(materialize, dtype=ir_dtype, shape=ir_shape, name=name)
     return ir.Value(name=name, type=ir.TensorType(ir_dtype), shape=ir_shape, const_value=tensor)
@@ -105,44 +106,68 @@ def _read_into(source, view: memoryview) -> int:
 
 
 def _note_nonfinite(name: str) -> None:
-    sink = NONFINITE.get()
+    sink = nonfinite_sink()
     if sink is not None:
         sink.append(name)  # ModelPackage.save warns once the model is written
 
 
+def _streamable(stored: torch.dtype, wanted: torch.dtype) -> bool:
+    """Whether a checkpoint tensor can be saved chunk by chunk: the same dtype (bytes copied), or
+    a float cast (bf16 -> f16, f32 -> f16, ...), which works element by element."""
+    return stored == wanted or (stored.is_floating_point and wanted.is_floating_point)
+
+
 class CopiedTensor(ir.LazyTensor):
-    """A checkpoint tensor saved by copying its bytes from the safetensors file in chunks.
+    """A checkpoint tensor saved by streaming its bytes from the safetensors file in chunks.
 
     safetensors stores little-endian, row-major data, the layout of ONNX external data, so no
-    tensor is built: each chunk is read, checked for NaN/Inf, and written. Memory stays at one chunk.
+    tensor is built: each chunk is read, cast if the output dtype differs, checked for NaN/Inf (after
+    the cast: bf16 -> f16 can overflow), and written. Memory stays at about two chunks.
     """
 
     CHUNK = 16 << 20
 
-    def __init__(self, materialize, entry: TensorEntry, dtype, shape, name: str) -> None:
-        super().__init__(materialize, dtype=dtype, shape=shape, name=name)
-        self.entry = entry
+    def __init__(
+        self, materialize, entry: TensorEntry, dtype: torch.dtype, shape: ir.Shape, name: str
+    ) -> None:
+        super().__init__(materialize, dtype=onnx_dtype(dtype), shape=shape, name=name)
+        self.source = entry
+        self.wanted = dtype  # the output dtype; the entry's own when the bytes are copied
+        # the file's bytes are this tensor's (readers such as the quantizer may slice them)
+        self.entry = entry if entry.dtype == dtype else None
 
     def tofile(self, file) -> None:
-        entry, floating = self.entry, self.entry.dtype.is_floating_point
-        remaining = self.nbytes
-        buffer = bytearray(min(self.CHUNK, remaining))
+        entry, wanted = self.source, self.wanted
+        floating = wanted.is_floating_point
+        item = entry.dtype.itemsize
+        remaining = item * math.prod(entry.shape)
+        # whole elements per chunk, so a cast never splits one
+        buffer = bytearray(min(self.CHUNK // item * item, remaining))
         view = memoryview(buffer)
         finite = True
         with entry.file.open("rb", buffering=0) as source:
             source.seek(entry.offset)
             while remaining:
-                got = _read_into(source, view[: min(len(buffer), remaining)])
-                if got < min(len(buffer), remaining):
+                want = min(len(buffer), remaining)
+                got = _read_into(source, view[:want])
+                if got < want:
                     raise WeightsError(
                         f"{entry.file.name} ended inside tensor '{entry.key}'; re-download or re-save it"
                     )
+                chunk = torch.frombuffer(view[:got], dtype=entry.dtype)
+                if wanted != entry.dtype:
+                    chunk = chunk.to(wanted)
                 if floating and finite:
-                    finite = _all_finite(torch.frombuffer(view[:got], dtype=entry.dtype))
-                file.write(view[:got])
+                    finite = _all_finite(chunk)
+                file.write(view[:got] if wanted == entry.dtype else _bytes_of(chunk))
                 remaining -= got
         if not finite:
             _note_nonfinite(self.name)
+
+
+def _bytes_of(tensor: torch.Tensor) -> memoryview:
+    """The raw bytes of a contiguous CPU tensor, without a copy."""
+    return memoryview(tensor.view(torch.uint8).numpy())
 
 
 def _all_finite(data: torch.Tensor, chunk: int = 1 << 22) -> bool:

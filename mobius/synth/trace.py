@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import io
 import logging
+import math
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +18,8 @@ import torch
 from mobius import failures
 from mobius.config import ArchitectureConfig
 from mobius.errors import ConfigError, UnsupportedError
+from mobius.synth import replicate
+from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.init_values import computed_parameters
 from mobius.synth.inline import inline_grad_regions
 from mobius.synth.shims import make_traceable, tracing_branches, unchecked_distributions
@@ -32,6 +36,8 @@ from mobius.tasks.base import SEQUENCE
 from mobius.weights import Checkpoint, KeyMapping, WeightBinder
 from patterns.attention import single_graph_task
 from patterns.base import WRAPPER_PREFIX, MatchContext
+
+log = logging.getLogger("mobius")
 
 
 @dataclass
@@ -138,7 +144,7 @@ def instantiate_on_meta(
         install()
     for attn in implementations:
         try:
-            with init_empty_weights(include_buffers=False), _quiet():
+            with init_empty_weights(include_buffers=False), _quiet(), _HugeTensorsOnMeta():
                 model = auto.from_config(
                     hf,
                     dtype=dtype,
@@ -153,6 +159,29 @@ def instantiate_on_meta(
             failures.check(exc)  # an interrupt, out of memory or our own bug is not the config's
             raise _config_error(config, exc) from exc
     raise UnsupportedError(f"transformers could not build {config.model_type}: {last_error}")
+
+
+class _HugeTensorsOnMeta(torch.overrides.TorchFunctionMode):
+    """Tensor factories asked for more than ``LIMIT`` bytes make meta tensors.
+
+    ``init_empty_weights`` moves parameters to meta only once they are registered, after their
+    storage was allocated: DeepSeek-V3's stacked experts (256 x 4096 x 7168 floats, 28 GiB) fail
+    there, on a machine with less memory, before anything reaches meta. No buffer mobius needs the
+    value of (rotary tables, position ids) is that large."""
+
+    LIMIT = 1 << 30
+    FACTORIES = frozenset({torch.empty, torch.zeros, torch.ones, torch.rand, torch.randn})
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.FACTORIES and kwargs.get("device") is None:
+            dims = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+            if all(isinstance(d, int) for d in dims):
+                dtype = kwargs.get("dtype") or torch.get_default_dtype()
+                itemsize = torch.empty((), dtype=dtype, device="meta").element_size()
+                if itemsize * math.prod(dims) > self.LIMIT:
+                    kwargs = {**kwargs, "device": "meta"}
+        return func(*args, **kwargs)
 
 
 # What transformers' model constructors raise on a config that passed mobius's checks but still
@@ -344,8 +373,19 @@ def trace(
             loop_inputs = specs
             specs = [TensorSpec(s.name, s.dtype, one_token_dims(s.dims)) for s in specs]
         outputs = task.outputs(config) + [slot.output_name for slot in layout.slots]
-    wrapper = _TaskWrapper(model, task, _contract_names(specs, layout), layout)
-    program = _export(wrapper, specs, config, task, dtype, "meta", one_token)
+    names = _contract_names(specs, layout)
+    program, traced_model = None, model
+    stack = replicate.homogeneous_stack(model, config.hf_config) if layout is None else None
+    if stack is not None and replicate.enabled():
+        program, traced_model = _trace_replicated(
+            config, task, dtype, implementations, specs, stack, buffer_values
+        )
+    if program is None:
+        wrapper = _TaskWrapper(model, task, names, layout)
+        program, traced_model = (
+            _export(wrapper, specs, config, task, dtype, "meta", one_token),
+            model,
+        )
     if layout is not None and not one_row_per_new_token(program, specs):
         raise UnsupportedError(
             "with a past, the model's logits do not have one row per new token (it expects the "
@@ -374,7 +414,7 @@ def trace(
         padding_input=task.padding_mask_input,
         attention_declines={
             path: module._mobius_declined
-            for path, module in model.named_modules()
+            for path, module in traced_model.named_modules()
             if isinstance(getattr(module, "_mobius_declined", None), str)
         },
         module_classes=classes,
@@ -383,6 +423,39 @@ def trace(
         kv_layers=0 if probed is None else len({s.layer for s in probed.slots if s.grows}),
         loop_inputs=loop_inputs,
     )
+
+
+def _trace_replicated(
+    config: ArchitectureConfig,
+    task: Task,
+    dtype: torch.dtype,
+    implementations: tuple[str, ...] | None,
+    specs: list[TensorSpec],
+    stack: replicate.LayerStack,
+    buffer_values: dict[str, torch.Tensor],
+) -> tuple[torch.export.ExportedProgram | None, torch.nn.Module | None]:
+    """Two layers traced, the second replicated (``mobius/synth/replicate.py``); (None, None)
+    where the trace shows that replication would not give what the full trace gives."""
+    small = dataclasses.replace(
+        config, hf_config=replicate.reduced_config(config.hf_config, stack.count)
+    )
+    model = instantiate_on_meta(small, task, dtype, implementations)
+    model.tie_weights()
+    model = model.to("meta")
+    wrapper = _TaskWrapper(model, task, [s.name for s in specs], None)
+    program = _export(wrapper, specs, config, task, dtype, "meta")
+    declined = any(isinstance(getattr(m, "_mobius_declined", None), str) for m in model.modules())
+    if declined or _meta_constants(program, buffer_values):
+        log.info("tracing every layer (the two-layer trace declined attention or has constants)")
+        return None, None
+    program = decompose_unlowered(program)  # before replicating: it re-traces the program
+    try:
+        replicate.replicate(program, stack)
+    except replicate.NotReplicable as exc:
+        log.info("tracing every layer: %s", exc)
+        return None, None
+    log.info("traced 2 of %d layers; the rest replicate layer 1", stack.count)
+    return program, model
 
 
 def one_token_dims(dims: tuple[str | int, ...]) -> tuple[str | int, ...]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 
-import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -95,15 +94,42 @@ def test_copied_tensor_reports_nonfinite_values(tmp_path, monkeypatch):
     assert sink == ["w"]
 
 
-def test_a_cast_tensor_is_not_copied(tmp_path):
+@pytest.mark.parametrize(
+    ("stored", "wanted"),
+    [
+        (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float16),
+        (torch.float32, torch.float16),
+    ],
+)
+def test_a_cast_tensor_is_streamed_chunk_by_chunk(tmp_path, monkeypatch, stored, wanted):
+    data = torch.randn(37, 11).to(stored)
     path = tmp_path / "model.safetensors"
-    save_file({"w": torch.randn(4, 4, dtype=torch.float16)}, str(path))
+    save_file({"w": data}, str(path))
     entries = read_header(path)
+    monkeypatch.setattr(CopiedTensor, "CHUNK", 64)  # many chunks, whole elements each
     value = lazy_initializer(
-        "w", torch.float32, (4, 4), lambda: Checkpoint(entries).load("w"), copy_from=entries["w"]
+        "w", wanted, (37, 11), lambda: Checkpoint(entries).load("w"), copy_from=entries["w"]
     )
-    assert not isinstance(value.const_value, CopiedTensor)
-    assert value.const_value.numpy().dtype == np.float32
+    tensor = value.const_value
+    assert isinstance(tensor, CopiedTensor) and tensor.entry is None  # not the file's bytes
+    expected = data.to(wanted).view(torch.uint8).numpy().tobytes()
+    assert _saved_bytes(tensor) == expected == tensor.tobytes()
+    assert tensor.numpy().dtype == torch.empty((), dtype=wanted).numpy().dtype
+
+
+def test_a_cast_that_overflows_is_reported(tmp_path):
+    path = tmp_path / "model.safetensors"
+    save_file({"w": torch.full((3, 3), 1e6, dtype=torch.bfloat16)}, str(path))  # > f16's max
+    entries = read_header(path)
+    sink: list[str] = []
+    token = NONFINITE.set(sink)
+    try:
+        value = lazy_initializer("w", torch.float16, (3, 3), lambda: None, copy_from=entries["w"])
+        _saved_bytes(value.const_value)
+    finally:
+        NONFINITE.reset(token)
+    assert sink == ["w"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int8, torch.bool])
