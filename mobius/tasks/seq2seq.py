@@ -79,7 +79,8 @@ def cross_shape(config: ArchitectureConfig) -> tuple[int, int]:
 
 
 class _GraphTask(Task):
-    """One graph of a seq2seq model: built by the parent's auto class, traced with HF attention."""
+    """One graph of a seq2seq model, built by the parent's auto class. Attention is captured
+    (``patterns/seq2seq_attention.py``); these implementations are the fallback."""
 
     attention_implementations = ("sdpa", "eager")
 
@@ -139,7 +140,13 @@ class EncoderGraph(_GraphTask):
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
         from transformers.utils import ModelOutput
 
-        encoded = model.get_encoder()(**inputs, return_dict=True)
+        from patterns.seq2seq_attention import GraphPhase, phase
+
+        lengths = (
+            tuple(v.shape[-1] for v in inputs.values()) if "attention_mask" in inputs else None
+        )
+        with phase(GraphPhase("encoder", padded_lengths=lengths)):
+            encoded = model.get_encoder()(**inputs, return_dict=True)
         hidden = encoded[0]  # some encoders return a tuple
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
         # one placeholder token: the decoder's cross-attention layers project ``hidden`` into the
@@ -147,20 +154,22 @@ class EncoderGraph(_GraphTask):
         token = hidden.new_zeros((hidden.shape[0], 1), dtype=torch.long)
         if not isinstance(encoded, ModelOutput):
             encoded = _encoder_states(hidden)
-        model(
-            encoder_outputs=encoded,  # its own output type: Moonshine reads a compressed mask
-            attention_mask=inputs.get("attention_mask"),
-            decoder_input_ids=token,
-            use_cache=True,
-            return_dict=True,
-            **{cache_argument(model): cache},
-        )
+        with phase(GraphPhase("placeholder")):
+            model(
+                encoder_outputs=encoded,  # its own output type: Moonshine reads a compressed mask
+                attention_mask=inputs.get("attention_mask"),
+                decoder_input_ids=token,
+                use_cache=True,
+                return_dict=True,
+                **{cache_argument(model): cache},
+            )
         cross = cache.cross_attention_cache.layers
         return (hidden, *[t for layer in cross for t in (layer.keys, layer.values)])
 
 
 class DecoderGraph(_GraphTask):
     name = "decoder_model"
+    padding_mask_input = "encoder_attention_mask"  # cross-attention's keys: the encoder's
 
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
         specs = [TensorSpec("input_ids", torch.int64, (BATCH, DECODER_SEQUENCE))]
@@ -190,6 +199,8 @@ class DecoderGraph(_GraphTask):
     ) -> tuple[torch.Tensor, ...]:
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
+        from patterns.seq2seq_attention import GraphPhase, phase
+
         layers = len([k for k in inputs if k.endswith(".decoder.key")])
         own, cross = DynamicCache(), DynamicCache()
         for i in range(layers):
@@ -209,14 +220,23 @@ class DecoderGraph(_GraphTask):
         # the decoder reads only the encoder states' shape (masks) once the cross cache is full
         encoder_config = getattr(model.get_encoder(), "config", model.config)  # T5Gemma: own
         hidden = key.new_zeros((key.shape[0], key.shape[2], _hidden_size(encoder_config)))
-        out = model(
-            encoder_outputs=_encoder_states(hidden),
-            attention_mask=inputs.get("encoder_attention_mask"),
-            decoder_input_ids=inputs["input_ids"],
-            use_cache=True,
-            return_dict=True,
-            **{cache_argument(model): cache},
+        mask = inputs.get("encoder_attention_mask")
+        current = GraphPhase(
+            "decoder",
+            padded_lengths=None if mask is None else (mask.shape[-1],),
+            cross_lengths=tuple(
+                inputs[f"past_key_values.{i}.encoder.key"].shape[2] for i in range(layers)
+            ),
         )
+        with phase(current):
+            out = model(
+                encoder_outputs=_encoder_states(hidden),
+                attention_mask=mask,
+                decoder_input_ids=inputs["input_ids"],
+                use_cache=True,
+                return_dict=True,
+                **{cache_argument(model): cache},
+            )
         held = cache.self_attention_cache.layers
         return (out.logits, *[t for layer in held for t in (layer.keys, layer.values)])
 
