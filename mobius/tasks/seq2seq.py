@@ -97,9 +97,29 @@ class _GraphTask(Task):
         return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
 
 
+def speech_features(config: Any) -> tuple[str, int, int | None]:
+    """How a speech encoder takes ``input_features``: ``("channels_first", mel bins, frames)``
+    (Whisper: ``[batch, mel, frames]``, a fixed window of ``2 * max_source_positions``), else
+    ``("frames_first", features per frame, None)`` (``[batch, frames, features]``: Speech2Text's
+    stacked channels, SeamlessM4T's projected features, Parakeet's mel bins)."""
+    encoder = getattr(config, "encoder_config", None) or config
+    if isinstance(getattr(config, "max_source_positions", None), int) and hasattr(
+        config, "num_mel_bins"
+    ):
+        return "channels_first", config.num_mel_bins, 2 * config.max_source_positions
+    if isinstance(getattr(config, "input_feat_per_channel", None), int):
+        width = config.input_feat_per_channel * getattr(config, "input_channels", 1)
+    elif isinstance(getattr(config, "feature_projection_input_dim", None), int):
+        width = config.feature_projection_input_dim
+    elif isinstance(getattr(encoder, "num_mel_bins", None), int):
+        width = encoder.num_mel_bins
+    else:
+        raise ValueError(f"{config.model_type}: the config does not say the speech feature width")
+    return "frames_first", width, None
+
+
 def _encoder_inputs(config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
     """Token ids and mask; speech: features or samples in the layout the HF encoder takes."""
-    hf = config.hf_config
     params = inspect.signature(model.get_encoder().forward).parameters
     if "input_values" in params:  # raw audio (Moonshine)
         return [TensorSpec("input_values", None, (BATCH, AUDIO_SAMPLES))]
@@ -108,12 +128,9 @@ def _encoder_inputs(config: ArchitectureConfig, model: torch.nn.Module) -> list[
             TensorSpec("input_ids", torch.int64, (BATCH, ENCODER_SEQUENCE)),
             TensorSpec("attention_mask", torch.int64, (BATCH, ENCODER_SEQUENCE)),
         ]
-    if isinstance(getattr(hf, "max_source_positions", None), int) and hasattr(hf, "num_mel_bins"):
-        # Whisper: [batch, mel bins, frames], and its encoder checks for its full window
-        frames = 2 * hf.max_source_positions
-        return [TensorSpec("input_features", None, (BATCH, hf.num_mel_bins, frames))]
-    # Speech2Text: [batch, frames, features]
-    width = hf.input_feat_per_channel * getattr(hf, "input_channels", 1)
+    layout, width, frames = speech_features(config.hf_config)
+    if layout == "channels_first":  # Whisper checks for its full window
+        return [TensorSpec("input_features", None, (BATCH, width, frames))]
     return [TensorSpec("input_features", None, (BATCH, AUDIO_FRAMES, width))]
 
 
