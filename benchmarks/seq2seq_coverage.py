@@ -54,6 +54,10 @@ except Exception as exc:
     done("run-error", error=f"{type(exc).__name__}: {exc}"[:300])
 worst = max(r["encoder_diff"], r["prefill_diff"], r["decode_diff"], r["generate_logits_diff"])
 status = "pass" if worst <= float(sys.argv[3]) and r["tokens_equal"] else "mismatch"
+report = json.loads((out / "explain.json").read_text())
+fused = sum(c["component"] == "Attention" for m in report["modules"] for c in m["components"])
+op_by_op = sorted({g["next_step"] for g in report["summary"]["gaps"] if g["kind"] == "attention"})
+r = {**r, "fused_attention": fused, "op_by_op": op_by_op}
 done(status, **{k: v for k, v in r.items() if k not in ("tokens", "hf_tokens")})
 """
 
@@ -101,11 +105,12 @@ def main() -> None:
         print(model_type, json.dumps(results[model_type]), flush=True)
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
-    print("\n| type | status | worst diff / reason |\n|---|---|---|")
+    print("\n| type | status | worst diff / reason | fused Attention |\n|---|---|---|---|")
     for model_type, r in sorted(results.items()):
         diffs = [r[k] for k in r if k.endswith("_diff")]
         detail = f"{max(diffs):.1e}" if diffs else r.get("error", "")
-        print(f"| {model_type} | {r['status']} | {detail} |")
+        fused = r.get("fused_attention", "")
+        print(f"| {model_type} | {r['status']} | {detail} | {fused} |")
 
 
 if __name__ == "__main__":

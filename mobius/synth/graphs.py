@@ -21,6 +21,7 @@ from mobius.source import Source
 from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.trace import trace
 from mobius.tasks import Task
+from patterns import seq2seq_attention
 
 log = logging.getLogger("mobius")
 
@@ -42,48 +43,153 @@ def is_multi_graph(task: Task) -> bool:
 def prepare_graphs(
     source: Source, arch: ArchitectureConfig, task: Task, dtype: torch.dtype
 ) -> PreparedGraphs:
-    """Trace every graph of ``task`` on meta, with transformers' own attention."""
+    """Trace every graph of ``task`` on meta with attention captured as fused calls
+    (``patterns/seq2seq_attention.py``); a graph whose attention the capture does not wholly
+    take is traced again with transformers' own attention, lowered op by op."""
     from mobius.synth.prepare import Prepared
 
     graphs = {}
     for graph in task.graphs:
         log.info("tracing %s's %s", arch.model_type, graph.name)
-        traced = trace(arch, graph, dtype)
+        traced, reasons = _trace_captured(arch, graph, dtype)
+        if reasons:
+            log.info(
+                "%s: attention op by op: %s", graph.name, "; ".join(sorted(set(reasons.values())))
+            )
+            traced = trace(arch, graph, dtype)
         _drop_dead_code(traced.program)
         traced.program = decompose_unlowered(traced.program)
-        graphs[graph.name] = Prepared(source, arch, graph, traced, use_cache=False)
+        graphs[graph.name] = Prepared(
+            source,
+            arch,
+            graph,
+            traced,
+            use_cache=False,
+            unclaimed_attention=sorted(reasons),
+            attention_reasons=reasons,
+        )
     return PreparedGraphs(source, arch, task, graphs)
+
+
+def _trace_captured(
+    arch: ArchitectureConfig, graph: Task, dtype: torch.dtype
+) -> tuple[Any, dict[str, str]]:
+    """The trace with ``mobius_seq2seq`` attention, and the attention modules it did not capture
+    (path -> reason; empty when every call became one fused node)."""
+    seq2seq_attention.install()
+    try:
+        traced = trace(arch, graph, dtype, (seq2seq_attention.IMPLEMENTATION,))
+    except UnsupportedError as exc:
+        reason = str(exc).removeprefix("torch.export could not trace ")
+        return None, {"": f"the model cannot be traced with the captured attention ({reason})"}
+    return traced, _uncaptured(traced)
+
+
+def _uncaptured(traced: Any) -> dict[str, str]:
+    """Attention modules (innermost, by class name) that ran in the trace, dead code included,
+    without becoming a ``mobius::seq2seq_attention`` node, with the reason."""
+    from mobius.synth.emit import module_of, regions
+
+    program = traced.program
+    captured = {module_of(n)[0] for n in program.graph.nodes if n.target is seq2seq_attention.OP}
+    ran = {r.path for r in regions(program) if r.path}
+    names = [
+        p for p, cls in traced.module_classes.items() if p and "Attention" in cls.rsplit(".", 1)[-1]
+    ]
+    leaves = [p for p in names if not any(o.startswith(p + ".") for o in names)]
+
+    def inside(path: str, module: str) -> bool:
+        return path == module or path.startswith(module + ".")
+
+    out = {}
+    for path in leaves:
+        if any(inside(r, path) for r in ran) and not any(inside(c, path) for c in captured):
+            out[path] = traced.attention_declines.get(
+                path, "this attention does not call transformers' AttentionInterface"
+            )
+    for path, reason in traced.attention_declines.items():
+        out.setdefault(path, reason)
+    return out
 
 
 def analyze_graphs(prepared: PreparedGraphs) -> Any:
     """One Analysis for the whole package: each graph's modules under the graph's name
-    (``encoder_model.model.encoder.layers.0``), only those that put something in that graph."""
+    (``encoder_model.model.encoder.layers.0``), only those that put something in that graph;
+    each captured attention call is an ``Attention`` component of its module."""
     from dataclasses import replace
 
     from mobius.synth.analysis import Analysis, ModuleAnalysis, analyze
 
     modules = [ModuleAnalysis("", "<model>")]
+    unclaimed: list[str] = []
     for name, part in prepared.graphs.items():
-        for module in analyze(part).modules:
-            if not (module.nodes or module.components or module.blocked_ops):
+        analysis = analyze(part)
+        _report_captured(part.traced.program, {m.path: m for m in analysis.modules})
+        for module in analysis.modules:
+            if not (module.nodes or module.components or module.blocked_ops or module.declines):
                 continue  # not in this graph (its parameters may still be traced inputs)
             path = f"{name}.{module.path}" if module.path else name
             cls = module.cls if module.path else "<graph>"
             modules.append(replace(module, path=path, cls=cls))
+        unclaimed += [f"{name}.{p}" if p else name for p in part.unclaimed_attention]
+    decoder = prepared.graphs.get("decoder_model")
+    op_by_op = decoder is not None and bool(decoder.unclaimed_attention)
     return Analysis(
         model_type=prepared.arch.model_type,
         task=prepared.task.name,
         kv_cache=True,
         cache_supported=True,
-        unclaimed_attention=[],
+        unclaimed_attention=unclaimed,
         modules=modules,
         cache_blocker=(
-            "an encoder-decoder's decoder graph carries its self-attention cache and takes the "
-            "encoder graph's cross-attention keys and values through transformers' "
-            "EncoderDecoderCache"
+            "the decoder's attention is not captured as fused calls (see the attention gaps)"
+            if op_by_op
+            else None
         ),
-        traced_cache_layers=sum(1 for n in _decoder_inputs(prepared) if n.endswith(".decoder.key")),
+        traced_cache_layers=(
+            sum(1 for n in _decoder_inputs(prepared) if n.endswith(".decoder.key"))
+            if op_by_op
+            else 0
+        ),
     )
+
+
+def _report_captured(program: torch.export.ExportedProgram, modules: dict[str, Any]) -> None:
+    """Each ``mobius::seq2seq_attention`` node as an Attention component of its module, not a
+    lowered op."""
+    from lowering import op_name
+    from mobius.synth.analysis import ComponentUse
+    from mobius.synth.emit import module_of
+
+    for node in program.graph.nodes:
+        if node.target is not seq2seq_attention.OP:
+            continue
+        report = modules.get(module_of(node)[0])
+        if report is None:
+            continue
+        q, k, v, bias, scaling, causal, padded, softcap = node.args
+        qv, kv, vv = (a.meta["val"] for a in (q, k, v))
+        name = op_name(node.target)
+        report.lowered_ops[name] -= 1
+        if report.lowered_ops[name] <= 0:
+            del report.lowered_ops[name]
+        report.claimed_nodes += 1
+        report.components.append(
+            ComponentUse(
+                "seq2seq_attention",
+                "Attention",
+                {
+                    "kind": "causal" if causal else "padded" if padded else "bidirectional",
+                    "heads": int(qv.shape[1]),
+                    "kv_heads": int(kv.shape[1]),
+                    "head_dim": int(qv.shape[-1]),
+                    "v_head_dim": int(vv.shape[-1]),
+                    "scaling": scaling,
+                    "bias": bias is not None and not seq2seq_attention.is_zeros(bias),
+                    "softcap": softcap or None,
+                },
+            )
+        )
 
 
 def _decoder_inputs(prepared: PreparedGraphs) -> list[str]:

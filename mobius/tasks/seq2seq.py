@@ -79,7 +79,8 @@ def cross_shape(config: ArchitectureConfig) -> tuple[int, int]:
 
 
 class _GraphTask(Task):
-    """One graph of a seq2seq model: built by the parent's auto class, traced with HF attention."""
+    """One graph of a seq2seq model, built by the parent's auto class. Attention is captured
+    (``patterns/seq2seq_attention.py``); these implementations are the fallback."""
 
     attention_implementations = ("sdpa", "eager")
 
@@ -96,9 +97,29 @@ class _GraphTask(Task):
         return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
 
 
+def speech_features(config: Any) -> tuple[str, int, int | None]:
+    """How a speech encoder takes ``input_features``: ``("channels_first", mel bins, frames)``
+    (Whisper: ``[batch, mel, frames]``, a fixed window of ``2 * max_source_positions``), else
+    ``("frames_first", features per frame, None)`` (``[batch, frames, features]``: Speech2Text's
+    stacked channels, SeamlessM4T's projected features, Parakeet's mel bins)."""
+    encoder = getattr(config, "encoder_config", None) or config
+    if isinstance(getattr(config, "max_source_positions", None), int) and hasattr(
+        config, "num_mel_bins"
+    ):
+        return "channels_first", config.num_mel_bins, 2 * config.max_source_positions
+    if isinstance(getattr(config, "input_feat_per_channel", None), int):
+        width = config.input_feat_per_channel * getattr(config, "input_channels", 1)
+    elif isinstance(getattr(config, "feature_projection_input_dim", None), int):
+        width = config.feature_projection_input_dim
+    elif isinstance(getattr(encoder, "num_mel_bins", None), int):
+        width = encoder.num_mel_bins
+    else:
+        raise ValueError(f"{config.model_type}: the config does not say the speech feature width")
+    return "frames_first", width, None
+
+
 def _encoder_inputs(config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
     """Token ids and mask; speech: features or samples in the layout the HF encoder takes."""
-    hf = config.hf_config
     params = inspect.signature(model.get_encoder().forward).parameters
     if "input_values" in params:  # raw audio (Moonshine)
         return [TensorSpec("input_values", None, (BATCH, AUDIO_SAMPLES))]
@@ -107,12 +128,9 @@ def _encoder_inputs(config: ArchitectureConfig, model: torch.nn.Module) -> list[
             TensorSpec("input_ids", torch.int64, (BATCH, ENCODER_SEQUENCE)),
             TensorSpec("attention_mask", torch.int64, (BATCH, ENCODER_SEQUENCE)),
         ]
-    if isinstance(getattr(hf, "max_source_positions", None), int) and hasattr(hf, "num_mel_bins"):
-        # Whisper: [batch, mel bins, frames], and its encoder checks for its full window
-        frames = 2 * hf.max_source_positions
-        return [TensorSpec("input_features", None, (BATCH, hf.num_mel_bins, frames))]
-    # Speech2Text: [batch, frames, features]
-    width = hf.input_feat_per_channel * getattr(hf, "input_channels", 1)
+    layout, width, frames = speech_features(config.hf_config)
+    if layout == "channels_first":  # Whisper checks for its full window
+        return [TensorSpec("input_features", None, (BATCH, width, frames))]
     return [TensorSpec("input_features", None, (BATCH, AUDIO_FRAMES, width))]
 
 
@@ -139,7 +157,13 @@ class EncoderGraph(_GraphTask):
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
         from transformers.utils import ModelOutput
 
-        encoded = model.get_encoder()(**inputs, return_dict=True)
+        from patterns.seq2seq_attention import GraphPhase, phase
+
+        lengths = (
+            tuple(v.shape[-1] for v in inputs.values()) if "attention_mask" in inputs else None
+        )
+        with phase(GraphPhase("encoder", padded_lengths=lengths)):
+            encoded = model.get_encoder()(**inputs, return_dict=True)
         hidden = encoded[0]  # some encoders return a tuple
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
         # one placeholder token: the decoder's cross-attention layers project ``hidden`` into the
@@ -147,20 +171,22 @@ class EncoderGraph(_GraphTask):
         token = hidden.new_zeros((hidden.shape[0], 1), dtype=torch.long)
         if not isinstance(encoded, ModelOutput):
             encoded = _encoder_states(hidden)
-        model(
-            encoder_outputs=encoded,  # its own output type: Moonshine reads a compressed mask
-            attention_mask=inputs.get("attention_mask"),
-            decoder_input_ids=token,
-            use_cache=True,
-            return_dict=True,
-            **{cache_argument(model): cache},
-        )
+        with phase(GraphPhase("placeholder")):
+            model(
+                encoder_outputs=encoded,  # its own output type: Moonshine reads a compressed mask
+                attention_mask=inputs.get("attention_mask"),
+                decoder_input_ids=token,
+                use_cache=True,
+                return_dict=True,
+                **{cache_argument(model): cache},
+            )
         cross = cache.cross_attention_cache.layers
         return (hidden, *[t for layer in cross for t in (layer.keys, layer.values)])
 
 
 class DecoderGraph(_GraphTask):
     name = "decoder_model"
+    padding_mask_input = "encoder_attention_mask"  # cross-attention's keys: the encoder's
 
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
         specs = [TensorSpec("input_ids", torch.int64, (BATCH, DECODER_SEQUENCE))]
@@ -190,6 +216,8 @@ class DecoderGraph(_GraphTask):
     ) -> tuple[torch.Tensor, ...]:
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
+        from patterns.seq2seq_attention import GraphPhase, phase
+
         layers = len([k for k in inputs if k.endswith(".decoder.key")])
         own, cross = DynamicCache(), DynamicCache()
         for i in range(layers):
@@ -209,14 +237,23 @@ class DecoderGraph(_GraphTask):
         # the decoder reads only the encoder states' shape (masks) once the cross cache is full
         encoder_config = getattr(model.get_encoder(), "config", model.config)  # T5Gemma: own
         hidden = key.new_zeros((key.shape[0], key.shape[2], _hidden_size(encoder_config)))
-        out = model(
-            encoder_outputs=_encoder_states(hidden),
-            attention_mask=inputs.get("encoder_attention_mask"),
-            decoder_input_ids=inputs["input_ids"],
-            use_cache=True,
-            return_dict=True,
-            **{cache_argument(model): cache},
+        mask = inputs.get("encoder_attention_mask")
+        current = GraphPhase(
+            "decoder",
+            padded_lengths=None if mask is None else (mask.shape[-1],),
+            cross_lengths=tuple(
+                inputs[f"past_key_values.{i}.encoder.key"].shape[2] for i in range(layers)
+            ),
         )
+        with phase(current):
+            out = model(
+                encoder_outputs=_encoder_states(hidden),
+                attention_mask=mask,
+                decoder_input_ids=inputs["input_ids"],
+                use_cache=True,
+                return_dict=True,
+                **{cache_argument(model): cache},
+            )
         held = cache.self_attention_cache.layers
         return (out.logits, *[t for layer in held for t in (layer.keys, layer.values)])
 

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from mobius.runtime_seq2seq import Seq2SeqRunner
+from mobius.tasks.seq2seq import speech_features
 from mobius.testing.tiny import randomize
 
 PREFIX = 4  # decoder tokens in the prefill check
@@ -35,6 +36,15 @@ def tiny_seq2seq(model_type: str, directory: Path, *, seed: int = 0, **overrides
     from mobius.testing.configs import tiny_config_for
 
     config = tiny_config_for(model_type, **{**SPEECH_OVERRIDES.get(model_type, {}), **overrides})
+    decoder = getattr(config, "decoder", None)
+    if getattr(decoder, "is_decoder", True) is False:
+        # a composite (EncoderDecoderConfig): its decoder attends causally and to the encoder,
+        # as ``from_encoder_decoder_configs`` sets it
+        decoder.is_decoder = decoder.add_cross_attention = True
+        # and its checkpoints say how generation starts (a composite's own config does not)
+        for name in ("decoder_start_token_id", "pad_token_id"):
+            if getattr(config, name, None) is None:
+                setattr(config, name, decoder.pad_token_id or 0)
     torch.manual_seed(seed)
     model = auto_class(config).from_config(config, attn_implementation="eager").eval()
     randomize(model, seed)
@@ -53,17 +63,20 @@ def encoder_inputs(model: Any, batch: int = 2, length: int = 7, seed: int = 1) -
     if "input_values" in params:  # raw audio
         return {"input_values": torch.randn(batch, 1600, generator=gen)}
     if "input_features" in params:
-        if hasattr(config, "num_mel_bins") and hasattr(config, "max_source_positions"):
-            shape = (batch, config.num_mel_bins, 2 * config.max_source_positions)  # Whisper
-        else:
-            width = config.input_feat_per_channel * getattr(config, "input_channels", 1)
-            shape = (batch, 40, width)
+        layout, width, frames = speech_features(config)
+        shape = (batch, width, frames) if layout == "channels_first" else (batch, 40, width)
         return {"input_features": torch.randn(*shape, generator=gen)}
-    ids = torch.randint(3, config.vocab_size - 2, (batch, length), generator=gen)
+    ids = torch.randint(3, vocab_size(config, "encoder") - 2, (batch, length), generator=gen)
     mask = torch.ones_like(ids)
     mask[1, length - 2 :] = 0
     ids[1, length - 2 :] = config.pad_token_id if config.pad_token_id is not None else 0
     return {"input_ids": ids, "attention_mask": mask}
+
+
+def vocab_size(config: Any, part: str) -> int:
+    """The vocabulary of the encoder's or the decoder's tokens (a composite's sub-configs)."""
+    own = getattr(config, "vocab_size", None)
+    return own if isinstance(own, int) else getattr(config, part).vocab_size
 
 
 def start_token(config: Any) -> int:
@@ -108,7 +121,7 @@ def seq2seq_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> d
     np_mask = None if mask is None else mask.numpy()
     encoded = runner.encode(**np_inputs)
     gen = torch.Generator().manual_seed(2)
-    vocab = model.config.vocab_size
+    vocab = vocab_size(model.config, "decoder")
     start = torch.full((2, 1), start_token(model.config))
     prefix = torch.cat([start, torch.randint(3, vocab - 2, (2, PREFIX - 1), generator=gen)], 1)
     step = torch.randint(3, vocab - 2, (2, 1), generator=gen)

@@ -123,6 +123,33 @@ def test_explain_reports_which_modules_went_to_which_graph(converted):
     assert report["summary"]["unsupported_ops"] == {}
 
 
+@pytest.mark.parametrize("model_type", ["bart", "t5"])
+def test_self_and_cross_attention_are_fused(model_type, converted):
+    """Encoder self-attention (padded), decoder self-attention (causal over the grown cache) and
+    cross-attention (padded by encoder_attention_mask) are one Attention node each; T5's relative
+    position bias is the Attention's additive bias."""
+    import onnx
+
+    out, _ = converted(model_type)
+    report = json.loads((out / "explain.json").read_text())
+    kinds = sorted(
+        (m["path"].split(".", 1)[0], c["attributes"]["kind"], c["attributes"]["bias"])
+        for m in report["modules"]
+        for c in m["components"]
+        if c["component"] == "Attention"
+    )
+    bias = model_type == "t5"  # self-attention only; T5's cross-attention bias is zeros
+    assert kinds == sorted(
+        [("encoder_model", "padded", bias)] * 2
+        + [("decoder_model", "causal", bias)] * 2
+        + [("decoder_model", "padded", False)] * 2
+    )
+    assert not [g for g in report["summary"]["gaps"] if g["kind"] in ("cache", "attention")]
+    for graph, count in (("encoder_model.onnx", 2), ("decoder_model.onnx", 4)):
+        nodes = onnx.load(out / graph, load_external_data=False).graph.node
+        assert sum(n.op_type == "Attention" for n in nodes) == count
+
+
 def test_runner_generate_is_the_greedy_loop(converted):
     from mobius.runtime_seq2seq import Seq2SeqRunner
 
