@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "diffusers_coverage.json"
 COVERAGE = ROOT / "docs" / "coverage.md"
-HEADING = "## Diffusers model classes"
+HEADING = "# Diffusers model classes"
 # sizes for the parity run: others than the trace's (tasks.EXAMPLE_SIZES)
 RUN_SIZES = {
     "batch": 3, "sequence_length": 6, "height": 16, "width": 8, "image_sequence_length": 10,
@@ -185,8 +185,8 @@ def write_report(results: dict) -> None:
     text = COVERAGE.read_text(encoding="utf-8") if COVERAGE.is_file() else ""
     if HEADING in text:
         head, _, rest = text.partition(HEADING)
-        tail = rest.split("\n## ", 1)
-        text = head + report(results) + (("\n## " + tail[1]) if len(tail) > 1 else "")
+        tail = rest.split("\n# ", 1)
+        text = head + report(results) + (("\n# " + tail[1]) if len(tail) > 1 else "")
     else:
         text = text.rstrip("\n") + "\n\n" + report(results)
     COVERAGE.write_text(text, encoding="utf-8")
