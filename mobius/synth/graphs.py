@@ -43,15 +43,22 @@ def prepare_graphs(
     source: Source, arch: ArchitectureConfig, task: Task, dtype: torch.dtype
 ) -> PreparedGraphs:
     """Trace every graph of ``task`` on meta, with transformers' own attention."""
-    from mobius.synth.prepare import Prepared
+    from mobius.synth.fallbacks import announce
+    from mobius.synth.prepare import Prepared, _trace_with_fallbacks
 
     graphs = {}
     for graph in task.graphs:
+        if hasattr(graph, "for_config"):  # the graph's settings depend on the model (vlm.py)
+            graph = graph.for_config(arch)
         log.info("tracing %s's %s", arch.model_type, graph.name)
-        traced = trace(arch, graph, dtype)
-        _drop_dead_code(traced.program)
-        traced.program = decompose_unlowered(traced.program)
-        graphs[graph.name] = Prepared(source, arch, graph, traced, use_cache=False)
+        if graph.supports_cache:  # a causal decoder (a VLM's): the causal-LM chain, cache and all
+            part = _trace_with_fallbacks(source, arch, graph, dtype)
+            announce(part.fallbacks)
+        else:
+            part = Prepared(source, arch, graph, trace(arch, graph, dtype), use_cache=False)
+        _drop_dead_code(part.traced.program)
+        part.traced.program = decompose_unlowered(part.traced.program)
+        graphs[graph.name] = part
     return PreparedGraphs(source, arch, task, graphs)
 
 
@@ -118,6 +125,7 @@ def build_graphs(
     from mobius.report import ExplainReport
     from mobius.synth.build import _blocked_message
     from mobius.synth.emit import emit
+    from mobius.synth.token_loop import loop_over_tokens
     from mobius.weights import Checkpoint
 
     report = ExplainReport.from_analysis(analyze_graphs(prepared), source=str(src))
@@ -128,7 +136,12 @@ def build_graphs(
     for name, part in prepared.graphs.items():
         traced = part.traced
         binder = traced.binder(checkpoint)
-        model = emit(traced, binder, name=f"{prepared.arch.model_type}_{name}")
+        captured_cache = part.use_cache and not traced.cache_in_graph
+        model = emit(
+            traced, binder, name=f"{prepared.arch.model_type}_{name}", use_cache=captured_cache
+        )
+        if traced.loop_inputs:
+            model = loop_over_tokens(model, traced.loop_inputs, traced.inputs)
         model.metadata_props.update(
             {
                 "mobius.model_type": prepared.arch.model_type,
@@ -157,9 +170,15 @@ def build_graphs(
         },
         **prepared.task.manifest(prepared.arch),
     }
+    fallen = [f.to_dict() for part in prepared.graphs.values() for f in part.fallbacks]
+    if fallen:
+        manifest["fallbacks"] = fallen
     texts = {
         "mobius.json": json.dumps(manifest, indent=2),
         "explain.json": report.to_json(),
     }
+    runtime_files = getattr(prepared.task, "runtime_files", None)  # genai_config.json (VLMs)
+    if runtime_files is not None:
+        texts.update(runtime_files(models, prepared.arch, prepared.source.directory))
     extra = [prepared.source.config_path, *prepared.source.extra_files()]
     return ModelPackage(model=None, models=models, extra_files=extra, texts=texts)
