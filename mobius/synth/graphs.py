@@ -43,15 +43,21 @@ def prepare_graphs(
     source: Source, arch: ArchitectureConfig, task: Task, dtype: torch.dtype
 ) -> PreparedGraphs:
     """Trace every graph of ``task`` on meta, with transformers' own attention."""
-    from mobius.synth.fallbacks import announce
-    from mobius.synth.prepare import Prepared, _trace_with_fallbacks
+    from mobius.synth.fallbacks import CARRIED_CACHE, FUSED_ATTENTION, Fallback, announce
+    from mobius.synth.prepare import Prepared, _trace_carrying_cache, _trace_with_fallbacks
 
     graphs = {}
     for graph in task.graphs:
         if hasattr(graph, "for_config"):  # the graph's settings depend on the model (vlm.py)
             graph = graph.for_config(arch)
         log.info("tracing %s's %s", arch.model_type, graph.name)
-        if graph.supports_cache:  # a causal decoder (a VLM's): the causal-LM chain, cache and all
+        carried = getattr(graph, "carried_cache_reason", None)
+        if carried:  # the task knows the captured attention cannot serve: carry the cache
+            traced = _trace_carrying_cache(arch, graph, dtype, graph.attention_implementations)
+            taken = [Fallback(CARRIED_CACHE, carried, (FUSED_ATTENTION,))]
+            part = Prepared(source, arch, graph, traced, use_cache=True, fallbacks=taken)
+            announce(part.fallbacks)
+        elif graph.supports_cache:  # a causal decoder (a VLM's): the causal-LM chain
             part = _trace_with_fallbacks(source, arch, graph, dtype)
             announce(part.fallbacks)
         else:

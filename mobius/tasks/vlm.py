@@ -226,6 +226,8 @@ class DecoderGraph(CausalLMTask):
     def __init__(self, parent: VisionLanguageTask | None = None, text_only: bool = False) -> None:
         self.parent = parent
         self.text_only = text_only
+        # set where the captured attention cannot be used: why the cache is carried instead
+        self.carried_cache_reason: str | None = None
 
     def supports(self, config: ArchitectureConfig) -> bool:
         return supports_image_text(config)
@@ -240,7 +242,11 @@ class DecoderGraph(CausalLMTask):
         if self.text_only or not takes_token_type_ids(_model_class(config)):
             return self
         graph = DecoderGraph(self.parent)
-        graph.attention_implementations = ("sdpa", "eager")
+        graph.attention_implementations = ("eager",)  # the sdpa pattern would rebuild the mask
+        graph.carried_cache_reason = (
+            "the model attends both ways within image tokens (token_type_ids): its own masks "
+            "are kept, with transformers' cache carried through the trace"
+        )
         return graph
 
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
@@ -263,7 +269,7 @@ class DecoderGraph(CausalLMTask):
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
         with masks_without_vmap():
-            out = model(**inputs, use_cache=False, return_dict=True)
+            out = model(**_model_positions(model, inputs), use_cache=False, return_dict=True)
         return (out.logits,)
 
     def call_with_cache(
@@ -276,7 +282,11 @@ class DecoderGraph(CausalLMTask):
         if not mask_spans_past:
             new = inputs["position_ids"].shape[-1]
             inputs = {**inputs, "attention_mask": inputs["attention_mask"][:, -new:]}
-        with masks_without_vmap():
+        inputs = _model_positions(model, inputs)
+        first_call = (
+            _as_first_call(cache) if "token_type_ids" in inputs else contextlib.nullcontext()
+        )
+        with masks_without_vmap(), first_call:
             out = model(
                 **inputs, **{cache_argument(model): cache}, use_cache=True, return_dict=True
             )
@@ -289,6 +299,55 @@ class DecoderGraph(CausalLMTask):
             else s
             for s in self.inputs(config, model)
         ]
+
+
+def _model_positions(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> dict:
+    """The contract's ``position_ids`` (from 0) as the model reads them."""
+    offset = generation_position_offset(model)
+    if not offset or "position_ids" not in inputs:
+        return inputs
+    return {**inputs, "position_ids": inputs["position_ids"] + offset}
+
+
+def generation_position_offset(model: torch.nn.Module) -> int:
+    """What the model's own ``prepare_inputs_for_generation`` adds to mask-derived position ids
+    (PaliGemma numbers positions from 1): asked once, on one token, as ``generate`` would."""
+    cached = getattr(model, "_mobius_position_offset", None)
+    if cached is not None:
+        return cached
+    ids = torch.zeros((1, 1), dtype=torch.long)
+    offset = 0
+    try:
+        prepared = model.prepare_inputs_for_generation(
+            ids, attention_mask=torch.ones_like(ids), position_ids=ids.clone(), use_cache=False
+        )
+        given = prepared.get("position_ids")
+        if isinstance(given, torch.Tensor) and given.numel() == 1:
+            offset = int(given.reshape(-1)[0])
+    except Exception:  # noqa: BLE001 - a model whose preparation needs more: no offset known
+        offset = 0
+    object.__setattr__(model, "_mobius_position_offset", offset)
+    return offset
+
+
+@contextlib.contextmanager
+def _as_first_call(cache: Any) -> Iterator[None]:
+    """The cache reads as not yet filled, so that a model applying ``token_type_ids`` only on its
+    first call (PaliGemma's bidirectional prefix) applies them in the one graph for every call.
+    On later steps the new tokens' types mark no block over past positions, so nothing changes."""
+    cls = type(cache)
+    if not hasattr(cls, "is_initialized"):
+        yield
+        return
+    own = cls.__dict__.get("is_initialized")
+    cls.is_initialized = property(lambda self: False)
+    try:
+        yield
+    finally:
+        if own is None:
+            del cls.is_initialized
+        else:
+            cls.is_initialized = own
 
 
 @contextlib.contextmanager
