@@ -29,6 +29,7 @@ def build(
     symmetric: bool = False,
     accuracy_level: int = 0,
     quant_exclude: Sequence[str] = (),
+    features: Sequence[str] = (),
 ) -> ModelPackage:
     """Convert ``src`` (a local checkpoint directory or a hub id) to ONNX.
 
@@ -44,6 +45,8 @@ def build(
         symmetric: no zero points (asymmetric, the default, stores one per block).
         accuracy_level: MatMulNBits' compute type: 0 the activation's, 4 int8 (fastest on CPU).
         quant_exclude: globs over module paths (``lm_head``, ``*.mlp.down_proj``) kept in float.
+        features: optional parts of the task: ``text-only`` builds an image-text-to-text
+            model's decoder alone, taking ``input_ids``.
         strict: refuse (``StrictError``) a build that would take a fallback costing fused
             components or the KV cache; without it such fallbacks are logged and recorded in
             ``mobius.json``.
@@ -74,6 +77,7 @@ def build(
             trust_remote_code=trust_remote_code,
             strict=strict,
             quantization=quantization,
+            features=tuple(features),
         )
 
 

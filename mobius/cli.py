@@ -53,6 +53,11 @@ def _parser() -> argparse.ArgumentParser:
         help="fail (exit 2) instead of taking a fallback that costs fused components or the "
         "KV cache",
     )
+    b.add_argument(
+        "--features",
+        default=None,
+        help="comma-separated optional parts: text-only (image-text-to-text: the decoder alone)",
+    )
     _quantization_flags(b)
     b.add_argument("-q", "--quiet", action="store_true", help="only print errors")
     b.add_argument(
@@ -144,6 +149,7 @@ def _add_generate_parser(sub) -> None:
 def _build(args: argparse.Namespace) -> int:
     import mobius
     from mobius.package import check_output_dir, output_lock
+    from mobius.tasks.vlm import parse_features
 
     output = Path(args.output)
     check_output_dir(output.absolute(), overwrite=args.overwrite)
@@ -157,6 +163,7 @@ def _build(args: argparse.Namespace) -> int:
             weights=not args.no_weights,
             trust_remote_code=args.trust_remote_code,
             strict=args.strict,
+            features=parse_features(args.features),
             **_quantization_kwargs(args),
         )
         target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)

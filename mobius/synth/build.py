@@ -47,6 +47,7 @@ def build(
     trust_remote_code: bool = False,
     strict: bool = False,
     quantization: QuantOptions | None = None,
+    features: tuple[str, ...] = (),
 ) -> ModelPackage:
     """Convert a checkpoint (local directory or hub id) into a ModelPackage; with ``strict``,
     a fallback (fused components or the KV cache lost) is a StrictError instead."""
@@ -54,7 +55,12 @@ def build(
     scheme = quantization.check(dtype, weights) if quantization is not None else None
     started = time.perf_counter()
     prepared = prepare(
-        src, dtype=torch_dtype, task=task, weights=weights, trust_remote_code=trust_remote_code
+        src,
+        dtype=torch_dtype,
+        task=task,
+        weights=weights,
+        trust_remote_code=trust_remote_code,
+        features=features,
     )
     if isinstance(prepared, PreparedGraphs):  # encoder-decoder: several graphs
         if scheme is not None:

@@ -179,12 +179,17 @@ def build_graphs(
     fallen = [f.to_dict() for part in prepared.graphs.values() for f in part.fallbacks]
     if fallen:
         manifest["fallbacks"] = fallen
+    runtime, note = {}, None
+    runtime_files = getattr(prepared.task, "runtime_files", None)  # genai_config.json (VLMs)
+    if runtime_files is not None:
+        runtime, note = runtime_files(models, prepared.arch, prepared.source.directory)
+    if note:
+        log.info("no genai_config.json: %s", note)
+        manifest["genai"] = f"no genai_config.json: {note}"
     texts = {
         "mobius.json": json.dumps(manifest, indent=2),
         "explain.json": report.to_json(),
+        **runtime,
     }
-    runtime_files = getattr(prepared.task, "runtime_files", None)  # genai_config.json (VLMs)
-    if runtime_files is not None:
-        texts.update(runtime_files(models, prepared.arch, prepared.source.directory))
     extra = [prepared.source.config_path, *prepared.source.extra_files()]
     return ModelPackage(model=None, models=models, extra_files=extra, texts=texts)

@@ -407,6 +407,17 @@ class VisionLanguageTask(Task):
             "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),
         }
 
+    def runtime_files(
+        self, models: dict[str, Any], config: ArchitectureConfig, checkpoint_dir: Any
+    ) -> tuple[dict[str, str], str | None]:
+        """``genai_config.json`` where onnxruntime-genai runs the family (``genai_vlm.py``), and
+        else why not (recorded in mobius.json as ``genai``)."""
+        from mobius.genai_vlm import vlm_genai_files
+
+        return vlm_genai_files(
+            models, config.hf_config, checkpoint_dir, image_token_id(config.hf_config)
+        )
+
 
 class TextOnlyTask(VisionLanguageTask):
     """``--features text-only``: the decoder alone, taking ``input_ids``."""
@@ -416,10 +427,33 @@ class TextOnlyTask(VisionLanguageTask):
 
 
 IMAGE_TEXT_TO_TEXT = VisionLanguageTask()
+TEXT_ONLY_TASK = TextOnlyTask()
 
 
-def apply_features(task: Task, features: list[str] | None) -> Task:
+FEATURES = (TEXT_ONLY,)
+
+
+def parse_features(text: str | None) -> tuple[str, ...]:
+    """``--features a,b``: the names, checked against those mobius knows."""
+    from mobius.errors import ConfigError
+
+    names = tuple(n.strip() for n in (text or "").split(",") if n.strip())
+    unknown = [n for n in names if n not in FEATURES]
+    if unknown:
+        raise ConfigError(
+            f"unknown feature '{unknown[0]}' in --features; choose from: {', '.join(FEATURES)}"
+        )
+    return names
+
+
+def apply_features(task: Task, features: tuple[str, ...] | list[str] | None) -> Task:
     """The task ``--features`` asks for: ``text-only`` turns image-text-to-text into its decoder."""
-    if features and TEXT_ONLY in features and isinstance(task, VisionLanguageTask):
-        return TextOnlyTask()
-    return task
+    from mobius.errors import ConfigError
+
+    if not features or TEXT_ONLY not in features:
+        return task
+    if not isinstance(task, VisionLanguageTask):
+        raise ConfigError(
+            f"--features {TEXT_ONLY} applies to image-text-to-text models, not {task.name}"
+        )
+    return TEXT_ONLY_TASK
