@@ -43,6 +43,44 @@ def tiny_vlm(model_type: str, directory: Path, *, seed: int = 0, **overrides: An
     return loaded.eval(), config
 
 
+def tiny_llava_with_processor(directory: Path, *, seed: int = 0):
+    """A tiny LLaVA with a processor made locally (the bundled tiny-llama tokenizer plus an
+    ``<image>`` token, a 32-pixel CLIP image processor), saved in ``directory``: (HF model,
+    processor). No network."""
+    from transformers import CLIPImageProcessorPil, LlavaProcessor, PreTrainedTokenizerFast
+
+    root = Path(__file__).resolve().parents[2]
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(root / "examples" / "tiny-llama")
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    images = CLIPImageProcessorPil(
+        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+    )
+    processor = LlavaProcessor(
+        image_processor=images,
+        tokenizer=tokenizer,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        image_token="<image>",
+        num_additional_image_tokens=1,
+    )
+    text = {
+        "vocab_size": len(tokenizer),
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    model, _ = tiny_vlm(
+        "llava",
+        directory,
+        seed=seed,
+        text_config=text,
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_config={"image_size": 32, "patch_size": 8},
+    )
+    processor.save_pretrained(directory)
+    return model, processor
+
+
 def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.Tensor]:
     """Random images in the layout the vision graph takes (``vision_inputs``)."""
     from mobius.config import from_hf
