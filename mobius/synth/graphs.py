@@ -83,6 +83,22 @@ def analyze_graphs(prepared: PreparedGraphs) -> Any:
             path = f"{name}.{module.path}" if module.path else name
             cls = module.cls if module.path else "<graph>"
             modules.append(replace(module, path=path, cls=cls))
+    blocker = (
+        "an encoder-decoder's decoder graph carries its self-attention cache and takes the "
+        "encoder graph's cross-attention keys and values through transformers' "
+        "EncoderDecoderCache"
+    )
+    traced_layers = sum(1 for n in _decoder_inputs(prepared) if n.endswith(".decoder.key"))
+    causal = [p for p in prepared.graphs.values() if p.task.supports_cache]
+    if causal:  # a VLM's decoder: captured attention, or the cache carried (and why)
+        blocker = "; ".join(f.reason for p in causal for f in p.fallbacks) or None
+        traced_layers = sum(
+            1
+            for p in causal
+            if p.traced.cache_in_graph
+            for s in p.traced.inputs
+            if s.name.startswith("past_key_values.") and s.name.endswith(".key")
+        )
     return Analysis(
         model_type=prepared.arch.model_type,
         task=prepared.task.name,
@@ -90,12 +106,8 @@ def analyze_graphs(prepared: PreparedGraphs) -> Any:
         cache_supported=True,
         unclaimed_attention=[],
         modules=modules,
-        cache_blocker=(
-            "an encoder-decoder's decoder graph carries its self-attention cache and takes the "
-            "encoder graph's cross-attention keys and values through transformers' "
-            "EncoderDecoderCache"
-        ),
-        traced_cache_layers=sum(1 for n in _decoder_inputs(prepared) if n.endswith(".decoder.key")),
+        cache_blocker=blocker,
+        traced_cache_layers=traced_layers,
     )
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-import torch
-
 from mobius.testing.vlm import hf_generate
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "multimodal_generation.py"
