@@ -102,15 +102,19 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="these types only")
     parser.add_argument("--skip-done", action="store_true", help="types already in the results")
     parser.add_argument("--timeout", type=int, default=300)
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the JSON file to merge into")
+    parser.add_argument("--reverse", action="store_true", help="from the end of the list")
     args = parser.parse_args()
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    for model_type in args.only or all_types():
+    path = args.results
+    results = json.loads(path.read_text()) if path.exists() else {}
+    todo = args.only or all_types()
+    for model_type in reversed(todo) if args.reverse else todo:
         if args.skip_done and model_type in results:
             continue
         results[model_type] = run_one(model_type, args.timeout)
         print(model_type, json.dumps(results[model_type]), flush=True)
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     print()
     print(table(results))
 

@@ -203,8 +203,15 @@ def merge_image_features(
     """The token embeddings with the i-th image-token position holding the i-th feature row
     (``masked_scatter``'s order), written as a gather so no count is data-dependent. With no image
     features (a text-only prompt) the embeddings are unchanged."""
+    from mobius.errors import UnsupportedError
+
     embed = model.get_input_embeddings()
     token = image_token_id(model.config)
+    if token is None:
+        raise UnsupportedError(
+            f"{model.config.model_type}: the config names no image token (image_token_id or "
+            "image_token_index), so the embedding graph cannot place the image features"
+        )
     is_image = input_ids == token
     ids = input_ids
     if token >= embed.num_embeddings:  # Gemma 3: the image token lies past the table

@@ -21,6 +21,8 @@ VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     "gemma3": {"mm_tokens_per_image": 4},
     "qwen2_vl": {"vision_config": {"depth": 2}},
     "qwen2_5_vl": {"vision_config": {"depth": 2, "fullatt_block_indexes": [1]}},
+    # its default feature layers (-2, -5, -8, -11, 6) need a 12-layer tower
+    "vipllava": {"vision_feature_layers": [-2, -1]},
 }
 
 
