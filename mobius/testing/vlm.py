@@ -19,6 +19,7 @@ NEW_TOKENS = 12
 VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # its pooling makes mm_tokens_per_image out of the patch grid: 16 patches -> 4 tokens
     "gemma3": {"mm_tokens_per_image": 4},
+    "shieldgemma2": {"mm_tokens_per_image": 4},
     "qwen2_vl": {"vision_config": {"depth": 2}},
     "qwen2_5_vl": {"vision_config": {"depth": 2, "fullatt_block_indexes": [1]}},
     # its default feature layers (-2, -5, -8, -11, 6) need a 12-layer tower
