@@ -97,6 +97,18 @@ def table(results: dict) -> str:
     return "\n".join(rows)
 
 
+def summary(results: dict) -> str:
+    """Counts by status, and the pass rate over the types whose HF model could be built."""
+    counts: dict[str, int] = {}
+    for r in results.values():
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    built = len(results) - counts.get("hf-build-error", 0)
+    passed = counts.get("pass", 0)
+    rate = f"{passed}/{built} = {100 * passed / built:.0f}%" if built else "n/a"
+    shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    return f"{len(results)} types swept: {shown}; pass rate over buildable types {rate}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="these types only")
@@ -117,6 +129,7 @@ def main() -> None:
         path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     print()
     print(table(results))
+    print(summary(results))
 
 
 if __name__ == "__main__":
