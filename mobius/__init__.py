@@ -31,6 +31,7 @@ def build(
     accuracy_level: int = 0,
     quant_exclude: Sequence[str] = (),
     component: str | None = None,
+    features: Sequence[str] = (),
 ) -> ModelPackage:
     """Convert ``src`` (a local checkpoint directory or a hub id) to ONNX.
 
@@ -52,6 +53,8 @@ def build(
             None: the portable graph.
         component: for a diffusers pipeline directory (``model_index.json``), convert only this
             component (``unet``, ``vae``, ``vae_decoder``, ``text_encoder``, ...).
+        features: optional parts of the task: ``text-only`` builds an image-text-to-text
+            model's decoder alone, taking ``input_ids``.
         strict: refuse (``StrictError``) a build that would take a fallback costing fused
             components or the KV cache; without it such fallbacks are logged and recorded in
             ``mobius.json``.
@@ -97,6 +100,7 @@ def build(
             trust_remote_code=trust_remote_code,
             strict=strict,
             quantization=quantization,
+            features=tuple(features),
         )
 
 

@@ -202,6 +202,7 @@ def _build(args: argparse.Namespace) -> int:
             trust_remote_code=args.trust_remote_code,
             strict=args.strict,
             component=args.component,
+            features=features,
             **_quantization_kwargs(args),
         )
         apply_features(package, features, max_seq_len=args.max_seq_len)

@@ -129,7 +129,7 @@ def genai_config(
     layers, kv_heads, head_dim = cache_geometry(model)
     names = {v.name for v in model.graph.inputs}
     outputs = {v.name for v in model.graph.outputs}
-    if "input_ids" not in names or "logits" not in outputs:
+    if not names & {"input_ids", "inputs_embeds"} or "logits" not in outputs:
         raise NotDrivable("the graph does not take input_ids and return logits")
     text = hf_config.get_text_config()
     generation = _read_json(Path(checkpoint_dir) / "generation_config.json")
@@ -145,7 +145,8 @@ def genai_config(
     logits_shape = next(v.shape for v in model.graph.outputs if v.name == "logits")
     vocab = logits_shape[-1] if logits_shape and isinstance(logits_shape[-1], int) else None
     heads = getattr(text, "num_attention_heads", None) or kv_heads
-    inputs = {n: n for n in ("input_ids", "attention_mask", "position_ids") if n in names}
+    contract = ("input_ids", "inputs_embeds", "attention_mask", "position_ids")  # VLM: embeds
+    inputs = {n: n for n in contract if n in names}
     decoder = {
         "filename": filename,
         "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},

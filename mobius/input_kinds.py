@@ -143,6 +143,14 @@ def warn_text_only(hf_config: Any, directory: Path, task: str) -> None:
     if type(hf_config) not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING:
         return
     missing = not any((directory / name).is_file() for name in PROCESSOR_FILES)
+    if task == "image-text-to-text":  # the three graphs, image path included
+        if missing:
+            log.warning(
+                "%s: the checkpoint has no preprocessor_config.json or processor_config.json; "
+                "the graphs are built, but images must be prepared as the family's processor does",
+                hf_config.model_type,
+            )
+        return
     processor = (
         "; the checkpoint also has no preprocessor_config.json or processor_config.json, "
         "so images could not be prepared for it"
@@ -151,7 +159,7 @@ def warn_text_only(hf_config: Any, directory: Path, task: str) -> None:
     )
     log.warning(
         "%s is a vision-language model: mobius converts its text path only (task %s, no "
-        "image inputs); image-text-to-text is not supported yet%s",
+        "image inputs; --task image-text-to-text converts the image path too)%s",
         hf_config.model_type,
         task,
         processor,

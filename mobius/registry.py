@@ -47,6 +47,10 @@ def detect_task(config: ArchitectureConfig) -> Task:
     model_type = config.model_type
     if config.is_encoder_decoder:
         return seq2seq_task(config)
+    vlm = TASKS["image-text-to-text"]
+    if any(a in class_names(vlm.mapping, model_type) for a in config.architectures):
+        if vlm.supports(config):  # before text generation, whose mapping lists some VLMs too
+            return vlm
     named = task_from_architectures(config)
     if named is not None:
         return named

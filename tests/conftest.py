@@ -44,3 +44,17 @@ def _restore_cli_state():
         signal.signal(signum, handler)
     logger.setLevel(level)
     failures.reset()
+
+
+@pytest.fixture(scope="session")
+def tiny_llava_vlm(tmp_path_factory):
+    """A tiny LLaVA with a local processor, converted once through the CLI (image-text-to-text):
+    (checkpoint directory, HF model, processor, output directory)."""
+    from mobius.cli import main
+    from mobius.testing.vlm import tiny_llava_with_processor
+
+    root = tmp_path_factory.mktemp("llava")
+    model, processor = tiny_llava_with_processor(root / "checkpoint")
+    out = root / "onnx"
+    assert main(["build", "--model", str(root / "checkpoint"), "--output", str(out), "-q"]) == 0
+    return root / "checkpoint", model, processor, out

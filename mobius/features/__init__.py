@@ -6,11 +6,10 @@ They run after the build, in a fixed order (:data:`ORDER`), so they compose: ``s
 replaces each cache's concatenation, ``fp8-kv-cache`` then changes the cache's type at the graph's
 boundary. A feature the model cannot honour raises one ``ConfigError`` line (exit 2) that says why.
 
-``text-only`` is a registry entry like the others; the multimodal work replaces it (in
-``_registry``) with the function that keeps a vision-language build's text decoder alone. If that
-must happen before tracing, ``mobius.build`` takes the flag (the CLI passes ``"text-only" in
-features``) and the registry function only checks the result. On a model that is already text
-only (a causal LM) it changes nothing; on other tasks it is refused.
+``text-only`` acts before tracing: ``mobius.build(features=...)`` turns an image-text-to-text
+task into its decoder alone (``tasks/vlm.apply_features``); its registry entry here only checks the
+result. On a model that is already text only (a causal LM) it changes nothing; on other tasks it
+is refused.
 """
 
 from __future__ import annotations
@@ -38,9 +37,15 @@ class FeatureOptions:
 Feature = Callable[[ModelPackage, FeatureOptions], None]
 
 
+BUILD_TIME = ("text-only",)  # applied by mobius.build itself; the entry here only checks
+
+
 def _text_only(package: ModelPackage, options: FeatureOptions) -> None:
-    """A text-generation model is already its text decoder alone: nothing to do."""
+    """A text-generation model is already its text decoder alone, and an image-text-to-text
+    build was made as its decoder alone: nothing to do."""
     task = _info(package).get("task")
+    if task == "image-text-to-text":
+        return
     if task not in ("text-generation", "causal-lm"):
         raise ConfigError(
             f"--features text-only applies to text-generation and image-text-to-text models; "
@@ -115,9 +120,10 @@ def apply_features(
     names = parse_features(features, max_seq_len=max_seq_len)
     if not names:
         return package
-    if package.model is None:
+    rewrites = [n for n in names if n not in BUILD_TIME]
+    if rewrites and package.model is None:
         raise ConfigError(
-            f"--features {','.join(names)} apply to single-graph causal LMs; this model has "
+            f"--features {','.join(rewrites)} apply to single-graph causal LMs; this model has "
             f"the graphs {', '.join(package.graphs())}"
         )
     options = FeatureOptions(features=names, max_seq_len=max_seq_len)
@@ -125,12 +131,14 @@ def apply_features(
         known()[name](package, options)
     info = _info(package)
     if info:
-        from mobius.synth.build import graph_names
-
         info["features"] = list(names)
-        info["graphs"] = {MODEL_FILE: graph_names(package.model)}
+        if package.model is not None:
+            from mobius.synth.build import graph_names
+
+            info["graphs"] = {MODEL_FILE: graph_names(package.model)}
         package.texts["mobius.json"] = json.dumps(info, indent=2)
-    package.model.metadata_props["mobius.features"] = ",".join(names)
+    for model in [package.model] if package.model is not None else package.models.values():
+        model.metadata_props["mobius.features"] = ",".join(names)
     return package
 
 

@@ -50,6 +50,7 @@ def build(
     strict: bool = False,
     quantization: QuantOptions | None = None,
     ep: str | None = None,
+    features: tuple[str, ...] = (),
 ) -> ModelPackage:
     """Convert a checkpoint (local directory or hub id) into a ModelPackage; with ``strict``,
     a fallback (fused components or the KV cache lost) is a StrictError instead. ``ep`` tunes
@@ -58,13 +59,23 @@ def build(
     scheme = quantization.check(dtype, weights) if quantization is not None else None
     started = time.perf_counter()
     prepared = prepare(
-        src, dtype=torch_dtype, task=task, weights=weights, trust_remote_code=trust_remote_code
+        src,
+        dtype=torch_dtype,
+        task=task,
+        weights=weights,
+        trust_remote_code=trust_remote_code,
+        features=features,
     )
-    if isinstance(prepared, PreparedGraphs):  # encoder-decoder: several graphs
+    if isinstance(prepared, PreparedGraphs):  # several graphs: encoder-decoder, vision-language
         if scheme is not None:
             raise UnsupportedError(
-                "--precision is not supported for encoder-decoder models yet; "
+                f"--precision is not supported for {prepared.task.name} models yet; "
                 "build without it (f32 or f16)"
+            )
+        if ep not in (None, "cpu"):
+            raise UnsupportedError(
+                f"--ep {ep} is not supported for {prepared.task.name} models yet; the graphs "
+                "are the portable ones (build without --ep, or with --ep cpu)"
             )
         return build_graphs(prepared, src=str(src), dtype=dtype, weights=weights, task=task)
     if strict:

@@ -251,8 +251,10 @@ def _bind_placeholders(
             ctx.env[node] = value
     if ctx.state["use_cache"] and "attention_mask" in ctx.state:
         # the traced graph sees the mask of the new tokens only: its last sequence_length columns
-        ids = next(
-            n for n, s in zip(placeholders, traced.inputs, strict=False) if s.name == "input_ids"
+        ids = next(  # a VLM's decoder takes inputs_embeds [batch, sequence, hidden]
+            n
+            for n, s in zip(placeholders, traced.inputs, strict=False)
+            if s.name in ("input_ids", "inputs_embeds")
         )
         mask_node = next(n for n in placeholders if ctx.env.get(n) is ctx.state["attention_mask"])
         seq = ctx.op.Shape(ctx.env[ids], start=1, end=2)

@@ -43,32 +43,58 @@ def is_multi_graph(task: Task) -> bool:
 def prepare_graphs(
     source: Source, arch: ArchitectureConfig, task: Task, dtype: torch.dtype
 ) -> PreparedGraphs:
-    """Trace every graph of ``task`` on meta with attention captured as fused calls
-    (``patterns/seq2seq_attention.py``); a graph whose attention the capture does not wholly
-    take is traced again with transformers' own attention, lowered op by op."""
-    from mobius.synth.prepare import Prepared
+    """Trace every graph of ``task`` on meta. A causal decoder (a VLM's) takes the causal-LM
+    chain; the others, when the task captures attention (``task.captures_attention``: the
+    encoder-decoder graphs, ``patterns/seq2seq_attention.py``), are traced with attention
+    captured as fused calls, and again with transformers' own attention, lowered op by op,
+    where the capture does not wholly take it."""
+    from mobius.synth.fallbacks import CARRIED_CACHE, FUSED_ATTENTION, Fallback, announce
+    from mobius.synth.prepare import Prepared, _trace_carrying_cache, _trace_with_fallbacks
 
     graphs = {}
     for graph in task.graphs:
+        if hasattr(graph, "for_config"):  # the graph's settings depend on the model (vlm.py)
+            graph = graph.for_config(arch)
         log.info("tracing %s's %s", arch.model_type, graph.name)
-        traced, reasons = _trace_captured(arch, graph, dtype)
-        if reasons:
-            log.info(
-                "%s: attention op by op: %s", graph.name, "; ".join(sorted(set(reasons.values())))
-            )
-            traced = trace(arch, graph, dtype)
-        _drop_dead_code(traced.program)
-        traced.program = decompose_unlowered(traced.program)
-        graphs[graph.name] = Prepared(
-            source,
-            arch,
-            graph,
-            traced,
-            use_cache=False,
-            unclaimed_attention=sorted(reasons),
-            attention_reasons=reasons,
-        )
+        carried = getattr(graph, "carried_cache_reason", None)
+        if carried:  # the task knows the captured attention cannot serve: carry the cache
+            traced = _trace_carrying_cache(arch, graph, dtype, graph.attention_implementations)
+            taken = [Fallback(CARRIED_CACHE, carried, (FUSED_ATTENTION,))]
+            part = Prepared(source, arch, graph, traced, use_cache=True, fallbacks=taken)
+            announce(part.fallbacks)
+        elif graph.supports_cache:  # a causal decoder (a VLM's): the causal-LM chain
+            part = _trace_with_fallbacks(source, arch, graph, dtype)
+            announce(part.fallbacks)
+        elif task.captures_attention:
+            part = _prepare_captured(source, arch, graph, dtype)
+        else:
+            part = Prepared(source, arch, graph, trace(arch, graph, dtype), use_cache=False)
+        _drop_dead_code(part.traced.program)
+        part.traced.program = decompose_unlowered(part.traced.program)
+        graphs[graph.name] = part
     return PreparedGraphs(source, arch, task, graphs)
+
+
+def _prepare_captured(
+    source: Source, arch: ArchitectureConfig, graph: Task, dtype: torch.dtype
+) -> Any:
+    """The graph traced with its attention captured as fused calls, or, where the capture does
+    not wholly take it, with transformers' own attention (the reasons kept for explain)."""
+    from mobius.synth.prepare import Prepared
+
+    traced, reasons = _trace_captured(arch, graph, dtype)
+    if reasons:
+        log.info("%s: attention op by op: %s", graph.name, "; ".join(sorted(set(reasons.values()))))
+        traced = trace(arch, graph, dtype)
+    return Prepared(
+        source,
+        arch,
+        graph,
+        traced,
+        use_cache=False,
+        unclaimed_attention=sorted(reasons),
+        attention_reasons=reasons,
+    )
 
 
 def _trace_captured(
@@ -132,8 +158,29 @@ def analyze_graphs(prepared: PreparedGraphs) -> Any:
             cls = module.cls if module.path else "<graph>"
             modules.append(replace(module, path=path, cls=cls))
         unclaimed += [f"{name}.{p}" if p else name for p in part.unclaimed_attention]
-    decoder = prepared.graphs.get("decoder_model")
-    op_by_op = decoder is not None and bool(decoder.unclaimed_attention)
+    causal = [p for p in prepared.graphs.values() if p.task.supports_cache]
+    if causal:  # a VLM's decoder: captured attention, or the cache carried (and why)
+        blocker = "; ".join(f.reason for p in causal for f in p.fallbacks) or None
+        traced_layers = sum(
+            1
+            for p in causal
+            if p.traced.cache_in_graph
+            for s in p.traced.inputs
+            if s.name.startswith("past_key_values.") and s.name.endswith(".key")
+        )
+    else:  # an encoder-decoder: the self cache is carried where attention went op by op
+        decoder = prepared.graphs.get("decoder_model")
+        op_by_op = decoder is not None and bool(decoder.unclaimed_attention)
+        blocker = (
+            "the decoder's attention is not captured as fused calls (see the attention gaps)"
+            if op_by_op
+            else None
+        )
+        traced_layers = (
+            sum(1 for n in _decoder_inputs(prepared) if n.endswith(".decoder.key"))
+            if op_by_op
+            else 0
+        )
     return Analysis(
         model_type=prepared.arch.model_type,
         task=prepared.task.name,
@@ -141,16 +188,8 @@ def analyze_graphs(prepared: PreparedGraphs) -> Any:
         cache_supported=True,
         unclaimed_attention=unclaimed,
         modules=modules,
-        cache_blocker=(
-            "the decoder's attention is not captured as fused calls (see the attention gaps)"
-            if op_by_op
-            else None
-        ),
-        traced_cache_layers=(
-            sum(1 for n in _decoder_inputs(prepared) if n.endswith(".decoder.key"))
-            if op_by_op
-            else 0
-        ),
+        cache_blocker=blocker,
+        traced_cache_layers=traced_layers,
     )
 
 
@@ -224,6 +263,7 @@ def build_graphs(
     from mobius.report import ExplainReport
     from mobius.synth.build import _blocked_message
     from mobius.synth.emit import emit
+    from mobius.synth.token_loop import loop_over_tokens
     from mobius.weights import Checkpoint
 
     report = ExplainReport.from_analysis(analyze_graphs(prepared), source=str(src))
@@ -234,7 +274,12 @@ def build_graphs(
     for name, part in prepared.graphs.items():
         traced = part.traced
         binder = traced.binder(checkpoint)
-        model = emit(traced, binder, name=f"{prepared.arch.model_type}_{name}")
+        captured_cache = part.use_cache and not traced.cache_in_graph
+        model = emit(
+            traced, binder, name=f"{prepared.arch.model_type}_{name}", use_cache=captured_cache
+        )
+        if traced.loop_inputs:
+            model = loop_over_tokens(model, traced.loop_inputs, traced.inputs)
         model.metadata_props.update(
             {
                 "mobius.model_type": prepared.arch.model_type,
@@ -263,9 +308,20 @@ def build_graphs(
         },
         **prepared.task.manifest(prepared.arch),
     }
+    fallen = [f.to_dict() for part in prepared.graphs.values() for f in part.fallbacks]
+    if fallen:
+        manifest["fallbacks"] = fallen
+    runtime, note = {}, None
+    runtime_files = getattr(prepared.task, "runtime_files", None)  # genai_config.json (VLMs)
+    if runtime_files is not None:
+        runtime, note = runtime_files(models, prepared.arch, prepared.source.directory)
+    if note:
+        log.info("no genai_config.json: %s", note)
+        manifest["genai"] = f"no genai_config.json: {note}"
     texts = {
         "mobius.json": json.dumps(manifest, indent=2),
         "explain.json": report.to_json(),
+        **runtime,
     }
     extra = [prepared.source.config_path, *prepared.source.extra_files()]
     return ModelPackage(model=None, models=models, extra_files=extra, texts=texts)

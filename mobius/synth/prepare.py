@@ -33,6 +33,7 @@ from mobius.synth.fallbacks import (
 from mobius.synth.graphs import PreparedGraphs, is_multi_graph, prepare_graphs
 from mobius.synth.trace import SpecialisedShapeError, TracedModel, trace
 from mobius.tasks import Task
+from mobius.tasks.vlm import apply_features
 
 log = logging.getLogger("mobius")
 
@@ -60,6 +61,7 @@ def prepare(
     task: str | None,
     weights: bool,
     trust_remote_code: bool,
+    features: tuple[str, ...] = (),
 ) -> Prepared | PreparedGraphs:
     """Resolve ``src``, trace it on meta, and fall back to a cache-less trace if attention escapes.
 
@@ -73,7 +75,7 @@ def prepare(
         arch = config_mod.from_hf(hf_config)
         if weights:  # before the trace: a config claiming thousands of layers takes minutes
             check_layer_count(arch, source.tensors)
-        the_task = get_task(task, arch)
+        the_task = apply_features(get_task(task, arch), features)
         input_kinds.warn_text_only(hf_config, source.directory, the_task.name)
     if is_multi_graph(the_task):  # encoder-decoder: one trace per graph (synth/graphs.py)
         with failures.phase(f"tracing {arch.model_type}"):

@@ -8,6 +8,7 @@ from mobius.tasks.base import Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask
 from mobius.tasks.head import HeadTask
 from mobius.tasks.seq2seq import SPEECH2TEXT, TEXT2TEXT
+from mobius.tasks.vlm import IMAGE_TEXT_TO_TEXT
 
 LOGITS = ("logits",)
 
@@ -37,6 +38,8 @@ TASKS: dict[str, Task] = {
 # head task, so these are looked up by name only for an encoder-decoder config
 SEQ2SEQ_TASKS: dict[str, Task] = {t.name: t for t in (TEXT2TEXT, SPEECH2TEXT)}
 TASKS.setdefault(TEXT2TEXT.name, TEXT2TEXT)
+# vision-language models, three graphs each (vlm.py); detected before text generation
+TASKS.setdefault(IMAGE_TEXT_TO_TEXT.name, IMAGE_TEXT_TO_TEXT)
 
 # other names ``--task`` takes: the name it stands for
 ALIASES: dict[str, str] = {

@@ -32,6 +32,8 @@ class Task:
     # trace where some attention escapes the capture is redone with the others)
     attention_implementations: tuple[str, ...] = ("mobius", "sdpa", "eager")
     supports_cache: bool = False
+    # a task of several graphs whose graphs capture attention as fused calls (encoder-decoders)
+    captures_attention: bool = False
     mapping: str = ""  # transformers' MODEL_FOR_..._MAPPING (without the suffix) giving the class
     classifies: bool = False  # the outputs are scores over the config's id2label
 

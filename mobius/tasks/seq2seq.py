@@ -286,6 +286,8 @@ def _hidden_size(hf: Any) -> int:
 class Seq2SeqTask(Task):
     """Text-to-text (T5, BART, Marian, ...) or speech-to-text (Whisper): two graphs."""
 
+    captures_attention = True
+
     def __init__(self, name: str, mapping: str) -> None:
         self.name = name
         self.mapping = mapping

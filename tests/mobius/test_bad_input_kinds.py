@@ -314,9 +314,8 @@ def test_vision_language_checkpoint_builds_its_text_path_with_a_warning(
         folder
     )
     capsys.readouterr()
-    code = main(
-        ["build", "--model", str(folder), "--output", str(tmp_path / "out"), "--no-weights"]
-    )
+    out = ["--output", str(tmp_path / "out"), "--no-weights", "--task", "feature-extraction"]
+    code = main(["build", "--model", str(folder), *out])  # detected: image-text-to-text
     assert code == 0, capsys.readouterr().err
     assert (tmp_path / "out" / "model.onnx").is_file()
     warning = _warning(caplog)

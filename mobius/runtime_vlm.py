@@ -1,0 +1,128 @@
+"""Run a converted vision–language model with plain onnxruntime: the three graphs of CONTRACTS.md
+("Vision–language models") and greedy generation through them.
+
+The loop a client runs: ``vision_encoder`` once per prompt's images, ``embedding`` on the prompt
+with those features, ``decoder_model`` on the embeddings with empty caches; each later step embeds
+the new token alone (no image features) and feeds every ``present.{i}.*`` back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mobius.runtime import _NUMPY_TYPES
+
+GRAPHS = ("vision_encoder", "embedding", "decoder_model")
+
+
+def _session(path: Path, threads: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def sequence_positions(mask: np.ndarray) -> np.ndarray:
+    """The contract's ``position_ids``: real tokens counted from 0 (pads get 0)."""
+    return np.clip(mask.cumsum(-1) - 1, 0, None).astype(np.int64)
+
+
+class OnnxVisionLanguageModel:
+    """The three graphs of a converted image-text-to-text model."""
+
+    def __init__(self, directory: str | Path, *, threads: int = 0) -> None:
+        directory = Path(directory)
+        self.sessions = {
+            name: _session(directory / f"{name}.onnx", threads)
+            for name in GRAPHS
+            if (directory / f"{name}.onnx").is_file()
+        }
+        decoder = self.sessions["decoder_model"]
+        self.decoder_inputs = {i.name: i for i in decoder.get_inputs()}
+        self.decoder_outputs = [o.name for o in decoder.get_outputs()]
+        self.cache_names = [n for n in self.decoder_inputs if n.startswith("past_key_values.")]
+
+    def image_features(self, **pixels: np.ndarray) -> np.ndarray:
+        """``vision_encoder``: ``[num_image_tokens, hidden]`` for every image given."""
+        session = self.sessions["vision_encoder"]
+        names = {i.name for i in session.get_inputs()}
+        return session.run(None, {k: v for k, v in pixels.items() if k in names})[0]
+
+    def embed(self, ids: np.ndarray, features: np.ndarray | None) -> np.ndarray:
+        """``embedding``: token embeddings with ``features`` at the image-token positions."""
+        if features is None:
+            hidden = self.decoder_inputs["inputs_embeds"].shape[-1]
+            features = np.zeros((0, hidden), dtype=np.float32)
+        feeds = {"input_ids": np.asarray(ids, np.int64), "image_features": features}
+        return self.sessions["embedding"].run(None, feeds)[0]
+
+    def empty_cache(self, batch: int) -> dict[str, np.ndarray]:
+        cache = {}
+        for name in self.cache_names:
+            dims = self.decoder_inputs[name].shape
+            dtype = _NUMPY_TYPES.get(self.decoder_inputs[name].type, np.float32)
+            shape = [batch if d == "batch" else d if isinstance(d, int) else 0 for d in dims]
+            cache[name] = np.zeros(shape, dtype=dtype)
+        return cache
+
+    def decode(
+        self,
+        embeds: np.ndarray,
+        mask: np.ndarray,
+        positions: np.ndarray,
+        cache: dict[str, np.ndarray],
+        token_type_ids: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """``decoder_model``: logits for ``embeds`` on top of ``cache``, and the cache after."""
+        feeds = {
+            "inputs_embeds": embeds,
+            "attention_mask": np.asarray(mask, np.int64),
+            "position_ids": np.asarray(positions, np.int64),
+            **cache,
+        }
+        if "token_type_ids" in self.decoder_inputs:
+            if token_type_ids is None:
+                token_type_ids = np.zeros(embeds.shape[:2], dtype=np.int64)
+            feeds["token_type_ids"] = np.asarray(token_type_ids, np.int64)
+        run = self.sessions["decoder_model"].run(None, feeds)
+        outputs = dict(zip(self.decoder_outputs, run, strict=True))
+        present = {
+            n.replace("present.", "past_key_values.", 1): v
+            for n, v in outputs.items()
+            if n.startswith("present.")
+        }
+        return outputs["logits"], present
+
+    def generate(
+        self,
+        ids: np.ndarray,
+        mask: np.ndarray,
+        features: np.ndarray | None,
+        new_tokens: int,
+        *,
+        positions: np.ndarray | None = None,
+        token_type_ids: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Greedy tokens ``[batch, new_tokens]`` and each step's last logits; ``positions``
+        defaults to the mask's count (multi-axis models pass their ``get_rope_index`` ids)."""
+        ids, mask = np.asarray(ids, np.int64), np.asarray(mask, np.int64)
+        if positions is None:
+            positions = sequence_positions(mask)
+        logits, cache = self.decode(
+            self.embed(ids, features), mask, positions, self.empty_cache(len(ids)), token_type_ids
+        )
+        tokens, seen = [], []
+        for step in range(new_tokens):
+            seen.append(logits[:, -1])
+            token = logits[:, -1].argmax(-1)[:, None].astype(np.int64)
+            tokens.append(token)
+            if step + 1 == new_tokens:
+                break
+            mask = np.concatenate([mask, np.ones_like(token)], axis=1)
+            positions = positions[..., -1:] + 1
+            logits, cache = self.decode(self.embed(token, None), mask, positions, cache)
+        return np.concatenate(tokens, axis=1), np.stack(seen, 1)

@@ -1,0 +1,446 @@
+"""Vision–language models (image-text-to-text): three graphs (CONTRACTS.md, "Vision–language
+models").
+
+The split follows the HF model's own modules, not the family:
+
+- ``vision_encoder``: ``model.get_image_features`` (the vision tower and the projector), its
+  output flattened to ``image_features`` ``[num_image_tokens, hidden]``.
+- ``embedding``: ``model.get_input_embeddings()`` on ``input_ids``, then the image features
+  scattered into the image-token positions in order (what the HF forward's ``masked_scatter``
+  does).
+- ``decoder_model``: the whole model called with ``inputs_embeds`` and no pixels (the language
+  model and its head): a causal-LM graph, with the causal-LM task's cache handling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from mobius.config import ArchitectureConfig
+from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
+from mobius.tasks.causal_lm import CausalLMTask, cache_argument, returned_cache
+
+IMAGE_TOKENS = "num_image_tokens"
+IMAGES = "num_images"
+PATCHES = "num_patches"
+MAPPING = "MODEL_FOR_IMAGE_TEXT_TO_TEXT"
+# example sizes: distinct from the base task's (2, 7, 4, 11) so export never unifies two axes
+_SIZES = {IMAGE_TOKENS: 6, IMAGES: 3, PATCHES: 16}
+TEXT_ONLY = "text-only"
+
+
+def text_config(config: ArchitectureConfig) -> Any:
+    return config.hf_config.get_text_config(decoder=True)
+
+
+def image_token_id(hf: Any) -> int | None:
+    """The placeholder token the processor repeats once per image feature."""
+    for name in ("image_token_id", "image_token_index"):
+        value = getattr(hf, name, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def multi_axis_positions(hf: Any) -> bool:
+    """Qwen2-VL-style rotary: ``position_ids`` ``[3, batch, sequence]`` (``get_rope_index``)."""
+    rope = getattr(text_config_of(hf), "rope_parameters", None) or {}
+    return isinstance(rope, dict) and "mrope_section" in rope
+
+
+def text_config_of(hf: Any) -> Any:
+    return hf.get_text_config(decoder=True)
+
+
+def _model_class(config: ArchitectureConfig) -> Any:
+    from mobius.tasks.head import auto_mapping
+
+    return auto_mapping(MAPPING)[type(config.hf_config)]
+
+
+def takes_token_type_ids(model: torch.nn.Module | type) -> bool:
+    """Whether the model's forward reads ``token_type_ids`` (Gemma 3 and PaliGemma attend
+    bidirectionally within an image's tokens)."""
+    return "token_type_ids" in inspect.signature(model.forward).parameters
+
+
+def _auto() -> Any:
+    from transformers import AutoModelForImageTextToText
+
+    return AutoModelForImageTextToText
+
+
+def _inner(model: torch.nn.Module) -> torch.nn.Module:
+    """The ``...Model`` under the head (where ``get_image_features`` lives), else the model."""
+    inner = getattr(model, "model", None)
+    return inner if hasattr(inner, "get_image_features") else model
+
+
+class _VLMGraph(Task):
+    """One graph of a VLM: built by ``AutoModelForImageTextToText``."""
+
+    attention_implementations = ("sdpa", "eager")
+    padding_mask_input = None
+    mapping = MAPPING
+
+    def __init__(self, parent: VisionLanguageTask) -> None:
+        self.parent = parent
+
+    def auto_class(self, config: ArchitectureConfig) -> Any:
+        return _auto()
+
+    def example_value(
+        self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
+    ) -> torch.Tensor:
+        sizes = {BATCH: 2, SEQUENCE: 7, **_SIZES}
+        shape = [d if isinstance(d, int) else sizes.get(d, 5) for d in spec.dims]
+        return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
+
+
+def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
+    hf = config.hf_config
+    vision = getattr(hf, "vision_config", None)
+    channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
+    if multi_axis_positions(hf):  # flattened patches and each image's (t, h, w) grid
+        patch = vision.patch_size * vision.patch_size * getattr(vision, "temporal_patch_size", 1)
+        return [
+            TensorSpec("pixel_values", None, (PATCHES, channels * patch)),
+            TensorSpec("image_grid_thw", torch.int64, (IMAGES, 3)),
+        ]
+    size = getattr(vision, "image_size", None)
+    if isinstance(size, (list, tuple)):
+        height, width = size
+    else:
+        height = width = size
+    return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
+
+
+class VisionGraph(_VLMGraph):
+    name = "vision_encoder"
+
+    def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        return vision_inputs(config)
+
+    def outputs(self, config: ArchitectureConfig) -> list[str]:
+        return ["image_features"]
+
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
+        return (image_features(model, inputs),)
+
+
+def image_features(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """``get_image_features`` as ``[num_image_tokens, hidden]``: every image's features in order."""
+    with _whole_when_iterated():
+        out = _inner(model).get_image_features(**inputs, return_dict=True)
+    features = getattr(out, "pooler_output", None)
+    if features is None:
+        features = out if isinstance(out, (torch.Tensor, list, tuple)) else out[0]
+    if isinstance(features, (list, tuple)):
+        features = torch.cat([f.reshape(-1, f.shape[-1]) for f in features], dim=0)
+    return features.reshape(-1, features.shape[-1])
+
+
+@contextlib.contextmanager
+def _whole_when_iterated() -> Iterator[None]:
+    """While tracing, iterating a tensor whose first axis is dynamic yields the tensor itself.
+
+    HF ends ``get_image_features`` with ``list(features)`` (one entry per image), which would fix
+    the number of images in the trace; the caller flattens every entry to rows anyway, so the
+    whole tensor as the only entry gives the same rows for any number of images. Iterating a
+    concrete axis is left as it is.
+    """
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+    original_iter, original_len = torch.Tensor.__iter__, torch.Tensor.__len__
+
+    def dynamic(tensor: torch.Tensor) -> bool:
+        return tensor.dim() > 0 and not is_concrete_int(tensor.shape[0])
+
+    def iterate(self: torch.Tensor) -> Iterator[torch.Tensor]:
+        return iter([self]) if dynamic(self) else original_iter(self)
+
+    def length(self: torch.Tensor) -> int:  # list() asks for the length first
+        return 1 if dynamic(self) else original_len(self)
+
+    torch.Tensor.__iter__, torch.Tensor.__len__ = iterate, length  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.Tensor.__iter__ = original_iter  # type: ignore[method-assign]
+        torch.Tensor.__len__ = original_len  # type: ignore[method-assign]
+
+
+class EmbeddingGraph(_VLMGraph):
+    name = "embedding"
+
+    def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        hidden = text_config(config).hidden_size
+        return [
+            TensorSpec("input_ids", torch.int64, (BATCH, SEQUENCE)),
+            TensorSpec("image_features", None, (IMAGE_TOKENS, hidden)),
+        ]
+
+    def outputs(self, config: ArchitectureConfig) -> list[str]:
+        return ["inputs_embeds"]
+
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
+        return (merge_image_features(model, inputs["input_ids"], inputs["image_features"]),)
+
+
+def merge_image_features(
+    model: torch.nn.Module, input_ids: torch.Tensor, features: torch.Tensor
+) -> torch.Tensor:
+    """The token embeddings with the i-th image-token position holding the i-th feature row
+    (``masked_scatter``'s order), written as a gather so no count is data-dependent. With no image
+    features (a text-only prompt) the embeddings are unchanged."""
+    from mobius.errors import UnsupportedError
+
+    embed = model.get_input_embeddings()
+    token = image_token_id(model.config)
+    if token is None:
+        raise UnsupportedError(
+            f"{model.config.model_type}: the config names no image token (image_token_id or "
+            "image_token_index), so the embedding graph cannot place the image features"
+        )
+    is_image = input_ids == token
+    ids = input_ids
+    if token >= embed.num_embeddings:  # Gemma 3: the image token lies past the table
+        ids = torch.where(is_image, torch.zeros_like(input_ids), input_ids)
+    embeds = embed(ids)
+    # one zero row past the features, so the gather below has a row to read with no image
+    padded = torch.cat([features.to(embeds.dtype), features.new_zeros((1, features.shape[-1]))])
+    order = (torch.cumsum(is_image.to(torch.int64).reshape(-1), 0) - 1).clamp(min=0)
+    picked = padded.index_select(0, order).reshape(embeds.shape)
+    return torch.where(is_image.unsqueeze(-1), picked, embeds)
+
+
+class DecoderGraph(CausalLMTask):
+    """The language model and its head on ``inputs_embeds``: the text-generation contract."""
+
+    name = "decoder_model"
+    mapping = MAPPING
+
+    def __init__(self, parent: VisionLanguageTask | None = None, text_only: bool = False) -> None:
+        self.parent = parent
+        self.text_only = text_only
+        # set where the captured attention cannot be used: why the cache is carried instead
+        self.carried_cache_reason: str | None = None
+
+    def supports(self, config: ArchitectureConfig) -> bool:
+        return supports_image_text(config)
+
+    def auto_class(self, config: ArchitectureConfig) -> Any:
+        return _auto()
+
+    def for_config(self, config: ArchitectureConfig) -> DecoderGraph:
+        """This graph for ``config``: a model that attends both ways within an image's tokens
+        (``token_type_ids``) keeps its own attention and masks, with transformers' cache carried
+        through the trace (the captured attention knows causal and padding masks only)."""
+        if self.text_only or not takes_token_type_ids(_model_class(config)):
+            return self
+        graph = DecoderGraph(self.parent)
+        graph.attention_implementations = ("eager",)  # the sdpa pattern would rebuild the mask
+        graph.carried_cache_reason = (
+            "the model attends both ways within image tokens (token_type_ids): its own masks "
+            "are kept, with transformers' cache carried through the trace"
+        )
+        return graph
+
+    def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        if self.text_only:
+            first = TensorSpec("input_ids", torch.int64, (BATCH, SEQUENCE))
+        else:
+            hidden = text_config(config).hidden_size
+            first = TensorSpec("inputs_embeds", None, (BATCH, SEQUENCE, hidden))
+        positions = (3, BATCH, SEQUENCE) if multi_axis_positions(config.hf_config) else None
+        specs = [
+            first,
+            TensorSpec("attention_mask", torch.int64, (BATCH, SEQUENCE)),
+            TensorSpec("position_ids", torch.int64, positions or (BATCH, SEQUENCE)),
+        ]
+        if takes_token_type_ids(model) and not self.text_only:
+            specs.append(TensorSpec("token_type_ids", torch.int64, (BATCH, SEQUENCE)))
+        return specs
+
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
+        with masks_without_vmap():
+            out = model(**_model_positions(model, inputs), use_cache=False, return_dict=True)
+        return (out.logits,)
+
+    def call_with_cache(
+        self,
+        model: torch.nn.Module,
+        inputs: dict[str, torch.Tensor],
+        cache: Any,
+        mask_spans_past: bool = True,
+    ) -> tuple[torch.Tensor, Any]:
+        if not mask_spans_past:
+            new = inputs["position_ids"].shape[-1]
+            inputs = {**inputs, "attention_mask": inputs["attention_mask"][:, -new:]}
+        inputs = _model_positions(model, inputs)
+        first_call = (
+            _as_first_call(cache) if "token_type_ids" in inputs else contextlib.nullcontext()
+        )
+        with masks_without_vmap(), first_call:
+            out = model(
+                **inputs, **{cache_argument(model): cache}, use_cache=True, return_dict=True
+            )
+        return out.logits, returned_cache(out) or cache
+
+    def cached_inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        return [
+            TensorSpec("attention_mask", s.dtype, (BATCH, TOTAL))
+            if s.name == "attention_mask"
+            else s
+            for s in self.inputs(config, model)
+        ]
+
+
+def _model_positions(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> dict:
+    """The contract's ``position_ids`` (from 0) as the model reads them."""
+    offset = generation_position_offset(model)
+    if not offset or "position_ids" not in inputs:
+        return inputs
+    return {**inputs, "position_ids": inputs["position_ids"] + offset}
+
+
+def generation_position_offset(model: torch.nn.Module) -> int:
+    """What the model's own ``prepare_inputs_for_generation`` adds to mask-derived position ids
+    (PaliGemma numbers positions from 1): asked once, on one token, as ``generate`` would."""
+    cached = getattr(model, "_mobius_position_offset", None)
+    if cached is not None:
+        return cached
+    ids = torch.zeros((1, 1), dtype=torch.long)
+    offset = 0
+    try:
+        prepared = model.prepare_inputs_for_generation(
+            ids, attention_mask=torch.ones_like(ids), position_ids=ids.clone(), use_cache=False
+        )
+        given = prepared.get("position_ids")
+        if isinstance(given, torch.Tensor) and given.numel() == 1:
+            offset = int(given.reshape(-1)[0])
+    except Exception:  # noqa: BLE001 - a model whose preparation needs more: no offset known
+        offset = 0
+    object.__setattr__(model, "_mobius_position_offset", offset)
+    return offset
+
+
+@contextlib.contextmanager
+def _as_first_call(cache: Any) -> Iterator[None]:
+    """The cache reads as not yet filled, so that a model applying ``token_type_ids`` only on its
+    first call (PaliGemma's bidirectional prefix) applies them in the one graph for every call.
+    On later steps the new tokens' types mark no block over past positions, so nothing changes."""
+    cls = type(cache)
+    if not hasattr(cls, "is_initialized"):
+        yield
+        return
+    own = cls.__dict__.get("is_initialized")
+    cls.is_initialized = property(lambda self: False)
+    try:
+        yield
+    finally:
+        if own is None:
+            del cls.is_initialized
+        else:
+            cls.is_initialized = own
+
+
+@contextlib.contextmanager
+def masks_without_vmap() -> Iterator[None]:
+    """transformers builds masks with extra mask functions (Gemma 3's image blocks, an
+    ``or_mask_function``) through ``torch.vmap``, which nothing lowers; the same functions
+    evaluated on broadcast index tensors (its default path) give the same mask, as plain
+    indexing ops."""
+    from transformers import masking_utils
+
+    expand = masking_utils._non_vmap_expansion_sdpa
+
+    def broadcast(mask_function: Any) -> Any:
+        def expanded(batch: Any, head: Any, query: Any, key: Any) -> torch.Tensor:
+            mask = mask_function(*expand(batch, head, query, key))
+            return mask.expand(batch.shape[0], -1, query.shape[0], key.shape[0])
+
+        return expanded
+
+    # and without the mode that turns tensor indexing into a higher-order op for vmap
+    original = masking_utils._vmap_expansion_sdpa, masking_utils.TransformGetItemToIndex
+    masking_utils._vmap_expansion_sdpa = broadcast
+    masking_utils.TransformGetItemToIndex = contextlib.nullcontext
+    try:
+        yield
+    finally:
+        masking_utils._vmap_expansion_sdpa, masking_utils.TransformGetItemToIndex = original
+
+
+def supports_image_text(config: ArchitectureConfig) -> bool:
+    from mobius.tasks.head import auto_mapping
+
+    return type(config.hf_config) in auto_mapping(MAPPING)
+
+
+class VisionLanguageTask(Task):
+    """Image-text-to-text: ``vision_encoder``, ``embedding`` and ``decoder_model``."""
+
+    name = "image-text-to-text"
+    mapping = MAPPING
+
+    def __init__(self) -> None:
+        self.graphs: list[Task] = [VisionGraph(self), EmbeddingGraph(self), DecoderGraph(self)]
+
+    def supports(self, config: ArchitectureConfig) -> bool:
+        return supports_image_text(config)
+
+    def auto_class(self, config: ArchitectureConfig) -> Any:
+        return _auto()
+
+    def manifest(self, config: ArchitectureConfig) -> dict[str, Any]:
+        """What mobius.json says beyond the graphs: the image token and the position scheme."""
+        hf = config.hf_config
+        return {
+            "image_token_id": image_token_id(hf),
+            "position_ids": "multi-axis" if multi_axis_positions(hf) else "sequence",
+            "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),
+        }
+
+    def runtime_files(
+        self, models: dict[str, Any], config: ArchitectureConfig, checkpoint_dir: Any
+    ) -> tuple[dict[str, str], str | None]:
+        """``genai_config.json`` where onnxruntime-genai runs the family (``genai_vlm.py``), and
+        else why not (recorded in mobius.json as ``genai``)."""
+        from mobius.genai_vlm import vlm_genai_files
+
+        return vlm_genai_files(
+            models, config.hf_config, checkpoint_dir, image_token_id(config.hf_config)
+        )
+
+
+class TextOnlyTask(VisionLanguageTask):
+    """``--features text-only``: the decoder alone, taking ``input_ids``."""
+
+    def __init__(self) -> None:
+        self.graphs = [DecoderGraph(self, text_only=True)]
+
+
+IMAGE_TEXT_TO_TEXT = VisionLanguageTask()
+TEXT_ONLY_TASK = TextOnlyTask()
+
+
+def apply_features(task: Task, features: tuple[str, ...] | list[str] | None) -> Task:
+    """The task ``--features`` asks for: ``text-only`` turns image-text-to-text into its decoder."""
+    if not features or TEXT_ONLY not in features:
+        return task
+    if not isinstance(task, VisionLanguageTask):  # checked after the build (mobius/features)
+        return task
+    return TEXT_ONLY_TASK

@@ -1,0 +1,197 @@
+"""Parity of an image-text-to-text package with its HF model: image features, prefill logits with
+one image in a batch of two (the other row text only, left-padded), one cached step, and greedy
+generation token for token against HF ``generate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mobius.runtime_vlm import OnnxVisionLanguageModel, sequence_positions
+from mobius.tasks.vlm import image_features, image_token_id, takes_token_type_ids
+from mobius.testing.tiny import randomize
+
+NEW_TOKENS = 12
+# per type, what keeps the tiny model small or buildable (on top of tiny_config_for's shrinking)
+VLM_OVERRIDES: dict[str, dict[str, Any]] = {
+    # its pooling makes mm_tokens_per_image out of the patch grid: 16 patches -> 4 tokens
+    "gemma3": {"mm_tokens_per_image": 4},
+    "shieldgemma2": {"mm_tokens_per_image": 4},
+    "qwen2_vl": {"vision_config": {"depth": 2}},
+    "qwen2_5_vl": {"vision_config": {"depth": 2, "fullatt_block_indexes": [1]}},
+    # its default feature layers (-2, -5, -8, -11, 6) need a 12-layer tower
+    "vipllava": {"vision_feature_layers": [-2, -1]},
+}
+
+
+def auto_class() -> Any:
+    from transformers import AutoModelForImageTextToText
+
+    return AutoModelForImageTextToText
+
+
+def tiny_vlm(model_type: str, directory: Path, *, seed: int = 0, **overrides: Any):
+    """A tiny random-weight image-text-to-text checkpoint in ``directory``: (HF model, config)."""
+    from mobius.testing.configs import tiny_config_for
+
+    config = tiny_config_for(model_type, **{**VLM_OVERRIDES.get(model_type, {}), **overrides})
+    torch.manual_seed(seed)
+    model = auto_class().from_config(config, attn_implementation="eager").eval()
+    randomize(model, seed)
+    model.save_pretrained(directory)
+    loaded = auto_class().from_pretrained(directory, attn_implementation="eager")
+    return loaded.eval(), config
+
+
+def tiny_llava_with_processor(directory: Path, *, seed: int = 0):
+    """A tiny LLaVA with a processor made locally (the bundled tiny-llama tokenizer plus an
+    ``<image>`` token, a 32-pixel CLIP image processor), saved in ``directory``: (HF model,
+    processor). No network."""
+    from transformers import CLIPImageProcessorPil, LlavaProcessor, PreTrainedTokenizerFast
+
+    root = Path(__file__).resolve().parents[2]
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(root / "examples" / "tiny-llama")
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    images = CLIPImageProcessorPil(
+        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
+    )
+    processor = LlavaProcessor(
+        image_processor=images,
+        tokenizer=tokenizer,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        image_token="<image>",
+        num_additional_image_tokens=1,
+    )
+    text = {
+        "vocab_size": len(tokenizer),
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    model, _ = tiny_vlm(
+        "llava",
+        directory,
+        seed=seed,
+        text_config=text,
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_config={"image_size": 32, "patch_size": 8},
+    )
+    processor.save_pretrained(directory)
+    return model, processor
+
+
+def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.Tensor]:
+    """Random images in the layout the vision graph takes (``vision_inputs``)."""
+    from mobius.config import from_hf
+    from mobius.tasks.vlm import vision_inputs
+
+    gen = torch.Generator().manual_seed(seed)
+    specs = vision_inputs(from_hf(model.config))
+    out = {}
+    for spec in specs:
+        if spec.name == "pixel_values":
+            dims = [images if d == "num_images" else d for d in spec.dims]
+            out[spec.name] = torch.randn(*dims, generator=gen)
+    return out
+
+
+def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
+    """Two rows: the first with ``image_tokens`` image tokens among text, the second text only
+    and left-padded to the same width. (input_ids, attention_mask)."""
+    config = model.config
+    vocab = model.get_input_embeddings().num_embeddings
+    token = image_token_id(config)
+    pad = getattr(config.get_text_config(), "pad_token_id", None) or 0
+    gen = torch.Generator().manual_seed(seed)
+    text = torch.randint(3, vocab - 3, (2, length), generator=gen)
+    text[(text == token) | (text == pad)] = 4
+    first = torch.cat([text[0, :2], torch.full((image_tokens,), token), text[0, 2:]])
+    width = first.numel()
+    second = torch.cat([torch.full((width - length,), pad), text[1]])
+    ids = torch.stack([first, second])
+    mask = torch.ones_like(ids)
+    mask[1, : width - length] = 0
+    return ids, mask
+
+
+def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Plain greedy ``generate`` with no stop: new tokens and each step's logits."""
+    from transformers import GenerationConfig
+
+    text = model.config.get_text_config()
+    settings = GenerationConfig(
+        pad_token_id=getattr(text, "pad_token_id", None) or 0,
+        eos_token_id=None,
+        max_new_tokens=new_tokens,
+        num_beams=1,
+        do_sample=False,
+    )
+    own, model.generation_config = model.generation_config, settings
+    try:
+        with torch.no_grad():
+            out = model.generate(**inputs, output_logits=True, return_dict_in_generate=True)
+    finally:
+        model.generation_config = own
+    width = inputs["input_ids"].shape[1]
+    return out.sequences[:, width:].numpy(), torch.stack(out.logits, 1).numpy()
+
+
+def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[str, Any]:
+    """Max abs differences (features, prefill, step, generation logits) and whether the greedy
+    tokens equal HF's."""
+    runner = OnnxVisionLanguageModel(package)
+    pixels = pixel_inputs(model)
+    with torch.no_grad():
+        hf_features = image_features(model, dict(pixels))
+    features = runner.image_features(**{k: v.numpy() for k, v in pixels.items()})
+    ids, mask = prompt(model, hf_features.shape[0])
+    positions = torch.from_numpy(sequence_positions(mask.numpy()))
+    extra = {}
+    if takes_token_type_ids(model):
+        extra["token_type_ids"] = (ids == image_token_id(model.config)).long()
+    # the image belongs to the first row: HF's processor sends pixels for the batch's images
+    hf_inputs = {"input_ids": ids, "attention_mask": mask, **pixels, **extra}
+    gen = torch.Generator().manual_seed(2)
+    step = torch.randint(3, 100, (2, 1), generator=gen)
+    step_mask = torch.cat([mask, torch.ones_like(step)], 1)
+    step_positions = positions[:, -1:] + 1
+    with torch.no_grad():
+        first = model(**hf_inputs, position_ids=positions, use_cache=True)
+        second = model(
+            input_ids=step,
+            attention_mask=step_mask,
+            position_ids=step_positions,
+            past_key_values=first.past_key_values,
+            use_cache=True,
+        )
+    types = {k: v.numpy() for k, v in extra.items()}
+    embeds = runner.embed(ids.numpy(), features)
+    logits, cache = runner.decode(
+        embeds, mask.numpy(), positions.numpy(), runner.empty_cache(2), types.get("token_type_ids")
+    )
+    step_logits, _ = runner.decode(
+        runner.embed(step.numpy(), None), step_mask.numpy(), step_positions.numpy(), cache
+    )
+    real = mask.numpy().astype(bool)
+    tokens, hf_logits = hf_generate(model, hf_inputs, new_tokens)
+    ours, our_logits = runner.generate(
+        ids.numpy(),
+        mask.numpy(),
+        features,
+        new_tokens,
+        token_type_ids=types.get("token_type_ids"),
+    )
+    return {
+        "image_tokens": int(hf_features.shape[0]),
+        "features_diff": float(np.abs(features - hf_features.numpy()).max()),
+        "prefill_diff": float(np.abs(logits[real] - first.logits.numpy()[real]).max()),
+        "decode_diff": float(np.abs(step_logits - second.logits.numpy()).max()),
+        "generate_logits_diff": float(np.abs(our_logits - hf_logits).max()),
+        "tokens_equal": bool(np.array_equal(ours, tokens)),
+        "tokens": ours.tolist(),
+        "hf_tokens": tokens.tolist(),
+    }

@@ -1,0 +1,98 @@
+"""Image-text-to-text: three graphs by the contract's names, parity with PyTorch on a tiny LLaVA
+(features, prefill with one image in a batch of two, a cached step, 12 greedy tokens), the
+text-only decoder, and the task's detection."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from mobius.cli import main
+from mobius.config import from_hf
+from mobius.registry import detect_task
+from mobius.testing.configs import tiny_config_for
+from mobius.testing.vlm import vlm_parity
+
+ATOL = 1e-4
+
+
+def test_three_graphs_by_the_contract(tiny_llava_vlm):
+    _, model, _, out = tiny_llava_vlm
+    manifest = json.loads((out / "mobius.json").read_text())
+    graphs = manifest["graphs"]
+    assert graphs["vision_encoder.onnx"] == {
+        "inputs": ["pixel_values"],
+        "outputs": ["image_features"],
+    }
+    assert graphs["embedding.onnx"] == {
+        "inputs": ["input_ids", "image_features"],
+        "outputs": ["inputs_embeds"],
+    }
+    decoder = graphs["decoder_model.onnx"]
+    assert decoder["inputs"][:3] == ["inputs_embeds", "attention_mask", "position_ids"]
+    assert "past_key_values.1.value" in decoder["inputs"] and "present.1.key" in decoder["outputs"]
+    assert manifest["task"] == "image-text-to-text"
+    assert manifest["image_token_id"] == model.config.image_token_id
+    # no onnxruntime-genai pipeline for LLaVA: said, not silently skipped
+    assert "llava" in manifest["genai"] and not (out / "genai_config.json").exists()
+    assert (out / "processor_config.json").is_file() and (out / "tokenizer.json").is_file()
+
+
+def test_parity_with_pytorch(tiny_llava_vlm):
+    _, model, _, out = tiny_llava_vlm
+    result = vlm_parity(model, out)
+    assert result["features_diff"] < ATOL
+    assert result["prefill_diff"] < ATOL
+    assert result["decode_diff"] < ATOL
+    assert result["generate_logits_diff"] < ATOL
+    assert result["tokens_equal"], (result["tokens"], result["hf_tokens"])
+
+
+def test_text_only_writes_the_decoder_alone(tiny_llava_vlm, tmp_path):
+    checkpoint, model, _, _ = tiny_llava_vlm
+    out = tmp_path / "text"
+    args = ["build", "--model", str(checkpoint), "--output", str(out), "-q"]
+    assert main([*args, "--features", "text-only"]) == 0
+    manifest = json.loads((out / "mobius.json").read_text())
+    assert list(manifest["graphs"]) == ["decoder_model.onnx"]
+    assert manifest["graphs"]["decoder_model.onnx"]["inputs"][0] == "input_ids"
+    assert json.loads((out / "genai_config.json").read_text())["model"]["type"] == "decoder"
+    from mobius.runtime_vlm import OnnxVisionLanguageModel
+
+    session = OnnxVisionLanguageModel(out).sessions["decoder_model"]
+    ids = torch.randint(3, 500, (2, 6), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
+    feeds["position_ids"] = np.tile(np.arange(6), (2, 1))
+    for i in range(2):
+        for kind in ("key", "value"):
+            feeds[f"past_key_values.{i}.{kind}"] = np.zeros((2, 2, 0, 16), np.float32)
+    logits = session.run(["logits"], feeds)[0]
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask).logits.numpy()
+    assert np.abs(logits - expected).max() < ATOL
+
+
+def test_unknown_feature_is_refused(tiny_llava_vlm, tmp_path, capsys):
+    checkpoint = tiny_llava_vlm[0]
+    args = ["build", "--model", str(checkpoint), "--output", str(tmp_path / "x")]
+    assert main([*args, "--features", "colour"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("mobius: error: unknown feature 'colour'; known features: text-only")
+
+
+@pytest.mark.parametrize(
+    "model_type, architecture",
+    [
+        ("llava", "LlavaForConditionalGeneration"),
+        ("gemma3", "Gemma3ForConditionalGeneration"),  # also in the causal-LM mapping
+        ("qwen2_vl", "Qwen2VLForConditionalGeneration"),
+    ],
+)
+def test_detected_from_the_architecture(model_type, architecture):
+    config = tiny_config_for(model_type, architectures=[architecture])
+    assert detect_task(from_hf(config)).name == "image-text-to-text"
