@@ -33,7 +33,8 @@ def build(
     """Convert ``src`` (a local checkpoint directory or a hub id) to ONNX.
 
     Args:
-        src: directory holding ``config.json`` and ``*.safetensors``, or a HuggingFace hub id.
+        src: directory holding ``config.json`` and ``*.safetensors``, a ``.gguf`` file (its
+            quantized blocks kept where MatMulNBits holds them), or a HuggingFace hub id.
         dtype: ``"f32"``, ``"f16"`` or ``"bf16"``; weights are cast while they are written.
         task: the I/O contract (``"text-generation"``, ``"fill-mask"``, ...: ``mobius.tasks.TASKS``); detected when None.
         weights: False builds the graph only; parameters then become named graph inputs.
@@ -42,7 +43,8 @@ def build(
             block along K) into ``com.microsoft`` ``MatMulNBits``; None keeps ``dtype``.
         block_size: weights per scale (a power of two, at least 16).
         symmetric: no zero points (asymmetric, the default, stores one per block).
-        accuracy_level: MatMulNBits' compute type: 0 the activation's, 4 int8 (fastest on CPU).
+        accuracy_level: MatMulNBits' compute type: 0 the activation's, 4 int8 (fastest on CPU);
+            also for the blocks a GGUF file's weights keep.
         quant_exclude: globs over module paths (``lm_head``, ``*.mlp.down_proj``) kept in float.
         strict: refuse (``StrictError``) a build that would take a fallback costing fused
             components or the KV cache; without it such fallbacks are logged and recorded in
@@ -74,6 +76,7 @@ def build(
             trust_remote_code=trust_remote_code,
             strict=strict,
             quantization=quantization,
+            accuracy_level=accuracy_level,
         )
 
 

@@ -21,6 +21,11 @@ log = logging.getLogger("mobius")
 PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
 
 
+def is_gguf_file(path: Path) -> bool:
+    """A single GGUF file given as the model (converted by mobius.gguf_source)."""
+    return path.is_file() and path.name != "config.json" and is_gguf(path)
+
+
 def check_file(path: Path) -> None:
     """Refuse a model given as a single file that is not ``config.json`` (GGUF)."""
     if path.is_file() and path.name != "config.json" and is_gguf(path):
@@ -82,17 +87,16 @@ def _method_name(spec: Any, key: str) -> str:
 
 
 def refuse_gguf(files: list[Path]) -> None:
-    """Check every GGUF file's header (raising on the first bad one), then refuse them all:
-    GGUF is not converted yet."""
+    """Check every GGUF file's header (raising on the first bad one), then refuse the directory:
+    a GGUF model is given as its file."""
     infos = [inspect_gguf(f) for f in files]
     first = infos[0]
     what = f"{first.architecture or 'unknown architecture'}, {len(first.tensors)} tensors"
     types = ", ".join(first.tensor_types) or "no tensors"
     more = f" (and {len(files) - 1} more GGUF files)" if len(files) > 1 else ""
     raise SourceError(
-        f"{first.path.name}{more} is a valid GGUF file ({what}: {types}), but mobius does not "
-        "convert GGUF yet; pass the safetensors checkpoint it was made from (a directory "
-        "with config.json)"
+        f"{first.path.name}{more} is a valid GGUF file ({what}: {types}), in a directory "
+        f"without config.json; pass the GGUF file itself: --model {first.path}"
     )
 
 

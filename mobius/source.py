@@ -6,6 +6,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mobius import failures, input_kinds
 from mobius.errors import ConfigError, SourceError
@@ -42,6 +43,8 @@ class Source:
     weight_files: list[Path] = field(default_factory=list)
     weight_map: dict[str, Path] = field(default_factory=dict)  # tensor key -> file, when indexed
     tensors: dict = field(default_factory=dict)  # key -> safetensors_header.TensorEntry
+    # a checkpoint read another way than safetensors (mobius.gguf_source.GGUFCheckpoint)
+    checkpoint: Any = None
 
     @property
     def config_path(self) -> Path:
@@ -56,6 +59,10 @@ def resolve(
     src: str | os.PathLike, *, trust_remote_code: bool = False, need_weights: bool = True
 ) -> Source:
     """Find the checkpoint's files, read its config and check that it is safe to convert."""
+    if input_kinds.is_gguf_file(Path(src).expanduser()):
+        from mobius.gguf_source import resolve_gguf
+
+        return resolve_gguf(Path(src).expanduser().resolve(), need_weights=need_weights)
     input_kinds.check_file(Path(src).expanduser())
     directory = _local_directory(src, need_weights=need_weights)
     input_kinds.check_directory(directory)

@@ -14,6 +14,7 @@ import torch
 from mobius import failures
 from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.genai import genai_files
+from mobius.gguf_linears import place_gguf_blocks
 from mobius.package import MODEL_FILE, ModelPackage
 from mobius.quantize import QuantOptions, quantize_linears
 from mobius.registry import saved_head
@@ -47,6 +48,7 @@ def build(
     trust_remote_code: bool = False,
     strict: bool = False,
     quantization: QuantOptions | None = None,
+    accuracy_level: int = 0,
 ) -> ModelPackage:
     """Convert a checkpoint (local directory or hub id) into a ModelPackage; with ``strict``,
     a fallback (fused components or the KV cache lost) is a StrictError instead."""
@@ -76,7 +78,7 @@ def build(
         report = ExplainReport.from_analysis(analyze(prepared), source=str(src))
     if report.summary.unsupported_ops:
         raise UnsupportedError(_blocked_message(report, src, task))
-    checkpoint = Checkpoint(source.tensors) if weights else None
+    checkpoint = (source.checkpoint or Checkpoint(source.tensors)) if weights else None
     binder = traced.binder(checkpoint)
     try:
         captured_cache = use_cache and not traced.cache_in_graph  # else the trace has its states
@@ -98,6 +100,7 @@ def build(
     if unused:
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
         log.warning("the checkpoint has %d tensors the model does not use: %s", len(unused), shown)
+    gguf = place_gguf_blocks(model, checkpoint, dtype, accuracy_level)
     quantized = quantize_linears(model, scheme, quantization.exclude) if scheme else None
     model.metadata_props.update(
         {"mobius.model_type": arch.model_type, "mobius.task": the_task.name, "mobius.dtype": dtype}
@@ -114,6 +117,7 @@ def build(
                 **labels(prepared),
                 "fallbacks": [f.to_dict() for f in prepared.fallbacks],
                 **({"quantization": quantized.to_json()} if quantized else {}),
+                **({"gguf": gguf.to_json()} if gguf else {}),
             },
             indent=2,
         ),
