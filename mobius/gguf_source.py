@@ -121,16 +121,34 @@ def resolve_gguf(path: Path, *, need_weights: bool):
     from mobius.source import Source, read_config
 
     info = inspect_gguf(path)
+    _check_metadata(info)
     directory = Path(tempfile.mkdtemp(prefix="mobius-gguf-"))
     atexit.register(shutil.rmtree, directory, True)
     config, parsed = _write_config_and_tokenizer(info, directory)
     source = Source(directory=directory, config=read_config(directory))
     source.gguf = info  # type: ignore[attr-defined]
+    checkpoint = _checkpoint(info, config, parsed)  # header only: names and shapes checked
     if need_weights:
-        checkpoint = _checkpoint(info, config, parsed)
         source.tensors = checkpoint.entries
         source.checkpoint = checkpoint  # type: ignore[attr-defined]
     return source
+
+
+REQUIRED_METADATA = ("block_count", "embedding_length")
+
+
+def _check_metadata(info: GGUFInfo) -> None:
+    """The metadata every model architecture needs for its config (else transformers would fill
+    in its defaults and the weights would not fit)."""
+    arch = info.architecture
+    if arch is None:
+        raise SourceError(f"{info.path.name} names no general.architecture in its metadata")
+    missing = [f"{arch}.{k}" for k in REQUIRED_METADATA if f"{arch}.{k}" not in info.metadata]
+    if missing:
+        raise SourceError(
+            f"{info.path.name} is a GGUF file without the metadata its {arch} config needs "
+            f"({', '.join(missing)}); re-create it with a current llama.cpp"
+        )
 
 
 def _write_config_and_tokenizer(info: GGUFInfo, directory: Path):
@@ -176,6 +194,7 @@ def _checkpoint(info: GGUFInfo, config, parsed: dict) -> GGUFCheckpoint:
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     mapping = get_gguf_hf_weights_map(model, processor)
+    params = dict(model.state_dict())
     refs: dict[str, GGUFRef] = {}
     for tensor in info.tensors:
         shape = tuple(int(d) for d in reversed(tensor.shape))
@@ -188,7 +207,14 @@ def _checkpoint(info: GGUFInfo, config, parsed: dict) -> GGUFCheckpoint:
         name, rows, transformed = probe
         if name not in mapping:
             continue  # transformers does not load it either (rope tables, ...)
-        refs[mapping[name]] = GGUFRef(tensor, shape, rows, transformed)
+        key = mapping[name]
+        wanted = params.get(key)
+        if wanted is not None and tuple(wanted.shape) != shape and not transformed:
+            raise SourceError(
+                f"{info.path.name}: tensor {tensor.name} has shape {list(shape)} but the config "
+                f"from its metadata implies {list(wanted.shape)} for {key}; the file is corrupt"
+            )
+        refs[key] = GGUFRef(tensor, shape, rows, transformed)
     if not refs:
         raise SourceError(f"{info.path.name}: no tensor maps to a parameter of {arch}")
     return GGUFCheckpoint(info, refs, processor, mapping)

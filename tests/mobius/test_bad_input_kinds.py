@@ -107,11 +107,21 @@ def test_gguf_type_table_matches_the_gguf_package():
     assert {k: reference[k] for k in TENSOR_TYPES if k in reference} == TENSOR_TYPES
 
 
-def test_valid_gguf_is_not_converted_yet(capsys, tmp_path):
+def test_gguf_without_its_architecture_metadata(capsys, tmp_path):
     path = tmp_path / "tiny.gguf"
     path.write_bytes(gguf_bytes())
-    err = assert_refused(capsys, path, tmp_path, "tiny.gguf", "valid GGUF", "llama", "Q8_0, F32")
-    assert "does not convert GGUF yet" in err and "config.json" in err
+    assert_refused(capsys, path, tmp_path, "tiny.gguf", "llama.block_count", "metadata")
+
+
+def test_gguf_whose_tensors_do_not_fit_its_metadata(capsys, tmp_path):
+    from mobius.testing.gguf_files import write_tiny_llama
+
+    path = write_tiny_llama(tmp_path / "tiny.gguf", types=[{"attn_q": "Q8_0"}])
+    data = bytearray(path.read_bytes())
+    at = data.index(b"llama.embedding_length") + len("llama.embedding_length") + 4
+    data[at : at + 4] = (512).to_bytes(4, "little")  # the config now says hidden_size 512
+    path.write_bytes(bytes(data))
+    assert_refused(capsys, path, tmp_path, "token_embd.weight", "[64, 256]", "implies [64, 512]")
 
 
 def test_directory_holding_only_gguf(capsys, tmp_path):
@@ -119,7 +129,7 @@ def test_directory_holding_only_gguf(capsys, tmp_path):
     folder.mkdir()
     (folder / "a.gguf").write_bytes(gguf_bytes())
     (folder / "b.gguf").write_bytes(gguf_bytes())
-    assert_refused(capsys, folder, tmp_path, "a.gguf", "1 more GGUF", "does not convert GGUF")
+    assert_refused(capsys, folder, tmp_path, "a.gguf", "1 more GGUF", "pass the GGUF file itself")
 
 
 def test_real_gguf_header_is_read(capsys, tmp_path):
@@ -130,7 +140,6 @@ def test_real_gguf_header_is_read(capsys, tmp_path):
     assert info.architecture == "llama" and len(info.tensors) == 272
     last = max(info.tensors, key=lambda t: t.offset)
     assert info.data_offset + last.offset + last.nbytes == path.stat().st_size
-    assert_refused(capsys, path, tmp_path, path.name, "valid GGUF", "Q4_1")
 
 
 @pytest.mark.parametrize(
