@@ -52,11 +52,13 @@ def check_config(config: dict, path: Path) -> None:
             "transformers one, and mobius does not convert diffusers models yet; export it "
             "with optimum (optimum-cli export onnx) meanwhile"
         )
+    from mobius.prequantized import spec_of
+
     method = quantization_method(config)
-    if method is not None:
+    if method is not None and spec_of(config) is None:  # GPTQ/AWQ 4-bit: mobius.prequantized
         raise ConfigError(
-            f"{path} has a quantization_config ({method}): quantized checkpoints are not "
-            "converted yet; pass the unquantized checkpoint it was made from (float16, "
+            f"{path} has a quantization_config ({method}): mobius converts 4-bit GPTQ and AWQ "
+            "checkpoints only; pass the unquantized checkpoint it was made from (float16, "
             "bfloat16 or float32 safetensors)"
         )
 

@@ -69,6 +69,11 @@ def resolve(
     config = read_config(directory)
     check_remote_code(config, trust_remote_code)
     input_kinds.check_config(config, directory / "config.json")
+    from mobius.prequantized import PrequantizedCheckpoint, spec_of
+
+    spec = spec_of(config)
+    if spec is not None:  # GPTQ/AWQ: traced as the float model, packed weights kept
+        config = {k: v for k, v in config.items() if k != "quantization_config"}
     source = Source(directory=directory, config=config)
     if need_weights:
         source.weight_files, source.weight_map = _weight_files(directory)
@@ -76,6 +81,9 @@ def resolve(
 
         for file in source.weight_files:  # fail on a corrupt or truncated file before tracing
             source.tensors.update(read_header(file))
+        if spec is not None:
+            source.checkpoint = PrequantizedCheckpoint(source.tensors, spec)
+            source.tensors = source.checkpoint.entries
     return source
 
 

@@ -16,6 +16,7 @@ from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.genai import genai_files
 from mobius.gguf_linears import place_gguf_blocks
 from mobius.package import MODEL_FILE, ModelPackage
+from mobius.prequantized import place_prequantized
 from mobius.quantize import QuantOptions, quantize_linears
 from mobius.registry import saved_head
 from mobius.report import ExplainReport
@@ -101,6 +102,7 @@ def build(
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
         log.warning("the checkpoint has %d tensors the model does not use: %s", len(unused), shown)
     gguf = place_gguf_blocks(model, checkpoint, dtype, accuracy_level)
+    prequantized = place_prequantized(model, checkpoint, dtype, accuracy_level)
     quantized = quantize_linears(model, scheme, quantization.exclude) if scheme else None
     model.metadata_props.update(
         {"mobius.model_type": arch.model_type, "mobius.task": the_task.name, "mobius.dtype": dtype}
@@ -118,6 +120,7 @@ def build(
                 "fallbacks": [f.to_dict() for f in prepared.fallbacks],
                 **({"quantization": quantized.to_json()} if quantized else {}),
                 **({"gguf": gguf.to_json()} if gguf else {}),
+                **({"prequantized": prequantized.to_json()} if prequantized else {}),
             },
             indent=2,
         ),
