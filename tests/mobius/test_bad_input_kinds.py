@@ -247,8 +247,6 @@ def _llama_config(folder: Path, **extra) -> Path:
 @pytest.mark.parametrize(
     ("spec", "method"),
     [
-        ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "gptq"),
-        ({"quant_method": "awq", "bits": 4, "version": "gemm"}, "awq"),
         ({"load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, "bitsandbytes"),
         ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8"),
         ({"quant_method": "compressed-tensors", "format": "pack-quantized"}, "compressed-tensors"),
@@ -258,6 +256,23 @@ def test_quantized_checkpoint_is_refused_naming_the_method(capsys, tmp_path, spe
     folder = _llama_config(tmp_path / "q", quantization_config=spec)
     err = assert_refused(capsys, folder, tmp_path, f"quantization_config ({method})")
     assert "unquantized checkpoint" in err
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ({"quant_method": "gptq", "bits": 8, "group_size": 128}, ("GPTQ", "bits=8", "4-bit")),
+        ({"quant_method": "gptq", "bits": 3, "group_size": 128}, ("GPTQ", "bits=3", "4-bit")),
+        ({"quant_method": "awq", "bits": 4, "version": "gemv"}, ("AWQ", "'gemv'", "'gemm'")),
+    ],
+    ids=["gptq-8bit", "gptq-3bit", "awq-gemv"],
+)
+def test_gptq_awq_variant_not_mapped(capsys, tmp_path, spec, words):
+    """4-bit GPTQ and AWQ (gemm) convert (tests/mobius/test_prequantized.py); other variants are
+    refused before anything is read."""
+    assert_refused(
+        capsys, _llama_config(tmp_path / "q", quantization_config=spec), tmp_path, *words
+    )
 
 
 def test_quantization_in_a_sub_config(capsys, tmp_path):
