@@ -1,8 +1,9 @@
 """Inputs that are not a transformers checkpoint mobius converts, refused (or flagged) up front.
 
 Each check names what the input is, what is wrong or unsupported about it, and what to pass
-instead: GGUF files (header checked first, so a corrupt or truncated file says so), diffusers
-pipelines and models, quantized checkpoints (``quantization_config``), and vision-language
+instead: directories of GGUF files (headers checked first, so a corrupt or truncated file says
+so), diffusers pipelines and models, quantized checkpoints other than 4-bit GPTQ/AWQ
+(``quantization_config``), and vision-language
 checkpoints, whose text path alone is converted.
 """
 

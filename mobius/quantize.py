@@ -20,7 +20,7 @@ import torch
 
 from mobius.blockquant import Packed, Scheme, quantize_rows
 from mobius.errors import ConfigError, WeightsError
-from mobius.quantize_gather import share_with_gathers, swap_node
+from mobius.quantize_gather import _lookups, share_with_gathers, swap_node
 from mobius.weights import _read_into
 
 log = logging.getLogger("mobius")
@@ -79,6 +79,8 @@ class QuantizeReport:
     kept_float: list[str] = field(
         default_factory=list
     )  # also read by another op (a tied embedding)
+    # an untied embedding: GatherBlockQuantized over its own packed bytes
+    quantized_embedding: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         s = self.scheme
@@ -94,6 +96,7 @@ class QuantizeReport:
             "excluded_weights": self.excluded,
             "embedding_shared_with_lm_head": self.shared_embedding,
             "float_weights_also_kept": self.kept_float,
+            "embedding_quantized": self.quantized_embedding,
         }
 
 
@@ -144,7 +147,8 @@ def quantize_linears(
             report.kept_float.append(key)
         elif weight.is_initializer():
             weight.graph.initializers.pop(weight.name, None)
-    if report.quantized:
+    _quantize_lookups(model, scheme, exclude, report)
+    if report.quantized or report.quantized_embedding:
         model.opset_imports.setdefault(MS_DOMAIN, 1)
     log.info(
         "quantized %d linear weights to %s (%d excluded)",
@@ -153,6 +157,35 @@ def quantize_linears(
         len(report.excluded),
     )
     return report
+
+
+def _quantize_lookups(
+    model: ir.Model, scheme: Scheme, exclude: Sequence[str], report: QuantizeReport
+) -> None:
+    """An embedding read only by lookups (an untied one: a tied one went with its lm_head)
+    becomes GatherBlockQuantized over its own packed rows, unless excluded or its width is not
+    a whole number of blocks (a lookup would then return the padding)."""
+    for value in list(model.graph.initializers.values()):
+        tensor = value.const_value
+        if tensor is None or value.dtype not in _FLOATS or len(value.shape or ()) != 2:
+            continue
+        if "mobius.source_key" not in tensor.metadata_props or not _lookups(value):
+            continue
+        key = _source_key(value)
+        n, k = (int(d) for d in value.shape)
+        if excluded_by(module_of(key), key, exclude):
+            report.excluded.append(key)
+            continue
+        if k % scheme.block_size:
+            continue
+        shared = _SharedPacking(_nk_slabs(tensor, True), (n, k), scheme)
+        label = f"{scheme.name} block {scheme.block_size} " + (
+            "symmetric" if scheme.symmetric else "asymmetric"
+        )
+        packed = packed_initializers(value, key, (n, k), scheme, shared.getter, label)
+        if share_with_gathers(value, packed, scheme):
+            report.quantized_embedding.append(key)
+            model.graph.initializers.pop(value.name, None)
 
 
 def _linear_weight(node: ir.Node) -> tuple[ir.Value, ir.Value, bool] | None:
