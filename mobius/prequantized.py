@@ -12,9 +12,11 @@ Each quantized linear ``<m>`` stores, instead of ``<m>.weight`` ([N, K]):
   ``scales`` ``[groups, N]``.
 
 Both compute ``w = (q - zero) * scale`` per group of ``group_size`` inputs, which is MatMulNBits'
-block. A GPTQ ``g_idx`` other than ``k // group_size`` (act-order) puts inputs of one group apart;
-such a linear is dequantized (float MatMul) and reported, as is one whose group size is not a
-power of two of at least 16.
+block. A GPTQ ``g_idx`` other than ``k // group_size`` (act-order) puts the inputs of one group
+apart: the linear then reads its inputs through a ``Gather`` that sorts them by group, and its
+codes are reordered the same way (exact: a permutation of K on both sides). A ``g_idx`` that does
+not give every group ``group_size`` inputs, or a group size that is not a power of two of at
+least 16, is dequantized (float MatMul) and reported.
 
 The checkpoint is seen as a float one: ``<m>.weight`` is a virtual entry whose ``load`` dequantizes,
 so the trace and binder are untouched; the pass ``place_prequantized`` then swaps each linear's
@@ -102,6 +104,8 @@ class _Linear:
     keys: dict[str, str]  # part -> checkpoint key
     block: int | None = None  # MatMulNBits block size, None when it is dequantized
     declined: str = ""
+    # act-order: the input order that makes each group contiguous (a Gather on the activations)
+    order: np.ndarray | None = None
 
 
 class PrequantizedCheckpoint(Checkpoint):
@@ -141,15 +145,20 @@ class PrequantizedCheckpoint(Checkpoint):
         block = k if self.spec.group_size == -1 else self.spec.group_size
         if block < 16 or block & (block - 1) or k % block or k // block != groups:
             linear.declined = f"group size {block} is not a power of two >= 16 dividing K={k}"
-        elif "g_idx" in keys and not self._trivial_g_idx(keys["g_idx"], block, k):
-            linear.declined = "act-order g_idx (inputs of one group are not contiguous)"
+        elif "g_idx" in keys:
+            g_idx = self.inner.load(keys["g_idx"]).numpy().astype(np.int64)
+            counts = np.bincount(g_idx, minlength=groups) if g_idx.min(initial=0) >= 0 else None
+            if g_idx.shape != (k,) or counts is None or (counts != block).any():
+                linear.declined = (
+                    f"g_idx does not give every one of the {groups} groups {block} inputs"
+                )
+            else:
+                linear.block = block
+                if not np.array_equal(g_idx, np.arange(k) // block):  # act-order
+                    linear.order = np.argsort(g_idx, kind="stable")
         else:
             linear.block = block
         return linear
-
-    def _trivial_g_idx(self, key: str, block: int, k: int) -> bool:
-        g_idx = self.inner.load(key).numpy()
-        return g_idx.shape == (k,) and np.array_equal(g_idx, np.arange(k) // block)
 
     def load(self, key: str) -> torch.Tensor:
         linear = self.linears.get(key)
@@ -192,6 +201,7 @@ def _awq_columns(nibbles: np.ndarray) -> np.ndarray:
 class PrequantReport:
     spec: PrequantSpec
     kept: list[str] = field(default_factory=list)
+    reordered: list[str] = field(default_factory=list)  # act-order: inputs gathered into groups
     dequantized: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:
@@ -205,6 +215,7 @@ class PrequantReport:
             **self.spec.to_json(),
             "summary": self.summary(),
             "kept_quantized": self.kept,
+            "act_order_inputs_reordered": self.reordered,
             "dequantized": self.dequantized,
         }
 
@@ -242,6 +253,9 @@ def place_prequantized(
         packed = packed_initializers(
             weight, key, nk, scheme, packing.getter, label, float_zero_points=wide
         )
+        if linear.order is not None:
+            a = _reorder_inputs(node, a, linear.order, f"{packed[0].name}.act_order")
+            report.reordered.append(key)
         swap_for_matmulnbits(node, a, packed, nk, scheme)
         if not weight.uses() and weight.is_initializer():
             weight.graph.initializers.pop(weight.name, None)
@@ -250,6 +264,21 @@ def place_prequantized(
         model.opset_imports.setdefault(MS_DOMAIN, 1)
     log.info("%s", report.summary())
     return report
+
+
+def _reorder_inputs(node: ir.Node, a: ir.Value, order: np.ndarray, name: str) -> ir.Value:
+    """``a[..., order]`` before ``node``: an act-order linear's inputs, grouped."""
+    indices = ir.Value(
+        name=name,
+        type=ir.TensorType(ir.DataType.INT64),
+        shape=ir.Shape([len(order)]),
+        const_value=ir.tensor(order.astype(np.int64), name=name),
+    )
+    node.graph.register_initializer(indices)
+    gather = ir.Node("", "Gather", [a, indices], attributes=[ir.AttrInt64("axis", -1)])
+    node.graph.insert_before(node, gather)
+    gather.outputs[0].shape, gather.outputs[0].type = a.shape, a.type
+    return gather.outputs[0]
 
 
 class _Packing:
@@ -271,6 +300,8 @@ class _Packing:
     def _pack(self) -> None:
         q, zero, scale = self.checkpoint.unpacked(self.linear)
         n, k, block = self.linear.n, self.linear.k, self.linear.block
+        if self.linear.order is not None:
+            q = q[:, self.linear.order]  # each group's inputs side by side
         q = q.reshape(n, k // block, block)
         self.pending["b"] = np.ascontiguousarray(q[..., 0::2] | (q[..., 1::2] << 4))
         self.pending["scales"] = scale.astype(self.dtype).reshape(-1)

@@ -120,14 +120,15 @@ def test_packed_weights_map_to_matmulnbits(tmp_path, method):
     assert len(report["kept_quantized"]) == 7 and not report["dequantized"]
 
 
-def test_gptq_act_order_is_dequantized_and_reported(tmp_path):
+def test_gptq_act_order_reorders_the_inputs(tmp_path):
+    """An act-order ``g_idx`` (down_proj here) stays quantized: its inputs are gathered by group."""
     reference = write_checkpoint(tmp_path / "ckpt", "gptq", act_order=True)
     out = mobius.build(tmp_path / "ckpt").save(tmp_path / "onnx")
     actual, expected = _logits(out, reference)
     np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-4)
     report = json.loads((out / "mobius.json").read_text())["prequantized"]
-    assert list(report["dequantized"]) == ["model.layers.0.mlp.down_proj.weight"]
-    assert "act-order" in report["dequantized"]["model.layers.0.mlp.down_proj.weight"]
+    assert report["act_order_inputs_reordered"] == ["model.layers.0.mlp.down_proj.weight"]
+    assert len(report["kept_quantized"]) == 7 and not report["dequantized"]
 
 
 def test_gptq_with_unsupported_bits_is_refused(tmp_path, capsys):
