@@ -113,6 +113,13 @@ def test_gguf_without_its_architecture_metadata(capsys, tmp_path):
     assert_refused(capsys, path, tmp_path, "tiny.gguf", "llama.block_count", "metadata")
 
 
+def test_gguf_architecture_transformers_does_not_map(capsys, tmp_path):
+    path = tmp_path / "rwkv.gguf"
+    arch = {"general.architecture": "rwkv6", "rwkv6.block_count": "1"}
+    path.write_bytes(gguf_bytes(metadata=arch | {"rwkv6.embedding_length": "8"}))
+    assert_refused(capsys, path, tmp_path, "rwkv.gguf (rwkv6)", "transformers' GGUF support")
+
+
 def test_gguf_whose_tensors_do_not_fit_its_metadata(capsys, tmp_path):
     from mobius.testing.gguf_files import write_tiny_llama
 
