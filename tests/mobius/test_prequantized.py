@@ -110,7 +110,9 @@ def _logits(directory, reference):
 
 @pytest.mark.parametrize("method", ["gptq", "awq"])
 def test_packed_weights_map_to_matmulnbits(tmp_path, method):
-    reference = write_checkpoint(tmp_path / "ckpt", method)
+    """Every layer linear keeps its codes; GPTQ's down_proj has an act-order ``g_idx``, so its
+    inputs are gathered by group first."""
+    reference = write_checkpoint(tmp_path / "ckpt", method, act_order=method == "gptq")
     out = mobius.build(tmp_path / "ckpt").save(tmp_path / "onnx")
     actual, expected = _logits(out, reference)
     np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-4)
@@ -118,17 +120,8 @@ def test_packed_weights_map_to_matmulnbits(tmp_path, method):
     assert [n.op_type for n in graph.node].count("MatMulNBits") == 7  # every layer linear
     report = json.loads((out / "mobius.json").read_text())["prequantized"]
     assert len(report["kept_quantized"]) == 7 and not report["dequantized"]
-
-
-def test_gptq_act_order_reorders_the_inputs(tmp_path):
-    """An act-order ``g_idx`` (down_proj here) stays quantized: its inputs are gathered by group."""
-    reference = write_checkpoint(tmp_path / "ckpt", "gptq", act_order=True)
-    out = mobius.build(tmp_path / "ckpt").save(tmp_path / "onnx")
-    actual, expected = _logits(out, reference)
-    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-4)
-    report = json.loads((out / "mobius.json").read_text())["prequantized"]
-    assert report["act_order_inputs_reordered"] == ["model.layers.0.mlp.down_proj.weight"]
-    assert len(report["kept_quantized"]) == 7 and not report["dequantized"]
+    reordered = ["model.layers.0.mlp.down_proj.weight"] if method == "gptq" else []
+    assert report["act_order_inputs_reordered"] == reordered
 
 
 def test_gptq_with_unsupported_bits_is_refused(tmp_path, capsys):
