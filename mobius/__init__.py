@@ -36,7 +36,8 @@ def build(
     """Convert ``src`` (a local checkpoint directory or a hub id) to ONNX.
 
     Args:
-        src: directory holding ``config.json`` and ``*.safetensors``, or a HuggingFace hub id.
+        src: directory holding ``config.json`` and ``*.safetensors``, a ``.gguf`` file (its
+            quantized blocks kept where MatMulNBits holds them), or a HuggingFace hub id.
         dtype: ``"f32"``, ``"f16"`` or ``"bf16"``; weights are cast while they are written.
             None: f16 for the GPU execution providers, else f32.
         task: the I/O contract (``"text-generation"``, ``"fill-mask"``, ...: ``mobius.tasks.TASKS``); detected when None.
@@ -46,7 +47,8 @@ def build(
             block along K) into ``com.microsoft`` ``MatMulNBits``; None keeps ``dtype``.
         block_size: weights per scale (a power of two, at least 16).
         symmetric: no zero points (asymmetric, the default, stores one per block).
-        accuracy_level: MatMulNBits' compute type: 0 the activation's, 4 int8 (fastest on CPU).
+        accuracy_level: MatMulNBits' compute type: 0 the activation's, 4 int8 (fastest on CPU);
+            also for the blocks a GGUF file's weights keep.
         quant_exclude: globs over module paths (``lm_head``, ``*.mlp.down_proj``) kept in float.
         ep: ``"cpu"``, ``"cuda"``, ``"dml"`` or ``"webgpu"``: tune the graph for that execution
             provider (GroupQueryAttention and SkipSimplifiedLayerNormalization on the GPU ones);
@@ -101,6 +103,7 @@ def build(
             strict=strict,
             quantization=quantization,
             features=tuple(features),
+            accuracy_level=accuracy_level,
         )
 
 

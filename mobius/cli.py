@@ -93,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _component_flag(e)
     _add_generate_parser(sub)
+    _add_build_gguf_parser(sub)
     return parser
 
 
@@ -101,6 +102,34 @@ def _component_flag(p: argparse.ArgumentParser) -> None:
         "--component",
         metavar="NAME",
         help="diffusers pipeline (model_index.json): only this component (unet, vae, ...)",
+    )
+
+
+def _add_build_gguf_parser(sub) -> None:
+    """``mobius build-gguf FILE.gguf --output DIR``: ``build --model FILE.gguf`` as the seed spells
+    it (mobius.gguf_source)."""
+    g = sub.add_parser("build-gguf", help="convert a GGUF file (same as build --model FILE.gguf)")
+    g.add_argument("model", metavar="FILE.gguf", help="the GGUF file")
+    g.add_argument("--output", required=True, help="directory to create (written atomically)")
+    g.add_argument("--dtype", default="f32", choices=["f32", "f16"], help="activations and scales")
+    g.add_argument("--accuracy-level", type=int, default=0, choices=range(5))
+    g.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
+    g.add_argument("-q", "--quiet", action="store_true", help="only print errors")
+    g.add_argument("--debug", action="store_true", help="print an internal error's traceback")
+    g.set_defaults(
+        task=None,
+        no_weights=False,
+        trust_remote_code=False,
+        strict=False,
+        precision=None,
+        block_size=32,
+        symmetric=False,
+        quant_exclude=[],
+        ep=None,
+        component=None,
+        features=[],
+        max_seq_len=None,
+        release=False,
     )
 
 
@@ -270,7 +299,7 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"build": _build, "explain": _explain, "generate": _generate}
+COMMANDS = {"build": _build, "build-gguf": _build, "explain": _explain, "generate": _generate}
 
 
 @contextlib.contextmanager
@@ -361,7 +390,8 @@ def _interrupted(exc: KeyboardInterrupt | None, args: argparse.Namespace | None)
         128 + signal.SIGTERM if failures.stop_signal() == signal.SIGTERM else 128 + signal.SIGINT
     )
     what = "terminated" if code == 128 + signal.SIGTERM else "interrupted"
-    writes = getattr(args, "command", "build") == "build"  # explain and generate write no model
+    # explain and generate write no model
+    writes = getattr(args, "command", "build") in ("build", "build-gguf")
     print(
         f"mobius: error: {what}" + ("; the output was not written" if writes else ""),
         file=sys.stderr,

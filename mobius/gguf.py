@@ -3,8 +3,8 @@
 ``inspect_gguf(path)`` parses what llama.cpp writes (versions 2 and 3, either byte order) and
 checks it the way the safetensors headers are checked before tracing: every count and length is
 bounded by the file's size, every tensor type is known, and every tensor's data lies inside the
-file. Anything else is a ``SourceError`` that names the file and what is wrong. mobius does not
-convert GGUF yet; a later GGUF reader starts from the ``GGUFInfo`` this returns.
+file. Anything else is a ``SourceError`` that names the file and what is wrong. The conversion
+(``mobius.gguf_source``, ``mobius.gguf_linears``) starts from the ``GGUFInfo`` this returns.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Inputs that are not a transformers checkpoint mobius converts, refused (or flagged) up front.
 
 Each check names what the input is, what is wrong or unsupported about it, and what to pass
-instead: GGUF files (header checked first, so a corrupt or truncated file says so), diffusers
-pipelines and models, quantized checkpoints (``quantization_config``), and vision-language
+instead: directories of GGUF files (headers checked first, so a corrupt or truncated file says
+so), diffusers pipelines and models, quantized checkpoints other than 4-bit GPTQ/AWQ
+(``quantization_config``), and vision-language
 checkpoints, whose text path alone is converted.
 """
 
@@ -21,6 +22,11 @@ log = logging.getLogger("mobius")
 PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
 
 
+def is_gguf_file(path: Path) -> bool:
+    """A single GGUF file given as the model (converted by mobius.gguf_source)."""
+    return path.is_file() and path.name != "config.json" and is_gguf(path)
+
+
 def check_file(path: Path) -> None:
     """Refuse a model given as a single file that is not ``config.json`` (GGUF)."""
     if path.is_file() and path.name != "config.json" and is_gguf(path):
@@ -36,13 +42,15 @@ def check_directory(directory: Path) -> None:
 
 
 def check_config(config: dict, path: Path) -> None:
-    """Refuse configs mobius cannot convert yet: quantized checkpoints. (diffusers configs,
-    ``_class_name``, go to ``mobius.diffusers`` before this.)"""
+    """Refuse configs mobius cannot convert yet: quantized checkpoints other than 4-bit GPTQ and
+    AWQ. (diffusers configs, ``_class_name``, go to ``mobius.diffusers`` before this.)"""
+    from mobius.prequantized import spec_of
+
     method = quantization_method(config)
-    if method is not None:
+    if method is not None and spec_of(config) is None:  # GPTQ/AWQ 4-bit: mobius.prequantized
         raise ConfigError(
-            f"{path} has a quantization_config ({method}): quantized checkpoints are not "
-            "converted yet; pass the unquantized checkpoint it was made from (float16, "
+            f"{path} has a quantization_config ({method}): mobius converts 4-bit GPTQ and AWQ "
+            "checkpoints only; pass the unquantized checkpoint it was made from (float16, "
             "bfloat16 or float32 safetensors)"
         )
 
@@ -73,17 +81,16 @@ def _method_name(spec: Any, key: str) -> str:
 
 
 def refuse_gguf(files: list[Path]) -> None:
-    """Check every GGUF file's header (raising on the first bad one), then refuse them all:
-    GGUF is not converted yet."""
+    """Check every GGUF file's header (raising on the first bad one), then refuse the directory:
+    a GGUF model is given as its file."""
     infos = [inspect_gguf(f) for f in files]
     first = infos[0]
     what = f"{first.architecture or 'unknown architecture'}, {len(first.tensors)} tensors"
     types = ", ".join(first.tensor_types) or "no tensors"
     more = f" (and {len(files) - 1} more GGUF files)" if len(files) > 1 else ""
     raise SourceError(
-        f"{first.path.name}{more} is a valid GGUF file ({what}: {types}), but mobius does not "
-        "convert GGUF yet; pass the safetensors checkpoint it was made from (a directory "
-        "with config.json)"
+        f"{first.path.name}{more} is a valid GGUF file ({what}: {types}), in a directory "
+        f"without config.json; pass the GGUF file itself: --model {first.path}"
     )
 
 

@@ -20,7 +20,7 @@ import torch
 
 from mobius.blockquant import Packed, Scheme, quantize_rows
 from mobius.errors import ConfigError, WeightsError
-from mobius.quantize_gather import share_with_gathers, swap_node
+from mobius.quantize_gather import _lookups, share_with_gathers, swap_node
 from mobius.weights import _read_into
 
 log = logging.getLogger("mobius")
@@ -79,6 +79,8 @@ class QuantizeReport:
     kept_float: list[str] = field(
         default_factory=list
     )  # also read by another op (a tied embedding)
+    # an untied embedding: GatherBlockQuantized over its own packed bytes
+    quantized_embedding: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         s = self.scheme
@@ -94,6 +96,7 @@ class QuantizeReport:
             "excluded_weights": self.excluded,
             "embedding_shared_with_lm_head": self.shared_embedding,
             "float_weights_also_kept": self.kept_float,
+            "embedding_quantized": self.quantized_embedding,
         }
 
 
@@ -144,7 +147,8 @@ def quantize_linears(
             report.kept_float.append(key)
         elif weight.is_initializer():
             weight.graph.initializers.pop(weight.name, None)
-    if report.quantized:
+    _quantize_lookups(model, scheme, exclude, report)
+    if report.quantized or report.quantized_embedding:
         model.opset_imports.setdefault(MS_DOMAIN, 1)
     log.info(
         "quantized %d linear weights to %s (%d excluded)",
@@ -153,6 +157,35 @@ def quantize_linears(
         len(report.excluded),
     )
     return report
+
+
+def _quantize_lookups(
+    model: ir.Model, scheme: Scheme, exclude: Sequence[str], report: QuantizeReport
+) -> None:
+    """An embedding read only by lookups (an untied one: a tied one went with its lm_head)
+    becomes GatherBlockQuantized over its own packed rows, unless excluded or its width is not
+    a whole number of blocks (a lookup would then return the padding)."""
+    for value in list(model.graph.initializers.values()):
+        tensor = value.const_value
+        if tensor is None or value.dtype not in _FLOATS or len(value.shape or ()) != 2:
+            continue
+        if "mobius.source_key" not in tensor.metadata_props or not _lookups(value):
+            continue
+        key = _source_key(value)
+        n, k = (int(d) for d in value.shape)
+        if excluded_by(module_of(key), key, exclude):
+            report.excluded.append(key)
+            continue
+        if k % scheme.block_size:
+            continue
+        shared = _SharedPacking(_nk_slabs(tensor, True), (n, k), scheme)
+        label = f"{scheme.name} block {scheme.block_size} " + (
+            "symmetric" if scheme.symmetric else "asymmetric"
+        )
+        packed = packed_initializers(value, key, (n, k), scheme, shared.getter, label)
+        if share_with_gathers(value, packed, scheme):
+            report.quantized_embedding.append(key)
+            model.graph.initializers.pop(value.name, None)
 
 
 def _linear_weight(node: ir.Node) -> tuple[ir.Value, ir.Value, bool] | None:
@@ -191,40 +224,69 @@ def _replace(
     node: ir.Node, a: ir.Value, weight: ir.Value, transposed: bool, key: str, scheme: Scheme
 ) -> list[ir.Value]:
     """Swap ``node`` for MatMulNBits; returns its initializers (B, scales[, zero_points])."""
-    tensor = weight.const_value
+    n, k = linear_shape(weight, transposed)
+    shared = _SharedPacking(_nk_slabs(weight.const_value, transposed), (n, k), scheme)
+    label = f"{scheme.name} block {scheme.block_size} " + (
+        "symmetric" if scheme.symmetric else "asymmetric"
+    )
+    packed = packed_initializers(weight, key, (n, k), scheme, shared.getter, label)
+    swap_for_matmulnbits(node, a, packed, (n, k), scheme)
+    return packed
+
+
+def linear_shape(weight: ir.Value, transposed: bool) -> tuple[int, int]:
+    """(N, K) of a linear by ``weight`` (stored [N, K] when ``transposed``, else [K, N])."""
     rows, cols = (int(d) for d in weight.shape)
-    n, k = (rows, cols) if transposed else (cols, rows)
-    load = _nk_slabs(tensor, transposed)
-    shared = _SharedPacking(load, (n, k), scheme)
+    return (rows, cols) if transposed else (cols, rows)
+
+
+def packed_initializers(
+    weight: ir.Value,
+    key: str,
+    nk: tuple[int, int],
+    scheme: Scheme,
+    getter: Callable[[str, str], Callable[[], ir.TensorProtocol]],
+    label: str,
+    *,
+    float_zero_points: bool = False,
+) -> list[ir.Value]:
+    """Register the lazy MatMulNBits initializers (B, scales[, zero_points]) of ``weight``, each
+    produced by ``getter(part, name)`` when saved; zero points are uint8 (packed for 4 bits) or,
+    with ``float_zero_points``, one per block in the scales' dtype."""
+    n, k = nk
     kb = scheme.blocks(k)
     base = f"{weight.name[:-2] if weight.name.endswith('.T') else weight.name}.{scheme.name}"
-    graph = weight.graph
     dtype = weight.dtype
     parts: list[tuple[str, ir.DataType, list[int]]] = [
         ("b", ir.DataType.UINT8, [n, kb, scheme.block_size * scheme.bits // 8]),
         ("scales", dtype, [n * kb]),
     ]
-    if not scheme.symmetric:
+    if float_zero_points:
+        parts.append(("zero_points", dtype, [n * kb]))
+    elif not scheme.symmetric:
         parts.append(("zero_points", ir.DataType.UINT8, [n * (-(-kb * scheme.bits // 8))]))
-    inputs = [a]
+    values = []
     for part, part_dtype, shape in parts:
         name = f"{base}.{part}"
-        lazy = ir.LazyTensor(
-            shared.getter(part, name), dtype=part_dtype, shape=ir.Shape(shape), name=name
-        )
+        lazy = ir.LazyTensor(getter(part, name), dtype=part_dtype, shape=ir.Shape(shape), name=name)
         lazy.metadata_props["mobius.source_key"] = key
-        lazy.metadata_props["mobius.transform"] = (
-            f"{scheme.name} block {scheme.block_size} "
-            f"{'symmetric' if scheme.symmetric else 'asymmetric'} ({part})"
-        )
+        lazy.metadata_props["mobius.transform"] = f"{label} ({part})"
         value = ir.Value(name=name, type=ir.TensorType(part_dtype), shape=lazy.shape)
         value.const_value = lazy
-        graph.register_initializer(value)
-        inputs.append(value)
+        weight.graph.register_initializer(value)
+        values.append(value)
+    return values
+
+
+def swap_for_matmulnbits(
+    node: ir.Node, a: ir.Value, packed: list[ir.Value], nk: tuple[int, int], scheme: Scheme
+) -> None:
+    """Put a MatMulNBits of ``a`` by ``packed`` where the linear ``node`` is."""
+    n, k = nk
     replacement = ir.Node(
         MS_DOMAIN,
         "MatMulNBits",
-        inputs,
+        [a, *packed],
         attributes=[
             ir.AttrInt64("K", k),
             ir.AttrInt64("N", n),
@@ -232,11 +294,10 @@ def _replace(
             ir.AttrInt64("block_size", scheme.block_size),
             ir.AttrInt64("accuracy_level", scheme.accuracy_level),
         ],
-        name=f"{node.name or base}.MatMulNBits",
+        name=f"{node.name or packed[0].name}.MatMulNBits",
         metadata_props=dict(node.metadata_props),
     )
     swap_node(node, replacement)
-    return inputs[1:]
 
 
 SLAB_BYTES = 4 << 20  # rows of a weight read and quantized at a time

@@ -6,6 +6,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mobius import failures, input_kinds
 from mobius.errors import ConfigError, SourceError
@@ -42,6 +43,8 @@ class Source:
     weight_files: list[Path] = field(default_factory=list)
     weight_map: dict[str, Path] = field(default_factory=dict)  # tensor key -> file, when indexed
     tensors: dict = field(default_factory=dict)  # key -> safetensors_header.TensorEntry
+    # a checkpoint read another way than safetensors (mobius.gguf_source.GGUFCheckpoint)
+    checkpoint: Any = None
 
     @property
     def config_path(self) -> Path:
@@ -56,12 +59,21 @@ def resolve(
     src: str | os.PathLike, *, trust_remote_code: bool = False, need_weights: bool = True
 ) -> Source:
     """Find the checkpoint's files, read its config and check that it is safe to convert."""
+    if input_kinds.is_gguf_file(Path(src).expanduser()):
+        from mobius.gguf_source import resolve_gguf
+
+        return resolve_gguf(Path(src).expanduser().resolve(), need_weights=need_weights)
     input_kinds.check_file(Path(src).expanduser())
     directory = _local_directory(src, need_weights=need_weights)
     input_kinds.check_directory(directory)
     config = read_config(directory)
     check_remote_code(config, trust_remote_code)
     input_kinds.check_config(config, directory / "config.json")
+    from mobius.prequantized import PrequantizedCheckpoint, spec_of
+
+    spec = spec_of(config)
+    if spec is not None:  # GPTQ/AWQ: traced as the float model, packed weights kept
+        config = {k: v for k, v in config.items() if k != "quantization_config"}
     source = Source(directory=directory, config=config)
     if need_weights:
         source.weight_files, source.weight_map = _weight_files(directory)
@@ -69,6 +81,9 @@ def resolve(
 
         for file in source.weight_files:  # fail on a corrupt or truncated file before tracing
             source.tensors.update(read_header(file))
+        if spec is not None:
+            source.checkpoint = PrequantizedCheckpoint(source.tensors, spec)
+            source.tensors = source.checkpoint.entries
     return source
 
 

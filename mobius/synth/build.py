@@ -16,7 +16,9 @@ from mobius.ep import apply as apply_ep
 from mobius.ep import record as record_ep
 from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.genai import genai_files
+from mobius.gguf_linears import place_gguf_blocks
 from mobius.package import MODEL_FILE, ModelPackage
+from mobius.prequantized import place_prequantized
 from mobius.quantize import QuantOptions, quantize_linears
 from mobius.registry import saved_head
 from mobius.report import ExplainReport
@@ -51,6 +53,7 @@ def build(
     quantization: QuantOptions | None = None,
     ep: str | None = None,
     features: tuple[str, ...] = (),
+    accuracy_level: int = 0,
 ) -> ModelPackage:
     """Convert a checkpoint (local directory or hub id) into a ModelPackage; with ``strict``,
     a fallback (fused components or the KV cache lost) is a StrictError instead. ``ep`` tunes
@@ -80,6 +83,11 @@ def build(
         return build_graphs(prepared, src=str(src), dtype=dtype, weights=weights, task=task)
     if strict:
         fallbacks.refuse(prepared.fallbacks)
+    if ep not in (None, "cpu") and prepared.source.checkpoint is not None:
+        raise UnsupportedError(
+            f"--ep {ep} is not supported yet for a checkpoint whose weights are already quantized "
+            "(GGUF, GPTQ, AWQ): its packed attention weights would lose the quantized blocks"
+        )
     source, arch, the_task, traced, use_cache = (
         prepared.source,
         prepared.arch,
@@ -91,7 +99,7 @@ def build(
         report = ExplainReport.from_analysis(analyze(prepared), source=str(src))
     if report.summary.unsupported_ops:
         raise UnsupportedError(_blocked_message(report, src, task))
-    checkpoint = Checkpoint(source.tensors) if weights else None
+    checkpoint = (source.checkpoint or Checkpoint(source.tensors)) if weights else None
     binder = traced.binder(checkpoint)
     try:
         captured_cache = use_cache and not traced.cache_in_graph  # else the trace has its states
@@ -114,6 +122,8 @@ def build(
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
         log.warning("the checkpoint has %d tensors the model does not use: %s", len(unused), shown)
     ep_report = apply_ep(model, ep, arch.hf_config, dtype) if the_task.supports_cache else None
+    gguf = place_gguf_blocks(model, checkpoint, dtype, accuracy_level)
+    prequantized = place_prequantized(model, checkpoint, dtype, accuracy_level)
     quantized = quantize_linears(model, scheme, quantization.exclude) if scheme else None
     model.metadata_props.update(
         {"mobius.model_type": arch.model_type, "mobius.task": the_task.name, "mobius.dtype": dtype}
@@ -130,6 +140,8 @@ def build(
                 **labels(prepared),
                 "fallbacks": [f.to_dict() for f in prepared.fallbacks],
                 **({"quantization": quantized.to_json()} if quantized else {}),
+                **({"gguf": gguf.to_json()} if gguf else {}),
+                **({"prequantized": prequantized.to_json()} if prequantized else {}),
             },
             indent=2,
         ),

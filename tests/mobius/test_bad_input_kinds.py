@@ -107,11 +107,28 @@ def test_gguf_type_table_matches_the_gguf_package():
     assert {k: reference[k] for k in TENSOR_TYPES if k in reference} == TENSOR_TYPES
 
 
-def test_valid_gguf_is_not_converted_yet(capsys, tmp_path):
+def test_gguf_without_its_architecture_metadata(capsys, tmp_path):
     path = tmp_path / "tiny.gguf"
     path.write_bytes(gguf_bytes())
-    err = assert_refused(capsys, path, tmp_path, "tiny.gguf", "valid GGUF", "llama", "Q8_0, F32")
-    assert "does not convert GGUF yet" in err and "config.json" in err
+    assert_refused(capsys, path, tmp_path, "tiny.gguf", "llama.block_count", "metadata")
+
+
+def test_gguf_architecture_transformers_does_not_map(capsys, tmp_path):
+    path = tmp_path / "rwkv.gguf"
+    arch = {"general.architecture": "rwkv6", "rwkv6.block_count": "1"}
+    path.write_bytes(gguf_bytes(metadata=arch | {"rwkv6.embedding_length": "8"}))
+    assert_refused(capsys, path, tmp_path, "rwkv.gguf (rwkv6)", "transformers' GGUF support")
+
+
+def test_gguf_whose_tensors_do_not_fit_its_metadata(capsys, tmp_path):
+    from mobius.testing.gguf_files import write_tiny_llama
+
+    path = write_tiny_llama(tmp_path / "tiny.gguf", types=[{"attn_q": "Q8_0"}])
+    data = bytearray(path.read_bytes())
+    at = data.index(b"llama.embedding_length") + len("llama.embedding_length") + 4
+    data[at : at + 4] = (512).to_bytes(4, "little")  # the config now says hidden_size 512
+    path.write_bytes(bytes(data))
+    assert_refused(capsys, path, tmp_path, "token_embd.weight", "[64, 256]", "implies [64, 512]")
 
 
 def test_directory_holding_only_gguf(capsys, tmp_path):
@@ -119,7 +136,7 @@ def test_directory_holding_only_gguf(capsys, tmp_path):
     folder.mkdir()
     (folder / "a.gguf").write_bytes(gguf_bytes())
     (folder / "b.gguf").write_bytes(gguf_bytes())
-    assert_refused(capsys, folder, tmp_path, "a.gguf", "1 more GGUF", "does not convert GGUF")
+    assert_refused(capsys, folder, tmp_path, "a.gguf", "1 more GGUF", "pass the GGUF file itself")
 
 
 def test_real_gguf_header_is_read(capsys, tmp_path):
@@ -130,7 +147,6 @@ def test_real_gguf_header_is_read(capsys, tmp_path):
     assert info.architecture == "llama" and len(info.tensors) == 272
     last = max(info.tensors, key=lambda t: t.offset)
     assert info.data_offset + last.offset + last.nbytes == path.stat().st_size
-    assert_refused(capsys, path, tmp_path, path.name, "valid GGUF", "Q4_1")
 
 
 @pytest.mark.parametrize(
@@ -263,8 +279,6 @@ def _llama_config(folder: Path, **extra) -> Path:
 @pytest.mark.parametrize(
     ("spec", "method"),
     [
-        ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "gptq"),
-        ({"quant_method": "awq", "bits": 4, "version": "gemm"}, "awq"),
         ({"load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}, "bitsandbytes"),
         ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8"),
         ({"quant_method": "compressed-tensors", "format": "pack-quantized"}, "compressed-tensors"),
@@ -274,6 +288,23 @@ def test_quantized_checkpoint_is_refused_naming_the_method(capsys, tmp_path, spe
     folder = _llama_config(tmp_path / "q", quantization_config=spec)
     err = assert_refused(capsys, folder, tmp_path, f"quantization_config ({method})")
     assert "unquantized checkpoint" in err
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ({"quant_method": "gptq", "bits": 8, "group_size": 128}, ("GPTQ", "bits=8", "4-bit")),
+        ({"quant_method": "gptq", "bits": 3, "group_size": 128}, ("GPTQ", "bits=3", "4-bit")),
+        ({"quant_method": "awq", "bits": 4, "version": "gemv"}, ("AWQ", "'gemv'", "'gemm'")),
+    ],
+    ids=["gptq-8bit", "gptq-3bit", "awq-gemv"],
+)
+def test_gptq_awq_variant_not_mapped(capsys, tmp_path, spec, words):
+    """4-bit GPTQ and AWQ (gemm) convert (tests/mobius/test_prequantized.py); other variants are
+    refused before anything is read."""
+    assert_refused(
+        capsys, _llama_config(tmp_path / "q", quantization_config=spec), tmp_path, *words
+    )
 
 
 def test_quantization_in_a_sub_config(capsys, tmp_path):

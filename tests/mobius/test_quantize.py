@@ -68,6 +68,10 @@ def quantized_reference(
             module.weight = torch.nn.Parameter(deq)
     if embedding_too:
         ref.get_input_embeddings().weight = ref.get_output_embeddings().weight
+    elif block and ref.config.hidden_size % block == 0 and not ref.config.tie_word_embeddings:
+        embedding = ref.get_input_embeddings()  # an untied one is quantized on its own
+        deq = reference_dequantized(embedding.weight.detach(), bits, block, symmetric)
+        embedding.weight = torch.nn.Parameter(deq)
     return ref
 
 
@@ -91,6 +95,8 @@ def test_matches_reference_dequantized_weights(
     graph = onnx.load(str(out / "model.onnx"), load_external_data=False).graph
     nbits = [n for n in graph.node if n.op_type == "MatMulNBits"]
     assert len(nbits) == 15 and "MatMul" not in ops(out)  # 7 per layer and lm_head
+    # the untied embedding too, where its width (80) is whole blocks
+    assert ("GatherBlockQuantized" in ops(out)) is (80 % block == 0)
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in nbits[0].attribute}
     bits = int(precision[-1])
     assert (attrs["bits"], attrs["block_size"], attrs["accuracy_level"]) == (bits, block, 0)

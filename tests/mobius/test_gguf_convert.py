@@ -1,0 +1,101 @@
+"""GGUF in: block decoders against the ``gguf`` package's dequantizer, and one tiny two-layer llama
+GGUF (every mapped ggml type, permuted Q/K rows, dequantized types) converted with
+``mobius build-gguf`` and checked against transformers' own GGUF loading, in float32."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from mobius.cli import main
+from mobius.gguf_blocks import LAYOUTS, decode_rows, dequantize
+from mobius.testing.gguf_files import BLOCKS, random_blocks, write_tiny_llama
+
+gguf = pytest.importorskip("gguf")
+
+
+@pytest.mark.parametrize("type_name", sorted(LAYOUTS))
+def test_blocks_hold_ggml_values(type_name):
+    """MatMulNBits' ``(q - zero_point) * scale`` over the decoded blocks is ggml's value: bit for
+    bit for integer zero points, to float32 rounding for float ones."""
+    layout = LAYOUTS[type_name]
+    raw = random_blocks(type_name, 8, 512, np.random.default_rng(0))
+    raw[0, : BLOCKS[type_name][0]] = 0  # an all-zero block: zero scales (and offsets)
+    expected = gguf.dequantize(raw, gguf.GGMLQuantizationType[type_name])
+    blocks = decode_rows(raw, layout)
+    assert blocks.codes.max() < 2**layout.bits
+    assert blocks.codes.shape == (8, 512 // layout.block_size, layout.block_size)
+    actual = dequantize(blocks)
+    if layout.exact:
+        np.testing.assert_array_equal(actual, expected)
+    else:
+        np.testing.assert_allclose(actual, expected, rtol=0, atol=4e-7 * np.abs(expected).max())
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> tuple[Path, Path]:
+    """(GGUF file, output directory of `mobius build-gguf`), made once."""
+    root = tmp_path_factory.mktemp("gguf")
+    path = write_tiny_llama(root / "tiny.gguf")
+    out = root / "onnx"
+    assert main(["build-gguf", str(path), "--output", str(out), "-q"]) == 0
+    return path, out
+
+
+def test_tiny_gguf_logits_match_transformers(tiny):
+    from transformers import AutoModelForCausalLM
+
+    from mobius.runtime import OnnxCausalLM
+
+    path, out = tiny
+    hf = AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32
+    ).eval()
+    ids = np.random.default_rng(1).integers(0, 64, (2, 7))
+    with torch.no_grad():
+        expected = hf(input_ids=torch.from_numpy(ids)).logits.numpy()
+    model = OnnxCausalLM(out)
+    positions = np.tile(np.arange(7), (2, 1))
+    actual, _ = model.run(ids, np.ones_like(ids), positions, model.empty_cache(2))
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-4)
+
+
+def test_tiny_gguf_keeps_blocks_and_reports(tiny):
+    path, out = tiny
+    report = json.loads((out / "mobius.json").read_text())["gguf"]
+    weights = report["weights"]
+    layers = "model.layers.{}.{}.weight"
+    assert weights[layers.format(0, "self_attn.q_proj")]["exact"] is True  # Q4_0
+    assert weights[layers.format(1, "self_attn.q_proj")]["exact"] is False  # Q4_K, float zp
+    assert weights[layers.format(0, "mlp.up_proj")]["as"].startswith("dequantized: 8-bit codes")
+    assert weights[layers.format(1, "mlp.up_proj")]["as"] == "float, as stored"  # F16
+    assert weights["model.embed_tokens.weight"]["gguf_type"] == "Q8_0"
+    assert "12 weights kept quantized (8 bit-exact, 4 with float zero points)" in report["summary"]
+    graph = onnx.load(out / "model.onnx", load_external_data=False).graph
+    ops = [n.op_type for n in graph.node]
+    assert ops.count("MatMulNBits") == 12  # 11 of 14 layer linears, and the tied lm_head
+    assert ops.count("GatherBlockQuantized") == 1  # the embedding reads the lm_head's blocks
+    assert ops.count("MatMul") >= 3  # the Q5_K, Q5_1 and F16 linears, in float
+
+
+def test_gguf_q_and_k_rows_are_reordered(tmp_path):
+    """llama.cpp stores Q and K rows interleaved for its RoPE; transformers restores HF's order,
+    and the blocks are read in that order."""
+    from mobius.gguf import inspect_gguf
+    from mobius.gguf_source import resolve_gguf
+
+    path = write_tiny_llama(tmp_path / "t.gguf", types=[{"attn_q": "Q4_0", "attn_k": "Q8_0"}])
+    source = resolve_gguf(path, need_weights=True)
+    refs = source.checkpoint.refs
+    q, k = (
+        refs["model.layers.0.self_attn.q_proj.weight"],
+        refs["model.layers.0.self_attn.k_proj.weight"],
+    )
+    assert q.rows is not None and k.rows is not None and not q.transformed
+    assert sorted(q.rows.tolist()) == list(range(256)) and q.rows.tolist() != list(range(256))
+    assert inspect_gguf(path).architecture == "llama"
