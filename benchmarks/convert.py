@@ -247,6 +247,7 @@ def measure(cmd: list[str], timeout: float, interval: float = 0.05, cwd: Path = 
     run = {
         "wall_s": round(wall, 2),
         "peak_rss_bytes": max(peak, usage.ru_maxrss * 1024),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
         "load_1min_before": round(load_before, 2),
         "load_1min_after": round(os.getloadavg()[0], 2),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
