@@ -250,7 +250,6 @@ def measure(cmd: list[str], timeout: float, interval: float = 0.05, cwd: Path = 
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
         "load_1min_before": round(load_before, 2),
         "load_1min_after": round(os.getloadavg()[0], 2),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
         "exit_code": code,
     }
     if code != 0 or timed_out:

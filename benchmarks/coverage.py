@@ -88,7 +88,8 @@ def _innermost_frame(tb_text: str, prefer: str = "") -> str:
 
 def _explain(directory: Path) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "mobius", "explain", "--model", str(directory), "--json", "-"],
+        [sys.executable, "-m", "mobius", "explain", "--model", str(directory), "--json", "-"]
+        + ["--task", "text-generation"],
         capture_output=True,
         text=True,
         timeout=CLI_TIMEOUT,
@@ -220,7 +221,16 @@ def work(model_type: str) -> dict:
         started = time.perf_counter()
         try:
             proc = subprocess.run(
-                [sys.executable, "-m", "mobius", "build", "--model", str(hf_dir)]
+                [
+                    sys.executable,
+                    "-m",
+                    "mobius",
+                    "build",
+                    "--model",
+                    str(hf_dir),
+                    "--task",
+                    "text-generation",
+                ]
                 + ["--output", str(out_dir), "-q"],
                 capture_output=True,
                 text=True,

@@ -385,9 +385,13 @@ def masks_without_vmap() -> Iterator[None]:
 
 
 def supports_image_text(config: ArchitectureConfig) -> bool:
+    """The config has an image-text-to-text class that exposes the split's boundaries: its own
+    ``get_image_features`` (GIT, for one, has none: it stays a text-generation model)."""
     from mobius.tasks.head import auto_mapping
 
-    return type(config.hf_config) in auto_mapping(MAPPING)
+    if type(config.hf_config) not in auto_mapping(MAPPING):
+        return False
+    return hasattr(_model_class(config), "get_image_features")
 
 
 class VisionLanguageTask(Task):

@@ -61,7 +61,8 @@ WITHOUT_CACHE = {"openai-gpt": "no past_key_values in the HF model at all"}
 def _convert(model_type: str, tmp_path) -> dict:
     model, config = tiny_causal_lm(model_type)
     model.save_pretrained(tmp_path / "hf")
-    out = mobius.build(tmp_path / "hf").save(tmp_path / "onnx")
+    # the text path (a VLM checkpoint would be detected as image-text-to-text)
+    out = mobius.build(tmp_path / "hf", task="text-generation").save(tmp_path / "onnx")
     return causal_lm_parity(model, out, config)
 
 

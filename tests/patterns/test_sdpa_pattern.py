@@ -39,7 +39,7 @@ def test_window_in_the_text_sub_config_declines(monkeypatch, tmp_path):
     model, config = tiny_causal_lm("gemma3")
     assert config.text_config.sliding_window < 9  # shorter than the test sequence
     model.save_pretrained(tmp_path / "ckpt")
-    out = mobius.build(tmp_path / "ckpt").save(tmp_path / "onnx")
+    out = mobius.build(tmp_path / "ckpt", task="text-generation").save(tmp_path / "onnx")
     result = causal_lm_parity(model, out, config)
     assert result["max_diff"] <= 1e-4, result
 
