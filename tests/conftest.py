@@ -58,3 +58,10 @@ def tiny_llava_vlm(tmp_path_factory):
     out = root / "onnx"
     assert main(["build", "--model", str(root / "checkpoint"), "--output", str(out), "-q"]) == 0
     return root / "checkpoint", model, processor, out
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow modules (real weights, the largest overrides) first. Each test file runs on one
+    pytest-xdist worker (``--dist loadfile``), so a long file picked up last would set the suite's
+    wall time on its own; started first, the other files fill the other worker around it."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: order kept
