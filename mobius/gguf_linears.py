@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,10 +18,11 @@ from mobius.gguf_blocks import DEQUANTIZED_BECAUSE, FLOAT_TYPES, Layout, decode_
 from mobius.gguf_source import SLAB_ROWS, GGUFCheckpoint
 from mobius.quantize import (
     MS_DOMAIN,
-    _linear_weight,
-    _source_key,
+    LazyPacking,
     linear_shape,
+    linear_weight,
     packed_initializers,
+    source_key,
     swap_for_matmulnbits,
 )
 from mobius.quantize_gather import share_with_gathers
@@ -89,11 +89,11 @@ def place_gguf_blocks(
     placed: dict[str, list[ir.Value]] = {}
     kept_float: set[str] = set()  # also read by an op other than a linear (an embedding lookup)
     for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
-        found = _linear_weight(node)
+        found = linear_weight(node)
         if found is None:
             continue
         a, weight, transposed = found
-        key = _source_key(weight)
+        key = source_key(weight)
         layout = checkpoint.layout(key)
         if layout is None:
             continue
@@ -172,7 +172,7 @@ def _initializers(
     )
 
 
-class _BlockPacking:
+class _BlockPacking(LazyPacking):
     """Decodes one tensor's blocks (row slab by row slab) on the first request for any of its
     parts; each part is handed out once and dropped."""
 
@@ -186,7 +186,7 @@ class _BlockPacking:
     ) -> None:
         self.checkpoint, self.key, self.layout, self.nk = checkpoint, key, layout, nk
         self.dtype = dtype.numpy()
-        self.pending: dict[str, np.ndarray] = {}
+        super().__init__()
 
     def _pack(self) -> None:
         n, k = self.nk
@@ -212,14 +212,6 @@ class _BlockPacking:
             "scales": scales.reshape(-1),
             "zero_points": zero_points.reshape(-1),
         }
-
-    def getter(self, part: str, name: str) -> Callable[[], ir.TensorProtocol]:
-        def get() -> ir.TensorProtocol:
-            if part not in self.pending:
-                self._pack()
-            return ir.Tensor(self.pending.pop(part), name=name)
-
-        return get
 
 
 def _pack_zero_points(zero: np.ndarray, layout: Layout) -> np.ndarray:

@@ -26,7 +26,6 @@ MatMul for MatMulNBits over the packed tensors.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,10 +36,11 @@ from mobius.blockquant import Scheme
 from mobius.errors import ConfigError
 from mobius.quantize import (
     MS_DOMAIN,
-    _linear_weight,
-    _source_key,
+    LazyPacking,
     linear_shape,
+    linear_weight,
     packed_initializers,
+    source_key,
     swap_for_matmulnbits,
 )
 from mobius.safetensors_header import TensorEntry
@@ -237,11 +237,11 @@ def place_prequantized(
         )
         return report
     for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
-        found = _linear_weight(node)
+        found = linear_weight(node)
         if found is None:
             continue
         a, weight, transposed = found
-        key = _source_key(weight)
+        key = source_key(weight)
         linear = checkpoint.linears.get(key)
         if linear is None or linear.block is None:
             continue
@@ -281,12 +281,12 @@ def _reorder_inputs(node: ir.Node, a: ir.Value, order: np.ndarray, name: str) ->
     return gather.outputs[0]
 
 
-class _Packing:
+class _Packing(LazyPacking):
     """MatMulNBits' B, scales and zero points of one linear, made on the first request."""
 
     def __init__(self, checkpoint: PrequantizedCheckpoint, linear: _Linear, dtype) -> None:
+        super().__init__()
         self.checkpoint, self.linear, self.dtype = checkpoint, linear, dtype
-        self.pending: dict[str, np.ndarray] = {}
         self._wide: bool | None = None
 
     def wide_zero_points(self) -> bool:
@@ -314,11 +314,3 @@ class _Packing:
             self.pending["zero_points"] = np.ascontiguousarray(
                 z[:, 0::2] | (z[:, 1::2] << 4)
             ).reshape(-1)
-
-    def getter(self, part: str, name: str) -> Callable[[], ir.TensorProtocol]:
-        def get() -> ir.TensorProtocol:
-            if part not in self.pending:
-                self._pack()
-            return ir.Tensor(self.pending.pop(part), name=name)
-
-        return get

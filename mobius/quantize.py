@@ -129,11 +129,11 @@ def quantize_linears(
     """Replace each linear by a parameter with MatMulNBits, in place; return what was done."""
     report = QuantizeReport(scheme, list(exclude))
     for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
-        found = _linear_weight(node)
+        found = linear_weight(node)
         if found is None:
             continue
         a, weight, transposed = found
-        key = _source_key(weight)
+        key = source_key(weight)
         module = linear_module(node, key)
         name = f"{module}.weight"  # the linear's parameter (a tied one is named by its module)
         if excluded_by(module, key, exclude):
@@ -171,7 +171,7 @@ def _quantize_lookups(
             continue
         if "mobius.source_key" not in tensor.metadata_props or not _lookups(value):
             continue
-        key = _source_key(value)
+        key = source_key(value)
         n, k = (int(d) for d in value.shape)
         if excluded_by(module_of(key), key, exclude):
             report.excluded.append(key)
@@ -188,7 +188,7 @@ def _quantize_lookups(
             model.graph.initializers.pop(value.name, None)
 
 
-def _linear_weight(node: ir.Node) -> tuple[ir.Value, ir.Value, bool] | None:
+def linear_weight(node: ir.Node) -> tuple[ir.Value, ir.Value, bool] | None:
     """(activation, weight, weight is stored [N, K]) when ``node`` is a linear by a parameter."""
     if node.domain not in ("", "ai.onnx"):
         return None
@@ -215,7 +215,8 @@ def _linear_weight(node: ir.Node) -> tuple[ir.Value, ir.Value, bool] | None:
     return a, w, transposed
 
 
-def _source_key(weight: ir.Value) -> str:
+def source_key(weight: ir.Value) -> str:
+    """The checkpoint key a weight initializer was read from (its name when it has none)."""
     props = weight.const_value.metadata_props
     return props.get("mobius.source_key") or weight.name or ""
 
@@ -334,21 +335,16 @@ def _file_slabs(entry) -> Iterator[np.ndarray]:
             yield slab.numpy()
 
 
-class _SharedPacking:
-    """Quantizes one weight on the first request for any of its parts; each part is handed out
-    once and then dropped, so nothing stays in memory after the three are written."""
+class LazyPacking:
+    """MatMulNBits' parts of one weight (``b``, ``scales``, ``zero_points``), all made by
+    ``_pack`` on the first request for any of them; each part is handed out once and then
+    dropped, so nothing stays in memory after they are written."""
 
-    def __init__(
-        self, load: Callable[[], Iterator[np.ndarray]], shape: tuple[int, int], scheme: Scheme
-    ) -> None:
-        self.load, self.shape, self.scheme = load, shape, scheme
+    def __init__(self) -> None:
         self.pending: dict[str, np.ndarray] = {}
 
     def _pack(self) -> None:
-        packed: Packed = quantize_rows(self.load(), self.shape, self.scheme)
-        self.pending = {"b": packed.b, "scales": packed.scales}
-        if packed.zero_points is not None:
-            self.pending["zero_points"] = packed.zero_points
+        raise NotImplementedError
 
     def getter(self, part: str, name: str) -> Callable[[], ir.TensorProtocol]:
         def get() -> ir.TensorProtocol:
@@ -357,3 +353,19 @@ class _SharedPacking:
             return ir.Tensor(self.pending.pop(part), name=name)
 
         return get
+
+
+class _SharedPacking(LazyPacking):
+    """Quantizes one weight (round to nearest) when its parts are first asked for."""
+
+    def __init__(
+        self, load: Callable[[], Iterator[np.ndarray]], shape: tuple[int, int], scheme: Scheme
+    ) -> None:
+        super().__init__()
+        self.load, self.shape, self.scheme = load, shape, scheme
+
+    def _pack(self) -> None:
+        packed: Packed = quantize_rows(self.load(), self.shape, self.scheme)
+        self.pending = {"b": packed.b, "scales": packed.scales}
+        if packed.zero_points is not None:
+            self.pending["zero_points"] = packed.zero_points
