@@ -47,32 +47,48 @@ def prepare_graphs(
     chain; the others, when the task captures attention (``task.captures_attention``: the
     encoder-decoder graphs, ``patterns/seq2seq_attention.py``), are traced with attention
     captured as fused calls, and again with transformers' own attention, lowered op by op,
-    where the capture does not wholly take it."""
-    from mobius.synth.fallbacks import CARRIED_CACHE, FUSED_ATTENTION, Fallback, announce
-    from mobius.synth.prepare import Prepared, _trace_carrying_cache, _trace_with_fallbacks
-
+    where the capture does not wholly take it. A graph that cannot be traced is refused with
+    what else converts the checkpoint (``task.alternative``)."""
     graphs = {}
     for graph in task.graphs:
         if hasattr(graph, "for_config"):  # the graph's settings depend on the model (vlm.py)
             graph = graph.for_config(arch)
         log.info("tracing %s's %s", arch.model_type, graph.name)
-        carried = getattr(graph, "carried_cache_reason", None)
-        if carried:  # the task knows the captured attention cannot serve: carry the cache
-            traced = _trace_carrying_cache(arch, graph, dtype, graph.attention_implementations)
-            taken = [Fallback(CARRIED_CACHE, carried, (FUSED_ATTENTION,))]
-            part = Prepared(source, arch, graph, traced, use_cache=True, fallbacks=taken)
-            announce(part.fallbacks)
-        elif graph.supports_cache:  # a causal decoder (a VLM's): the causal-LM chain
-            part = _trace_with_fallbacks(source, arch, graph, dtype)
-            announce(part.fallbacks)
-        elif task.captures_attention:
-            part = _prepare_captured(source, arch, graph, dtype)
-        else:
-            part = Prepared(source, arch, graph, trace(arch, graph, dtype), use_cache=False)
+        try:
+            part = _prepare_graph(source, arch, task, graph, dtype)
+        except UnsupportedError as exc:
+            if task.alternative is None:
+                raise
+            raise UnsupportedError(f"{exc}; {task.alternative}") from exc
         _drop_dead_code(part.traced.program)
         part.traced.program = decompose_unlowered(part.traced.program)
         graphs[graph.name] = part
     return PreparedGraphs(source, arch, task, graphs)
+
+
+def _prepare_graph(
+    source: Source, arch: ArchitectureConfig, task: Task, graph: Task, dtype: torch.dtype
+) -> Any:
+    """One graph traced: a VLM's causal decoder by the causal-LM chain (or with the cache carried
+    where the task says the captured attention cannot serve), an encoder-decoder's graphs with
+    attention captured, the others as they are."""
+    from mobius.synth.fallbacks import CARRIED_CACHE, FUSED_ATTENTION, Fallback, announce
+    from mobius.synth.prepare import Prepared, _trace_carrying_cache, _trace_with_fallbacks
+
+    carried = getattr(graph, "carried_cache_reason", None)
+    if carried:  # the task knows the captured attention cannot serve: carry the cache
+        traced = _trace_carrying_cache(arch, graph, dtype, graph.attention_implementations)
+        taken = [Fallback(CARRIED_CACHE, carried, (FUSED_ATTENTION,))]
+        part = Prepared(source, arch, graph, traced, use_cache=True, fallbacks=taken)
+        announce(part.fallbacks)
+        return part
+    if graph.supports_cache:  # a causal decoder (a VLM's): the causal-LM chain
+        part = _trace_with_fallbacks(source, arch, graph, dtype)
+        announce(part.fallbacks)
+        return part
+    if task.captures_attention:
+        return _prepare_captured(source, arch, graph, dtype)
+    return Prepared(source, arch, graph, trace(arch, graph, dtype), use_cache=False)
 
 
 def _prepare_captured(

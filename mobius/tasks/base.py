@@ -34,6 +34,8 @@ class Task:
     supports_cache: bool = False
     # a task of several graphs whose graphs capture attention as fused calls (encoder-decoders)
     captures_attention: bool = False
+    # what else converts the checkpoint when this task's graphs cannot be traced (said in the error)
+    alternative: str | None = None
     mapping: str = ""  # transformers' MODEL_FOR_..._MAPPING (without the suffix) giving the class
     classifies: bool = False  # the outputs are scores over the config's id2label
 

@@ -399,6 +399,7 @@ class VisionLanguageTask(Task):
 
     name = "image-text-to-text"
     mapping = MAPPING
+    alternative = "to convert its text decoder alone, pass --task text-generation"
 
     def __init__(self) -> None:
         self.graphs: list[Task] = [VisionGraph(self), EmbeddingGraph(self), DecoderGraph(self)]

@@ -96,3 +96,19 @@ def test_unknown_feature_is_refused(tiny_llava_vlm, tmp_path, capsys):
 def test_detected_from_the_architecture(model_type, architecture):
     config = tiny_config_for(model_type, architectures=[architecture])
     assert detect_task(from_hf(config)).name == "image-text-to-text"
+
+
+def test_a_split_that_cannot_be_traced_names_the_text_only_way(tmp_path, capsys):
+    """Gemma 4's vision side does not trace yet: detected as image-text-to-text, the build is
+    refused in one line that says how to convert its text decoder instead."""
+    from mobius.testing.causal_lm import tiny_causal_lm
+
+    model, _ = tiny_causal_lm("gemma4")
+    model.save_pretrained(tmp_path / "ckpt")
+    capsys.readouterr()  # transformers' own progress output while saving
+    args = ["build", "--model", str(tmp_path / "ckpt"), "--output", str(tmp_path / "onnx")]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("mobius: error: "), err
+    assert err[0].endswith("; to convert its text decoder alone, pass --task text-generation")
+    assert not (tmp_path / "onnx").exists()
