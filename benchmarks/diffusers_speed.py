@@ -40,6 +40,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import convert  # noqa: E402
+from encoder_speed import onnx_file, session  # noqa: E402  (the same ORT timing helpers)
 
 RESULTS = HERE / "results" / "diffusers_speed.json"
 EXPORTERS = ("mobius", "torch-dynamo")
@@ -160,21 +161,6 @@ def command(exporter: str, checkpoint: Path, output: Path) -> list[str]:
         f"d.export_torch_dynamo(d.Path({str(checkpoint)!r}), d.Path({str(output)!r}))"
     )
     return [sys.executable, "-c", code]
-
-
-def onnx_file(output: Path) -> Path:
-    models = sorted(output.rglob("*.onnx"), key=lambda p: p.stat().st_size)
-    named = [p for p in models if p.name == "model.onnx"]
-    return (named or models)[-1]
-
-
-def session(path: Path, threads: int):
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
 def latency(paths: dict[str, Path], checkpoint: Path, threads: int, iters: int) -> dict:

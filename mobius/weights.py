@@ -357,6 +357,7 @@ class WeightBinder:
             try:
                 return mapping.assemble(group, tensors)
             except (RuntimeError, ValueError, IndexError, TypeError) as exc:  # e.g. an expert short
+                failures.raise_if_fatal(exc)  # an interrupt torch turned into a TypeError stops
                 n = sum(len(keys) for keys in by_pattern.values())
                 raise WeightsError(
                     f"cannot assemble '{name}' from its {n} checkpoint tensors "

@@ -80,12 +80,30 @@ def attention_op(
     softcap: float,
 ) -> torch.Tensor:
     """Reference semantics (no padding): [b, h, s, d] inputs -> [b, s, h, dv] output."""
+    return reference_attention(query, key, value, scaling, softcap, is_causal, sliding_window)
+
+
+def reference_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    scaling: float,
+    softcap: float,
+    is_causal: bool,
+    sliding_window: int = 0,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """What the captured attention ops compute, without padding: grouped key/value heads, scaled
+    scores, softcap, an additive ``bias``, then the causal (new tokens last) and window masks;
+    [b, h, s, d] inputs -> [b, s, h, dv] output."""
     groups = query.shape[1] // key.shape[1]
     key = key.repeat_interleave(groups, dim=1)
     value = value.repeat_interleave(groups, dim=1)
     scores = (query @ key.transpose(-1, -2)).float() * scaling
     if softcap:
         scores = torch.tanh(scores / softcap) * softcap
+    if bias is not None:
+        scores = scores + bias
     q_len, k_len = query.shape[2], key.shape[2]
     q_pos = torch.arange(k_len - q_len, k_len)[:, None]
     k_pos = torch.arange(k_len)[None, :]

@@ -32,6 +32,7 @@ import torch.fx
 
 from lowering import LoweringContext, onnx_dtype
 from mobius.components.cross_attention import BiasedAttention, Seq2SeqMask
+from patterns.attention import reference_attention
 from patterns.registry import emits
 
 IMPLEMENTATION = "mobius_seq2seq"
@@ -84,20 +85,7 @@ def seq2seq_attention_op(
     softcap: float,
 ) -> torch.Tensor:
     """Reference semantics (no padding): [b, h, s, d] inputs -> [b, s, h, dv] output."""
-    groups = query.shape[1] // key.shape[1]
-    key = key.repeat_interleave(groups, dim=1)
-    value = value.repeat_interleave(groups, dim=1)
-    scores = (query @ key.transpose(-1, -2)).float() * scaling
-    if softcap:
-        scores = torch.tanh(scores / softcap) * softcap
-    if bias is not None:
-        scores = scores + bias
-    if is_causal:
-        q_len, k_len = query.shape[2], key.shape[2]
-        q_pos = torch.arange(k_len - q_len, k_len)[:, None]
-        scores = scores.masked_fill(torch.arange(k_len)[None, :] > q_pos, float("-inf"))
-    probs = torch.softmax(scores, dim=-1).to(value.dtype)
-    return (probs @ value).transpose(1, 2).contiguous()
+    return reference_attention(query, key, value, scaling, softcap, is_causal, bias=bias)
 
 
 OP = torch.ops.mobius.seq2seq_attention.default

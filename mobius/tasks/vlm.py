@@ -331,7 +331,10 @@ def generation_position_offset(model: torch.nn.Module) -> int:
         given = prepared.get("position_ids")
         if isinstance(given, torch.Tensor) and given.numel() == 1:
             offset = int(given.reshape(-1)[0])
-    except Exception:  # noqa: BLE001 - a model whose preparation needs more: no offset known
+    except Exception as exc:  # noqa: BLE001 - a model whose preparation needs more: no offset
+        from mobius import failures
+
+        failures.raise_if_fatal(exc)  # an interrupt or out-of-memory still stops the build
         offset = 0
     object.__setattr__(model, "_mobius_position_offset", offset)
     return offset

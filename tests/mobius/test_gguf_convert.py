@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import gguf  # the testing extra installs it; missing is a failure, not a skip
 import numpy as np
 import onnx
 import pytest
@@ -15,8 +16,6 @@ import torch
 from mobius.cli import main
 from mobius.gguf_blocks import LAYOUTS, decode_rows, dequantize
 from mobius.testing.gguf_files import BLOCKS, random_blocks, write_tiny_llama
-
-gguf = pytest.importorskip("gguf")
 
 
 @pytest.mark.parametrize("type_name", sorted(LAYOUTS))
