@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import torch
 
-from mobius.synth.overrides import blt, cpmant, deepseek_v4, git, qwen4_exp, reformer, rwkv
+from mobius.synth.overrides import blt, cpmant, deepseek_v4, git, led, qwen4_exp, reformer, rwkv
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.blt.modeling_blt.BltModel": blt.traceable,
@@ -25,6 +25,8 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
         deepseek_v4.indexer_padded_windows
     ),
     "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
+    "transformers.models.led.modeling_led.LEDEncoder": led.no_window_padding,
+    "transformers.models.led.modeling_led.LEDEncoderSelfAttention": led.banded_attention,
     "transformers.models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpTextQSAIndexer": (
         qwen4_exp.batched_selection
     ),
