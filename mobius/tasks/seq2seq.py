@@ -188,12 +188,44 @@ class EncoderGraph(_GraphTask):
         return (hidden, *[t for layer in cross for t in (layer.keys, layer.values)])
 
 
+# decoders that take one token per call once their cache holds any: the decoder graph is traced
+# for one token and run once per new token by an ONNX Loop (``synth/token_loop.py``)
+ONE_TOKEN_DECODERS = {
+    "prophetnet": "its decoder takes one token per call once the cache holds any (it asserts so)",
+    "xlm-prophetnet": "its decoder takes one token per call once the cache holds any (it asserts so)",
+}
+
+
 class DecoderGraph(_GraphTask):
     name = "decoder_model"
     padding_mask_input = "encoder_attention_mask"  # cross-attention's keys: the encoder's
+    # why the graph is traced for one token and looped over the new ones (None: traced as is)
+    loops_over_tokens: str | None = None
+
+    def for_config(self, config: ArchitectureConfig) -> DecoderGraph:
+        reason = ONE_TOKEN_DECODERS.get(config.model_type)
+        if reason is None:
+            return self
+        looped = DecoderGraph(self.parent)
+        looped.loops_over_tokens = reason
+        return looped
+
+    def looped_inputs(self, step_inputs: list[TensorSpec]) -> list[TensorSpec]:
+        """The contract's inputs of a graph traced for one token (``loops_over_tokens``)."""
+        return [
+            TensorSpec(s.name, s.dtype, (BATCH, DECODER_SEQUENCE)) if s.name == "input_ids" else s
+            for s in step_inputs
+        ]
+
+    def loop_invariant(self, inputs: list[TensorSpec]) -> set[str]:
+        """Inputs every token's step reads unchanged: the encoder's keys, values and mask."""
+        return {
+            s.name for s in inputs if s.name == "encoder_attention_mask" or ".encoder." in s.name
+        }
 
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
-        specs = [TensorSpec("input_ids", torch.int64, (BATCH, DECODER_SEQUENCE))]
+        tokens = 1 if self.loops_over_tokens else DECODER_SEQUENCE
+        specs = [TensorSpec("input_ids", torch.int64, (BATCH, tokens))]
         if any(s.name == "attention_mask" for s in _encoder_inputs(config, model)):
             # text encoders; speech ones read no mask here (CONTRACTS.md)
             specs.append(

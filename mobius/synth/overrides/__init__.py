@@ -10,7 +10,17 @@ from collections.abc import Callable
 
 import torch
 
-from mobius.synth.overrides import blt, cpmant, deepseek_v4, git, led, qwen4_exp, reformer, rwkv
+from mobius.synth.overrides import (
+    blt,
+    cpmant,
+    deepseek_v4,
+    git,
+    led,
+    prophetnet,
+    qwen4_exp,
+    reformer,
+    rwkv,
+)
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.blt.modeling_blt.BltModel": blt.traceable,
@@ -27,6 +37,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
     "transformers.models.led.modeling_led.LEDEncoder": led.no_window_padding,
     "transformers.models.led.modeling_led.LEDEncoderSelfAttention": led.banded_attention,
+    "transformers.models.prophetnet.modeling_prophetnet.ProphetNetPositionalEmbeddings": (
+        prophetnet.positions_from_cache
+    ),
     "transformers.models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpTextQSAIndexer": (
         qwen4_exp.batched_selection
     ),
