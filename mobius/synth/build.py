@@ -17,6 +17,7 @@ from mobius.ep import record as record_ep
 from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.genai import genai_files
 from mobius.gguf_linears import place_gguf_blocks
+from mobius.nbits_cpu import fast_cpu_forms
 from mobius.package import MODEL_FILE, ModelPackage
 from mobius.prequantized import place_prequantized
 from mobius.quantize import QuantOptions, quantize_linears
@@ -125,6 +126,9 @@ def build(
     gguf = place_gguf_blocks(model, checkpoint, dtype, accuracy_level)
     prequantized = place_prequantized(model, checkpoint, dtype, accuracy_level)
     quantized = quantize_linears(model, scheme, quantization.exclude) if scheme else None
+    cpu_forms = fast_cpu_forms(model) if ep in (None, "cpu") else {}
+    if gguf:
+        gguf.note_forms(cpu_forms)
     model.metadata_props.update(
         {"mobius.model_type": arch.model_type, "mobius.task": the_task.name, "mobius.dtype": dtype}
     )
@@ -140,6 +144,7 @@ def build(
                 **labels(prepared),
                 "fallbacks": [f.to_dict() for f in prepared.fallbacks],
                 **({"quantization": quantized.to_json()} if quantized else {}),
+                **({"matmulnbits_cpu_forms": cpu_forms} if cpu_forms else {}),
                 **({"gguf": gguf.to_json()} if gguf else {}),
                 **({"prequantized": prequantized.to_json()} if prequantized else {}),
             },
