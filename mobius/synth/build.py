@@ -22,6 +22,8 @@ from mobius.prequantized import place_prequantized
 from mobius.quantize import QuantOptions, quantize_linears
 from mobius.registry import saved_head
 from mobius.report import ExplainReport
+from mobius.report.weights import to_json as weights_json
+from mobius.report.weights import weight_schemes
 from mobius.synth import fallbacks
 from mobius.synth.analysis import analyze
 from mobius.synth.emit import emit
@@ -125,6 +127,7 @@ def build(
     gguf = place_gguf_blocks(model, checkpoint, dtype, accuracy_level)
     prequantized = place_prequantized(model, checkpoint, dtype, accuracy_level)
     quantized = quantize_linears(model, scheme, quantization.exclude) if scheme else None
+    report.weights = weights_json(weight_schemes(model))
     model.metadata_props.update(
         {"mobius.model_type": arch.model_type, "mobius.task": the_task.name, "mobius.dtype": dtype}
     )
@@ -142,6 +145,7 @@ def build(
                 **({"quantization": quantized.to_json()} if quantized else {}),
                 **({"gguf": gguf.to_json()} if gguf else {}),
                 **({"prequantized": prequantized.to_json()} if prequantized else {}),
+                "weights": report.weights,
             },
             indent=2,
         ),

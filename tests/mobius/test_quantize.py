@@ -21,6 +21,7 @@ import torch
 import mobius
 import mobius.quantize
 from mobius.cli import main
+from mobius.report.schema import errors as schema_errors
 from mobius.testing.parity import max_abs_diff
 from mobius.testing.tiny import make_checkpoint
 
@@ -135,6 +136,17 @@ def test_exclude_keeps_layers_float(llama, tmp_path):
     assert len(record["quantized_weights"]) == 12
     keep = {"lm_head", "model.layers.0.mlp.down_proj", "model.layers.1.mlp.down_proj"}
     assert max_abs_diff(quantized_reference(model, 4, 32, False, keep), out, config) <= ATOL
+    # every weight's storage, in explain.json (schema-checked) and mobius.json alike
+    explain = json.loads((out / "explain.json").read_text())
+    assert schema_errors(explain) == []
+    stored = {w["source"]: w for w in explain["weights"]}
+    assert explain["weights"] == json.loads((out / "mobius.json").read_text())["weights"]
+    assert set(stored) == set(model.state_dict())  # one entry per weight, scales inside it
+    nbits = {"format": "MatMulNBits", "bits": 4, "block_size": 32, "zero_points": True}
+    for key, entry in stored.items():
+        kept = key in record["excluded_weights"] or "norm" in key or "embed" in key  # 80: no blocks
+        expected = {"format": "float", "bits": 32, "block_size": 0, "zero_points": False}
+        assert entry | (expected if kept else nbits) == entry, key
 
 
 @pytest.mark.parametrize("hidden,shared", [(64, True), (80, False)])
