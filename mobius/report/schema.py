@@ -93,7 +93,7 @@ WEIGHT = _object(
     {
         "name": {"type": "string"},
         "source": {"type": "string"},
-        "format": {"enum": ["float", "MatMulNBits", "GatherBlockQuantized"]},
+        "format": {"enum": ["float", "MatMulNBits", "GatherBlockQuantized", "QMoE"]},
         "bits": {"type": "integer", "minimum": 1},
         "block_size": _COUNT,
         "zero_points": {"type": "boolean"},

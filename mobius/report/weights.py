@@ -16,8 +16,13 @@ import onnx_ir as ir
 
 MS = "com.microsoft"
 FLOAT_BITS = {ir.DataType.FLOAT: 32, ir.DataType.FLOAT16: 16, ir.DataType.BFLOAT16: 16}
-# (op_type, index of the packed data, index of scales, index of zero points)
-QUANTIZED_OPS = {"MatMulNBits": (1, 2, 3), "GatherBlockQuantized": (0, 2, 3)}
+# op_type -> (index of the packed data, of its scales, of its zero points) for each weight it reads
+QUANTIZED_OPS = {
+    "MatMulNBits": [(1, 2, 3)],
+    "GatherBlockQuantized": [(0, 2, 3)],
+    "QMoE": [(2, 3, 11), (5, 6, 12)],  # the experts' fc1 and fc2
+}
+BITS_ATTRIBUTE = {"QMoE": "expert_weight_bits"}
 
 
 @dataclass
@@ -68,21 +73,21 @@ def weight_schemes(model: ir.Model) -> list[WeightScheme]:
     for node in ir.traversal.RecursiveGraphIterator(model.graph):
         if node.domain != MS or node.op_type not in QUANTIZED_OPS:
             continue
-        data, scales, zeros = QUANTIZED_OPS[node.op_type]
-        inputs = list(node.inputs) + [None] * 4
-        weight, scale, zero = (_stored(inputs[i]) for i in (data, scales, zeros))
-        if weight is None or not weight.is_initializer():
-            continue
-        quantized[weight.name] = WeightScheme(
-            name=weight.name,
-            source=_source(weight, sources),
-            format=node.op_type,
-            bits=node.attributes.get_int("bits", 4),
-            block_size=node.attributes.get_int("block_size", 0),
-            zero_points=zero is not None,
-            dtype=scale.dtype.name if scale is not None and scale.dtype is not None else "",
-        )
-        parts |= {v.name for v in (scale, zero) if v is not None}
+        for data, scales, zeros in QUANTIZED_OPS[node.op_type]:
+            inputs = list(node.inputs) + [None] * 16
+            weight, scale, zero = (_stored(inputs[i]) for i in (data, scales, zeros))
+            if weight is None or not weight.is_initializer():
+                continue
+            quantized[weight.name] = WeightScheme(
+                name=weight.name,
+                source=_source(weight, sources),
+                format=node.op_type,
+                bits=node.attributes.get_int(BITS_ATTRIBUTE.get(node.op_type, "bits"), 4),
+                block_size=node.attributes.get_int("block_size", 0),
+                zero_points=zero is not None,
+                dtype=scale.dtype.name if scale is not None and scale.dtype is not None else "",
+            )
+            parts |= {v.name for v in (scale, zero) if v is not None}
     out = []
     for name, value in model.graph.initializers.items():
         if name in quantized:
