@@ -164,9 +164,9 @@ def read_router(index: object, weights: object) -> Router | str:
 def _sigmoid_router(weights: object, index: torch.fx.Node, k: int) -> Router | None:
     """``gather(sigmoid(logits), -1, index)`` [/ (sum + eps)] [* scale], positive throughout."""
     node, scale, normalize = skip_casts(weights), 1.0, False
-    if is_op(node, aten.mul) and isinstance(node.args[1], (int, float)):
+    if is_op(node, aten.mul, aten.mul_) and isinstance(node.args[1], (int, float)):
         scale, node = float(node.args[1]), skip_casts(node.args[0])
-    if is_op(node, aten.div):
+    if is_op(node, aten.div, aten.div_):
         total = skip_casts(node.args[1])
         if is_op(total, aten.add) and isinstance(total.args[1], (int, float)):
             if total.args[1] < 0:

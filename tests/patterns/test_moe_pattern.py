@@ -35,11 +35,15 @@ class _Block(torch.nn.Module):
         elif self.router == "topk_softmax":
             values, index = torch.topk(logits, K, dim=-1)
             values = torch.softmax(values, dim=1)
-        elif self.router == "sigmoid":
+        elif self.router.startswith("sigmoid"):
             scores = torch.sigmoid(logits)
             _, index = torch.topk(scores + self.bias, K, dim=-1)
             values = scores.gather(1, index)
-            values = values / (values.sum(dim=-1, keepdim=True) + 1e-20) * 2.5
+            if self.router.endswith("in_place"):  # GLM-4-MoE, DeepSeek: ``/=`` traced as div_
+                values /= values.sum(dim=-1, keepdim=True) + 1e-20
+                values = values * 2.5
+            else:
+                values = values / (values.sum(dim=-1, keepdim=True) + 1e-20) * 2.5
         else:  # raw logits as weights: may be negative
             values, index = torch.topk(logits, K, dim=-1)
         return torch.ops.mobius.experts(
@@ -60,7 +64,8 @@ def _match(router: str, activation: str = "silu") -> Claim | Decline:
         ("softmax_topk_renormalised", "softmax_topk", True),  # Mixtral
         ("softmax_topk", "softmax_topk", False),  # Qwen-MoE without norm_topk_prob, OLMoE
         ("topk_softmax", "topk_softmax", True),  # GPT-OSS
-        ("sigmoid", "sigmoid", True),  # DeepSeek
+        ("sigmoid", "sigmoid", True),
+        ("sigmoid_in_place", "sigmoid", True),  # DeepSeek, GLM-4-MoE
     ],
 )
 def test_router_forms_are_read(router, kind, renormalize):
