@@ -105,9 +105,7 @@ def _renormalised(weights: object, values: torch.fx.Node) -> tuple[bool, set] | 
     nodes = _casts_between(node, weights)
     if node is values:
         if any(
-            str(u.target).split(".")[-2].endswith("_")
-            for u in values.users
-            if u.op == "call_function" and hasattr(u.target, "overloadpacket")
+            getattr(getattr(u.target, "_schema", None), "is_mutable", False) for u in values.users
         ):
             return None  # written in place: what is read is not the plain top-k values
         return False, nodes
@@ -140,7 +138,7 @@ def read_router(index: object, weights: object) -> Router | str:
     k = _topk_k(topk)
     if k is None:
         return "the top-k is not the k largest over the experts axis"
-    index_node, values = skip_casts(index), None
+    index_node = skip_casts(index)
     values = next((u for u in topk.users if u.target is operator.getitem and u.args[1] == 0), None)
     chosen = {topk, index_node} | _casts_between(index_node, index)
     softmax = _softmax_input(topk.args[0])
@@ -272,7 +270,7 @@ def _component(ctx: LoweringContext, node: torch.fx.Node, router: Router) -> Fus
 
 
 def _interleaved(a: np.ndarray) -> np.ndarray:
-    """Rows ``[gate | up]`` on the second-to-last... axis 1 -> ``[g0, u0, g1, u1, ...]``."""
+    """Rows (axis 1) ``[gate | up]`` -> ``[g0, u0, g1, u1, ...]``, for ``[E, 2I, ...]``."""
     experts_, rows = a.shape[:2]
     halves = a.reshape(experts_, 2, rows // 2, *a.shape[2:])
     return np.ascontiguousarray(np.swapaxes(halves, 1, 2)).reshape(a.shape)
