@@ -24,7 +24,10 @@ from patterns import (
 )
 from patterns.base import Claim, Decline, MatchContext, Region
 
-REGION_PATTERNS: list[Callable[[Region], Claim | Decline | None]] = [rms_norm.match, moe.match_region]
+REGION_PATTERNS: list[Callable[[Region], Claim | Decline | None]] = [
+    rms_norm.match,
+    moe.match_region,
+]
 # attention_block first: it claims the rotary nodes of the blocks it packs
 ANCHOR_PATTERNS: list[Callable[[torch.fx.Node, MatchContext], Claim | Decline | None]] = [
     attention_block.match,
