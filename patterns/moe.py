@@ -270,10 +270,16 @@ def _component(ctx: LoweringContext, node: torch.fx.Node, router: Router) -> Fus
 
 
 def _interleaved(a: np.ndarray) -> np.ndarray:
-    """Rows (axis 1) ``[gate | up]`` -> ``[g0, u0, g1, u1, ...]``, for ``[E, 2I, ...]``."""
-    experts_, rows = a.shape[:2]
-    halves = a.reshape(experts_, 2, rows // 2, *a.shape[2:])
-    return np.ascontiguousarray(np.swapaxes(halves, 1, 2)).reshape(a.shape)
+    """Rows (axis 1) ``[gate | up]`` -> ``[g0, u0, g1, u1, ...]``, for ``[E, 2I, ...]``; in
+    place, one expert at a time (a stacked checkpoint tensor can be tens of GB: no second full
+    copy), so ``a`` must be the caller's own array."""
+    if not a.flags.writeable or not a.flags.c_contiguous:
+        a = np.array(a)
+    rows = a.shape[1]
+    for expert in a:
+        halves = expert.reshape(2, rows // 2, *a.shape[2:])
+        expert[...] = np.swapaxes(halves, 0, 1).reshape(expert.shape)  # a one-expert temporary
+    return a
 
 
 def _arranged(ctx: LoweringContext, value, transpose: bool, interleave: bool, what: str):
@@ -298,6 +304,8 @@ def _arranged(ctx: LoweringContext, value, transpose: bool, interleave: bool, wh
 
     def make() -> ir.TensorProtocol:
         array = tensor.numpy()
+        if not (isinstance(tensor, ir.LazyTensor) and not tensor.cache):
+            array = np.array(array)  # not a fresh array of our own: the steps may write into it
         for step in steps:
             array = step(array)
         return ir.tensor(array)

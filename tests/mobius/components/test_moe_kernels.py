@@ -82,7 +82,7 @@ def test_fused_moe_matches_mixtral_block(harness, rng):
     logits = harness.op.MatMul(flat, harness.weight("gate_t", state["gate.weight"].T.copy()))
     fused = FusedMoE(
         K, True,
-        fc1=harness.weight("fc1", _interleaved(state["experts.gate_up_proj"])),
+        fc1=harness.weight("fc1", _interleaved(state["experts.gate_up_proj"].copy())),
         fc2=harness.weight("fc2", state["experts.down_proj"]),
     )  # fmt: skip
     harness.graph.opset_imports["com.microsoft"] = 1
