@@ -237,8 +237,10 @@ def _register_offsets(
         return ir.tensor(np.ascontiguousarray(((8.0 - z) * s).T.astype(np.float32)), name=name)
 
     lazy = ir.LazyTensor(compute, dtype=FLOAT, shape=ir.Shape([kb, n]), name=name)
-    lazy.metadata_props["mobius.source_key"] = _key(b)
-    lazy.metadata_props["mobius.transform"] = "per-block offsets (8 − zero point)·scale"
+    # no mobius.source_key: a part of the weight's entry in the weights record, not a weight
+    lazy.metadata_props["mobius.transform"] = (
+        f"per-block offsets (8 − zero point)·scale of {_key(b)}"
+    )
     value = ir.Value(name=name, type=ir.TensorType(FLOAT), shape=lazy.shape)
     value.const_value = lazy
     b.graph.register_initializer(value)

@@ -89,6 +89,17 @@ SUMMARY = _object(
         "fallbacks": {"type": "array", "items": FALLBACK},
     }
 )
+WEIGHT = _object(
+    {
+        "name": {"type": "string"},
+        "source": {"type": "string"},
+        "format": {"enum": ["float", "MatMulNBits", "GatherBlockQuantized", "QMoE"]},
+        "bits": {"type": "integer", "minimum": 1},
+        "block_size": _COUNT,
+        "zero_points": {"type": "boolean"},
+        "dtype": {"type": "string"},
+    }
+)
 SCHEMA: dict[str, Any] = _object(
     {
         "schema_version": {"const": SCHEMA_VERSION},
@@ -97,6 +108,7 @@ SCHEMA: dict[str, Any] = _object(
         "task": {"type": "string"},
         "modules": {"type": "array", "items": MODULE},
         "summary": SUMMARY,
+        "weights": {"type": "array", "items": WEIGHT},
     },
     **{
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -23,6 +23,8 @@ from mobius.prequantized import place_prequantized
 from mobius.quantize import QuantOptions, quantize_linears
 from mobius.registry import saved_head
 from mobius.report import ExplainReport
+from mobius.report.weights import to_json as weights_json
+from mobius.report.weights import weight_schemes
 from mobius.synth import fallbacks
 from mobius.synth.analysis import analyze
 from mobius.synth.emit import emit
@@ -129,6 +131,7 @@ def build(
     cpu_forms = fast_cpu_forms(model) if ep in (None, "cpu") else {}
     if gguf:
         gguf.note_forms(cpu_forms)
+    report.weights = weights_json(weight_schemes(model))
     model.metadata_props.update(
         {"mobius.model_type": arch.model_type, "mobius.task": the_task.name, "mobius.dtype": dtype}
     )
@@ -147,6 +150,7 @@ def build(
                 **({"matmulnbits_cpu_forms": cpu_forms} if cpu_forms else {}),
                 **({"gguf": gguf.to_json()} if gguf else {}),
                 **({"prequantized": prequantized.to_json()} if prequantized else {}),
+                "weights": report.weights,
             },
             indent=2,
         ),

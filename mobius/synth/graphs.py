@@ -17,6 +17,8 @@ import torch
 from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
 from mobius.package import ModelPackage
+from mobius.report.weights import to_json as weights_json
+from mobius.report.weights import weight_schemes
 from mobius.source import Source
 from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.trace import trace
@@ -334,6 +336,8 @@ def build_graphs(
     if note:
         log.info("no genai_config.json: %s", note)
         manifest["genai"] = f"no genai_config.json: {note}"
+    stored = {s.name: s for m in models.values() for s in weight_schemes(m)}  # shared: once
+    report.weights = manifest["weights"] = weights_json(list(stored.values()))
     texts = {
         "mobius.json": json.dumps(manifest, indent=2),
         "explain.json": report.to_json(),

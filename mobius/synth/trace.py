@@ -121,8 +121,9 @@ class _TaskWrapper(torch.nn.Module):
 
 
 # transformers' default MoE path traces to ops nothing lowers (grouped_mm_fallback, histc);
-# batched_mm traces to plain gathers and batched matmuls.
-EXPERTS_IMPLEMENTATION = "batched_mm"
+# "mobius" (patterns/experts.py) makes each experts call one node for patterns/moe.py, and falls
+# back to batched_mm (plain gathers and batched matmuls) where it cannot model the experts.
+EXPERTS_IMPLEMENTATION = "mobius"
 
 
 def instantiate_on_meta(
@@ -142,6 +143,10 @@ def instantiate_on_meta(
         from patterns.attention import install
 
         install()
+    from patterns.experts import install as install_experts
+    from patterns.experts import prepare as prepare_experts
+
+    install_experts()
     for attn in implementations:
         try:
             with init_empty_weights(include_buffers=False), _quiet(), _HugeTensorsOnMeta():
@@ -151,6 +156,7 @@ def instantiate_on_meta(
                     attn_implementation=attn,
                     experts_implementation=EXPERTS_IMPLEMENTATION,
                 )
+            prepare_experts(model)
             return make_traceable(model.eval())
         except (ValueError, KeyError) as exc:  # the model does not support this implementation
             failures.check(exc)
