@@ -4,8 +4,8 @@ The GPU form (GroupQueryAttention with rotary inside and packed QKV, SkipSimplif
 has CPU kernels in f32 and f16, so it is checked here against HF at 1e-4 in f32 as ``--ep webgpu``
 emits it (CUDA's GQA has no f32 kernel, so ``--ep cuda --dtype f32`` keeps Attention; the f16
 ``--ep cuda`` graph is the same rewrite) and in f16 for cuda and dml:
-prefill, then cached decode steps, batch of one (GQA reads padding as right padding; see
-docs/design-notes.md). Half precision is checked against PyTorch in the same dtype with a tolerance
+prefill, then cached decode steps, batch of one; and a left-padded batch of two (GQA gets the
+portable graph's additive mask as ``attention_bias``, so padding anywhere is exact). Half precision is checked against PyTorch in the same dtype with a tolerance
 derived from a float64 reference (``HALF_ERROR_FACTOR``).
 """
 
@@ -28,6 +28,7 @@ from mobius.ep import default_dtype, genai_for
 from mobius.errors import UnsupportedError
 from mobius.generate import genai_tokens
 from mobius.runtime import OnnxCausalLM
+from mobius.testing.parity import decoder_inputs, hf_greedy
 
 # an ONNX half-precision graph may be this many times further from the float64 reference than
 # PyTorch's own computation in that dtype is (two implementations, each rounding at every op in
@@ -108,6 +109,30 @@ def test_gpu_form_matches_hf_on_cpu(built, model_type):
     ids = token_ids()
     diff = np.abs(onnx_logits(directory, ids) - hf_logits(model, ids, torch.float32)).max()
     assert diff < 1e-4
+
+
+# llama: packed QKV, rotary inside GQA; qwen3: the 4-D layout, rotary outside
+@pytest.mark.parametrize("model_type", ["llama", "qwen3"])
+def test_gpu_form_is_exact_on_a_left_padded_batch(built, model_type):
+    """Batch of two, the first row left-padded by 3: prefill, a one-token cached step (GQA takes
+    several new tokens over a cache only in a batch of one) and greedy generation, against HF
+    (the mask's padding reaches GQA as its attention_bias)."""
+    directory, model = built(model_type, "webgpu")
+    lm = OnnxCausalLM(directory)
+    feeds = decoder_inputs(model.config.vocab_size, length=9)
+    ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
+    with torch.no_grad():
+        expected = model(**feeds).logits.numpy()
+    keep = mask.astype(bool)
+    prefill, cache = lm.run(ids[:, :6], mask[:, :6], pos[:, :6], lm.empty_cache(2))
+    assert np.abs(prefill - expected[:, :6])[keep[:, :6]].max() < 1e-4
+    step, _ = lm.run(ids[:, 6:7], mask[:, :7], pos[:, 6:7], cache)
+    assert np.abs(step - expected[:, 6:7]).max() < 1e-4
+    prompt = {k: v[:, :6] for k, v in feeds.items()}
+    tokens = lm.generate(prompt["input_ids"].numpy(), prompt["attention_mask"].numpy(), 8)
+    np.testing.assert_array_equal(
+        tokens, hf_greedy(model, prompt["input_ids"], prompt["attention_mask"], 8)
+    )
 
 
 def test_provider_and_dtype_defaults():
