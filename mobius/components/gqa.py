@@ -7,7 +7,7 @@ over ``[batch, seq, heads * dim]``; this module swaps each such block for one
 
 - **rotary inside** (``do_rotary=1``): the ``[batch, seq, rotary_dim/2]`` tables the graph computes
   from ``position_ids`` are evaluated once, at build time, for positions ``0..context-1`` into the
-  ``cos_cache``/``sin_cache`` initializers GQA indexes with the graph's own ``position_ids``. The
+  ``cos_cache``/``sin_cache`` initializers GQA indexes by each token's cache slot. The
   tables must be a function of each position alone; they are checked to be (rows of a short,
   unordered id list equal the cache's rows), which refuses longrope/dynamic tables that switch on
   the sequence length.
@@ -317,7 +317,11 @@ def replace_block(
     if "scale" in node.attributes:
         attrs["scale"] = node.attributes.get_float("scale")
     if block.rotary is not None:
-        inputs += [*caches, positions]
+        # no position_ids: GQA then rotates each token by its cache slot, in the prompt and in
+        # every step alike (onnxruntime's CPU kernel reads position_ids per token only after the
+        # prompt); a row's slots are its positions plus a constant (its left padding), which
+        # rotary attention does not see
+        inputs += [*caches]
         attrs["do_rotary"] = 1
         attrs["rotary_interleaved"] = block.rotary[0].attributes.get_int("interleaved", 0)
     if bias is not None:
