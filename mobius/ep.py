@@ -82,13 +82,16 @@ def check(ep: str | None) -> None:
         raise ConfigError(f"unknown execution provider '{ep}'; choose one of: {', '.join(EPS)}")
 
 
-def apply(model: ir.Model, ep: str | None, hf_config: Any, dtype: str = "f16") -> EpReport | None:
-    """Rewrite ``model`` in place for ``ep`` (None and ``cpu``: unchanged)."""
+def apply(
+    model: ir.Model, ep: str | None, hf_config: Any, dtype: str = "f16", *, pack: bool = True
+) -> EpReport | None:
+    """Rewrite ``model`` in place for ``ep`` (None: unchanged). ``pack=False`` (weights already
+    quantized, GGUF/GPTQ/AWQ, placed by name after this) leaves ``--ep cpu``'s projections apart."""
     if ep is None:
         return None
     report = EpReport(ep)
     if ep not in GPU_EPS:
-        return _cpu(model, report)
+        return _cpu(model, report, pack)
     graph = model.graph
     attention = [n for n in graph if n.op_type == "Attention" and n.domain == ""]
     blocks: list[gqa.Block] = []
@@ -138,10 +141,11 @@ def apply(model: ir.Model, ep: str | None, hf_config: Any, dtype: str = "f16") -
     return report
 
 
-def _cpu(model: ir.Model, report: EpReport) -> EpReport:
+def _cpu(model: ir.Model, report: EpReport, pack: bool) -> EpReport:
     """``--ep cpu``: ONNX Attention kept; q/k/v packed into one MatMul and split, skip norms."""
     graph = model.graph
-    for node in [n for n in graph if n.op_type == "Attention" and n.domain == ""]:
+    attention = [n for n in graph if n.op_type == "Attention" and n.domain == ""]
+    for node in attention if pack else []:
         block = gqa.attention_inputs(node)
         if block is not None and pack_and_split(graph, block):
             report.packed_qkv += 1
