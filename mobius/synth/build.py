@@ -124,7 +124,11 @@ def build(
     if unused:
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
         log.warning("the checkpoint has %d tensors the model does not use: %s", len(unused), shown)
-    ep_report = apply_ep(model, ep, arch.hf_config, dtype) if the_task.supports_cache else None
+    ep_report = (
+        apply_ep(model, ep, arch.hf_config, dtype, pack=source.checkpoint is None)
+        if the_task.supports_cache
+        else None
+    )
     gguf = place_gguf_blocks(model, checkpoint, dtype, accuracy_level)
     prequantized = place_prequantized(model, checkpoint, dtype, accuracy_level)
     quantized = quantize_linears(model, scheme, quantization.exclude) if scheme else None
