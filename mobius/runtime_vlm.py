@@ -8,6 +8,7 @@ the new token alone (no image features) and feeds every ``present.{i}.*`` back.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +32,56 @@ def sequence_positions(mask: np.ndarray) -> np.ndarray:
     return np.clip(mask.cumsum(-1) - 1, 0, None).astype(np.int64)
 
 
+def multi_axis_positions(
+    ids: np.ndarray,
+    mask: np.ndarray,
+    image_grid_thw: np.ndarray | None,
+    image_token_id: int,
+    spatial_merge_size: int,
+) -> np.ndarray:
+    """The decoder's ``position_ids`` ``[3, batch, sequence]`` for the Qwen2-VL family (its
+    ``get_rope_index`` for images): over each row's real tokens, text counts on from the last
+    position on all three axes; a run of image tokens takes the next image's grid (in order over
+    the batch) merged by ``spatial_merge_size`` and gets ``(start, start + row, start + column)``
+    for its (temporal, height, width) axes, after which text goes on from
+    ``start + max(grid rows, grid columns)``. Pads get 0."""
+    ids, mask = np.asarray(ids), np.asarray(mask).astype(bool)
+    out = np.zeros((3, *ids.shape), dtype=np.int64)
+    grids = iter(np.asarray(image_grid_thw).tolist() if image_grid_thw is not None else [])
+    for b in range(ids.shape[0]):
+        real = np.flatnonzero(mask[b])
+        is_image = ids[b, real] == image_token_id
+        rows, current, i = [], 0, 0
+        while i < len(real):
+            if not is_image[i]:
+                rows.append(np.full(3, current))
+                current, i = current + 1, i + 1
+                continue
+            t, h, w = next(grids)
+            h, w = h // spatial_merge_size, w // spatial_merge_size
+            tt, hh, ww = np.meshgrid(np.arange(t), np.arange(h), np.arange(w), indexing="ij")
+            block = np.stack([tt.ravel(), hh.ravel(), ww.ravel()], axis=1) + current
+            rows.extend(block)
+            current, i = current + max(h, w), i + len(block)
+        out[:, b, real] = np.asarray(rows, dtype=np.int64).reshape(-1, 3).T
+    return out
+
+
+def next_positions(positions: np.ndarray) -> np.ndarray:
+    """The first generated token's ``position_ids``: one past each row's largest position (on
+    every axis, for multi-axis positions), as ``[..., batch, 1]``."""
+    last = positions.max(axis=-1, keepdims=True)
+    if positions.ndim == 3:
+        last = np.broadcast_to(last.max(axis=0, keepdims=True), last.shape)
+    return (last + 1).astype(np.int64)
+
+
 class OnnxVisionLanguageModel:
     """The three graphs of a converted image-text-to-text model."""
 
     def __init__(self, directory: str | Path, *, threads: int = 0) -> None:
         directory = Path(directory)
+        self.manifest = json.loads((directory / "mobius.json").read_text(encoding="utf-8"))
         self.sessions = {
             name: _session(directory / f"{name}.onnx", threads)
             for name in GRAPHS
@@ -45,6 +91,21 @@ class OnnxVisionLanguageModel:
         self.decoder_inputs = {i.name: i for i in decoder.get_inputs()}
         self.decoder_outputs = [o.name for o in decoder.get_outputs()]
         self.cache_names = [n for n in self.decoder_inputs if n.startswith("past_key_values.")]
+
+    def positions(
+        self, ids: np.ndarray, mask: np.ndarray, image_grid_thw: np.ndarray | None = None
+    ) -> np.ndarray:
+        """The prompt's ``position_ids`` in the layout the decoder takes (``mobius.json``'s
+        ``position_ids``: ``sequence`` or ``multi-axis``)."""
+        if self.manifest.get("position_ids") != "multi-axis":
+            return sequence_positions(np.asarray(mask))
+        return multi_axis_positions(
+            ids,
+            mask,
+            image_grid_thw,
+            self.manifest["image_token_id"],
+            self.manifest.get("spatial_merge_size", 1),
+        )
 
     def image_features(self, **pixels: np.ndarray) -> np.ndarray:
         """``vision_encoder``: ``[num_image_tokens, hidden]`` for every image given."""
@@ -108,7 +169,7 @@ class OnnxVisionLanguageModel:
         token_type_ids: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Greedy tokens ``[batch, new_tokens]`` and each step's last logits; ``positions``
-        defaults to the mask's count (multi-axis models pass their ``get_rope_index`` ids)."""
+        defaults to the mask's count (multi-axis models pass :func:`multi_axis_positions`)."""
         ids, mask = np.asarray(ids, np.int64), np.asarray(mask, np.int64)
         if positions is None:
             positions = sequence_positions(mask)
@@ -123,6 +184,6 @@ class OnnxVisionLanguageModel:
             if step + 1 == new_tokens:
                 break
             mask = np.concatenate([mask, np.ones_like(token)], axis=1)
-            positions = positions[..., -1:] + 1
+            positions = next_positions(positions) if step == 0 else positions + 1
             logits, cache = self.decode(self.embed(token, None), mask, positions, cache)
         return np.concatenate(tokens, axis=1), np.stack(seen, 1)

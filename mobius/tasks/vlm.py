@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,9 +49,28 @@ def image_token_id(hf: Any) -> int | None:
 
 
 def multi_axis_positions(hf: Any) -> bool:
-    """Qwen2-VL-style rotary: ``position_ids`` ``[3, batch, sequence]`` (``get_rope_index``)."""
+    """Qwen2-VL-style rotary: ``position_ids`` ``[3, batch, sequence]``. Said by the config
+    (``mrope_section``) or by the family's model, which computes them (``get_rope_index``)."""
     rope = getattr(text_config_of(hf), "rope_parameters", None) or {}
-    return isinstance(rope, dict) and "mrope_section" in rope
+    if isinstance(rope, dict) and "mrope_section" in rope:
+        return True
+    from mobius.tasks.head import auto_mapping
+
+    cls = auto_mapping(MAPPING).get(type(hf), None)
+    if cls is None:
+        return False
+    family = sys.modules.get(cls.__module__)
+    return any(
+        isinstance(obj, type) and hasattr(obj, "get_rope_index") for obj in vars(family).values()
+    )
+
+
+def image_feature_arguments(config: ArchitectureConfig) -> list[str]:
+    """What the family's ``get_image_features`` takes (``pixel_values``, ``image_grid_thw``...)."""
+    method = getattr(_model_class(config), "get_image_features", None)
+    if method is None:
+        return []
+    return [p for p in inspect.signature(method).parameters if p not in ("self", "kwargs")]
 
 
 def text_config_of(hf: Any) -> Any:
@@ -107,10 +127,12 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     hf = config.hf_config
     vision = getattr(hf, "vision_config", None)
     channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
-    if multi_axis_positions(hf):  # flattened patches and each image's (t, h, w) grid
+    if "image_grid_thw" in image_feature_arguments(config):
+        # flattened patches and each image's (t, h, w) grid of patches
         patch = vision.patch_size * vision.patch_size * getattr(vision, "temporal_patch_size", 1)
+        merge = getattr(vision, "spatial_merge_size", 1)
         return [
-            TensorSpec("pixel_values", None, (PATCHES, channels * patch)),
+            TensorSpec("pixel_values", None, (PATCHES, channels * patch), merge * merge),
             TensorSpec("image_grid_thw", torch.int64, (IMAGES, 3)),
         ]
     size = getattr(vision, "image_size", None)
@@ -133,7 +155,12 @@ class VisionGraph(_VLMGraph):
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
-        return (image_features(model, inputs),)
+        if "image_grid_thw" not in inputs:
+            return (image_features(model, inputs),)
+        from mobius.tasks.vlm_grid import symbolic_grid
+
+        with symbolic_grid(model, inputs["pixel_values"].shape[0]):
+            return (image_features(model, inputs),)
 
 
 def image_features(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -416,11 +443,15 @@ class VisionLanguageTask(Task):
     def manifest(self, config: ArchitectureConfig) -> dict[str, Any]:
         """What mobius.json says beyond the graphs: the image token and the position scheme."""
         hf = config.hf_config
-        return {
+        manifest = {
             "image_token_id": image_token_id(hf),
             "position_ids": "multi-axis" if multi_axis_positions(hf) else "sequence",
             "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),
         }
+        if multi_axis_positions(hf):  # what runtime_vlm.multi_axis_positions needs
+            vision = getattr(hf, "vision_config", None)
+            manifest["spatial_merge_size"] = getattr(vision, "spatial_merge_size", 1)
+        return manifest
 
     def runtime_files(
         self, models: dict[str, Any], config: ArchitectureConfig, checkpoint_dir: Any
