@@ -140,6 +140,14 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         height, width = size
     else:
         height = width = size
+    arguments = image_feature_arguments(config)
+    if "pixel_attention_mask" in arguments and len(arguments) == 2:
+        # Idefics-style: a batch of prompts' image lists (all-zero images pad the lists), and a
+        # mask of each image's real pixels
+        return [
+            TensorSpec("pixel_values", None, (BATCH, IMAGES, channels, height, width)),
+            TensorSpec("pixel_attention_mask", torch.bool, (BATCH, IMAGES, height, width)),
+        ]
     return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
 
 
@@ -165,7 +173,9 @@ class VisionGraph(_VLMGraph):
 
 def image_features(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """``get_image_features`` as ``[num_image_tokens, hidden]``: every image's features in order."""
-    with _whole_when_iterated():
+    from mobius.tasks.vlm_grid import whole_sizes
+
+    with _whole_when_iterated(), whole_sizes():
         out = _inner(model).get_image_features(**inputs, return_dict=True)
     features = getattr(out, "pooler_output", None)
     if features is None:
@@ -228,8 +238,8 @@ def merge_image_features(
     model: torch.nn.Module, input_ids: torch.Tensor, features: torch.Tensor
 ) -> torch.Tensor:
     """The token embeddings with the i-th image-token position holding the i-th feature row
-    (``masked_scatter``'s order), written as a gather so no count is data-dependent. With no image
-    features (a text-only prompt) the embeddings are unchanged."""
+    (``masked_scatter``'s order), written as a gather so no count is data-dependent. Image tokens
+    beyond the features (all of them with no features: a decode step) keep their embeddings."""
     from mobius.errors import UnsupportedError
 
     embed = model.get_input_embeddings()
@@ -246,9 +256,12 @@ def merge_image_features(
     embeds = embed(ids)
     # one zero row past the features, so the gather below has a row to read with no image
     padded = torch.cat([features.to(embeds.dtype), features.new_zeros((1, features.shape[-1]))])
-    order = (torch.cumsum(is_image.to(torch.int64).reshape(-1), 0) - 1).clamp(min=0)
-    picked = padded.index_select(0, order).reshape(embeds.shape)
-    return torch.where(is_image.unsqueeze(-1), picked, embeds)
+    order = torch.cumsum(is_image.to(torch.int64).reshape(-1), 0) - 1
+    picked = padded.index_select(0, order.clamp(min=0)).reshape(embeds.shape)
+    # an image token past the features (generated, or a prompt without its image) keeps its
+    # own embedding, as in the HF forward without pixels
+    placed = is_image & (order < features.shape[0]).reshape(is_image.shape)
+    return torch.where(placed.unsqueeze(-1), picked, embeds)
 
 
 class DecoderGraph(CausalLMTask):

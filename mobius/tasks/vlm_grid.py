@@ -278,8 +278,7 @@ def _transformers_modules() -> list[Any]:
 @contextlib.contextmanager
 def symbolic_grid(model: torch.nn.Module, patches: Any) -> Iterator[None]:
     """While tracing the vision graph of ``model`` on ``patches`` patches: grid helpers written
-    per patch, attention through :func:`packed_attention`, and ``tolist()`` of a dynamic-length
-    tensor as :class:`WholeSizes` (see the module docstring)."""
+    per patch and attention through :func:`packed_attention` (see the module docstring)."""
     from transformers import vision_utils
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     from transformers.utils import generic
@@ -302,8 +301,7 @@ def symbolic_grid(model: torch.nn.Module, patches: Any) -> Iterator[None]:
     for config in configs.values():
         config.__dict__["_attn_implementation_internal"] = PACKED
     try:
-        with _whole_sizes():
-            yield
+        yield
     finally:
         for module, name, original in patched:
             setattr(module, name, original)
@@ -318,7 +316,7 @@ def _is_config(value: Any) -> bool:
 
 
 @contextlib.contextmanager
-def _whole_sizes() -> Iterator[None]:
+def whole_sizes() -> Iterator[None]:
     """``tolist()`` of a tensor with a dynamic first axis gives :class:`WholeSizes`, and
     ``split``/``torch.split`` by :class:`WholeSizes` give the tensor whole."""
     from torch._subclasses.fake_tensor import FakeTensor

@@ -51,17 +51,23 @@ def tiny_vlm(model_type: str, directory: Path, *, seed: int = 0, **overrides: An
 
 def _small_vision_and_rope(config: Any) -> None:
     """Shrinks what ``tiny_config_for`` leaves full size in a VLM: a vision tower's ``depth``
-    (two blocks), and a multi-axis rotary's default ``mrope_section`` (sized for real head
-    dimensions), split over this model's rotary half-dimension."""
+    (two blocks, and the deepstack layers within them), its ``out_hidden_size`` (the text
+    width), and a multi-axis rotary's default ``mrope_section`` (sized for real head dimensions),
+    split over this model's rotary half-dimension."""
     from mobius.config import from_hf
     from mobius.tasks.vlm import multi_axis_positions
 
     vision = getattr(config, "vision_config", None)
+    text = config.get_text_config(decoder=True)
     if isinstance(getattr(vision, "depth", None), int) and vision.depth > 2:
         vision.depth = 2
+        indexes = getattr(vision, "deepstack_visual_indexes", None)
+        if indexes:  # features taken from blocks the cut tower still has
+            vision.deepstack_visual_indexes = [i for i in indexes if i < 2] or [1]
+    if isinstance(getattr(vision, "out_hidden_size", None), int):  # projected to the text width
+        vision.out_hidden_size = text.hidden_size
     if not multi_axis_positions(from_hf(config).hf_config):
         return
-    text = config.get_text_config(decoder=True)
     rope = dict(getattr(text, "rope_parameters", None) or {})
     if "mrope_section" in rope:
         return
@@ -124,8 +130,13 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         width = specs["pixel_values"].dims[-1]
         out["pixel_values"] = torch.randn(int(grid.prod(-1).sum()), width, generator=gen)
         return out
-    dims = [images if d == "num_images" else d for d in specs["pixel_values"].dims]
-    out["pixel_values"] = torch.randn(*dims, generator=gen)
+    sizes = {"num_images": images, "batch": 1}
+    for name, spec in specs.items():
+        dims = [sizes.get(d, d) for d in spec.dims]
+        if spec.dtype == torch.bool:  # every pixel real
+            out[name] = torch.ones(*dims, dtype=torch.bool)
+        else:
+            out[name] = torch.randn(*dims, generator=gen)
     return out
 
 
