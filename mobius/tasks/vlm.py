@@ -128,11 +128,14 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     vision = getattr(hf, "vision_config", None)
     channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
     if "image_grid_thw" in image_feature_arguments(config):
-        # flattened patches and each image's (t, h, w) grid of patches
-        patch = vision.patch_size * vision.patch_size * getattr(vision, "temporal_patch_size", 1)
+        # each image's patches, and its (t, h, w) grid of patches: flattened where the tower
+        # stacks frames (temporal_patch_size), else as small images (PaddleOCR-VL)
+        size = vision.patch_size
+        temporal = getattr(vision, "temporal_patch_size", None)
+        pixels = (channels * temporal * size * size,) if temporal else (channels, size, size)
         merge = getattr(vision, "spatial_merge_size", 1)
         return [
-            TensorSpec("pixel_values", None, (PATCHES, channels * patch), merge * merge),
+            TensorSpec("pixel_values", None, (PATCHES, *pixels), merge * merge),
             TensorSpec("image_grid_thw", torch.int64, (IMAGES, 3)),
         ]
     size = getattr(vision, "image_size", None)

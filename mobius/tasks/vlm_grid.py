@@ -17,9 +17,10 @@ images. While the vision graph is traced (:func:`symbolic_grid`):
   ``torch.split`` by it gives the tensor whole (HF splits the merged features per image; the graph
   returns them concatenated anyway).
 
-Boundaries built here may repeat (empty segments), which the mask treats as nothing: a patch's
-segment is the number of boundaries at or before it. Images have one frame each (``t`` = 1);
-videos are outside the image-text-to-text contract and not checked.
+Window boundaries built here may repeat (empty segments), which the mask treats as nothing: a
+patch's segment is the number of boundaries at or before it. Images have one frame each
+(``t`` = 1), so an image's boundaries are its frame's; videos (several frames, each its own
+segment) are outside the image-text-to-text contract and not handled.
 """
 
 from __future__ import annotations
@@ -107,14 +108,13 @@ class _Grid:
     def cu_seqlens(
         self, grid_thw: torch.Tensor, merge_temporal: bool = False, kwargs: dict | None = None
     ) -> torch.Tensor:
-        """``[0, segment start of every patch..., patches]``: each frame (each clip with
-        ``merge_temporal``) a segment, with empty ones between."""
+        """Each image's patch boundaries, ``[0, *cumulative t * h * w]``: its frames' boundaries
+        for images (one frame each), as some towers read them per image (GLM-4V's position
+        embedding)."""
         if kwargs is not None and (given := kwargs.pop("cu_seqlens", None)) is not None:
             return given
-        p = _patch_of_image(grid_thw, self.patches)
-        size = p["t"] * p["h"] * p["w"] if merge_temporal else p["h"] * p["w"]
-        starts = p["index"] - p["local"] % size
-        return _boundaries(starts, self.patches)
+        sizes = grid_thw[:, 0] * grid_thw[:, 1] * grid_thw[:, 2]
+        return torch.cat([sizes.new_zeros(1), sizes.cumsum(0)]).to(torch.int32)
 
     def attention_seqlens(
         self,

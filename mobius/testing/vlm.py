@@ -127,8 +127,8 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         merge = getattr(model.config.vision_config, "spatial_merge_size", 1)
         grid = torch.tensor([[1, 2 * merge, 3 * merge]] * images)
         out["image_grid_thw"] = grid
-        width = specs["pixel_values"].dims[-1]
-        out["pixel_values"] = torch.randn(int(grid.prod(-1).sum()), width, generator=gen)
+        rest = specs["pixel_values"].dims[1:]
+        out["pixel_values"] = torch.randn(int(grid.prod(-1).sum()), *rest, generator=gen)
         return out
     sizes = {"num_images": images, "batch": 1}
     for name, spec in specs.items():
