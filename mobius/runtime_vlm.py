@@ -16,6 +16,7 @@ import numpy as np
 from mobius.runtime import _NUMPY_TYPES
 
 GRAPHS = ("vision_encoder", "embedding", "decoder_model")
+DEEPSTACK = "deepstack_visual_embeds"
 
 
 def _session(path: Path, threads: int):
@@ -107,11 +108,36 @@ class OnnxVisionLanguageModel:
             self.manifest.get("spatial_merge_size", 1),
         )
 
-    def image_features(self, **pixels: np.ndarray) -> np.ndarray:
-        """``vision_encoder``: ``[num_image_tokens, hidden]`` for every image given."""
+    def vision(self, **pixels: np.ndarray) -> dict[str, np.ndarray]:
+        """``vision_encoder``'s outputs by name for every image given: ``image_features``
+        ``[num_image_tokens, hidden]`` (and ``deepstack_visual_embeds`` where the family has
+        them)."""
         session = self.sessions["vision_encoder"]
         names = {i.name for i in session.get_inputs()}
-        return session.run(None, {k: v for k, v in pixels.items() if k in names})[0]
+        run = session.run(None, {k: v for k, v in pixels.items() if k in names})
+        return dict(zip([o.name for o in session.get_outputs()], run, strict=True))
+
+    def image_features(self, **pixels: np.ndarray) -> np.ndarray:
+        """``vision_encoder``: ``[num_image_tokens, hidden]`` for every image given."""
+        return self.vision(**pixels)["image_features"]
+
+    def place_deepstack(self, ids: np.ndarray, deepstack: np.ndarray | None) -> np.ndarray | None:
+        """The decoder's ``deepstack_visual_embeds`` ``[layers, batch, sequence, hidden]``: the
+        vision graph's rows at the image-token positions in order (row-major over the batch, as
+        the embedding graph places features), zeros elsewhere; None where the decoder takes
+        none."""
+        spec = self.decoder_inputs.get(DEEPSTACK)
+        if spec is None:
+            return None
+        ids = np.asarray(ids)
+        layers, hidden = spec.shape[0], spec.shape[-1]
+        placed = np.zeros((layers, *ids.shape, hidden), dtype=np.float32)
+        if deepstack is not None:
+            is_image = ids == self.manifest["image_token_id"]
+            count = min(int(is_image.sum()), deepstack.shape[1])
+            rows, cols = np.nonzero(is_image)
+            placed[:, rows[:count], cols[:count]] = deepstack[:, :count]
+        return placed
 
     def embed(self, ids: np.ndarray, features: np.ndarray | None) -> np.ndarray:
         """``embedding``: token embeddings with ``features`` at the image-token positions."""
@@ -137,8 +163,10 @@ class OnnxVisionLanguageModel:
         positions: np.ndarray,
         cache: dict[str, np.ndarray],
         token_type_ids: np.ndarray | None = None,
+        deepstack: np.ndarray | None = None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """``decoder_model``: logits for ``embeds`` on top of ``cache``, and the cache after."""
+        """``decoder_model``: logits for ``embeds`` on top of ``cache``, and the cache after
+        (``deepstack``: :meth:`place_deepstack`'s, zeros when not given)."""
         feeds = {
             "inputs_embeds": embeds,
             "attention_mask": np.asarray(mask, np.int64),
@@ -149,6 +177,10 @@ class OnnxVisionLanguageModel:
             if token_type_ids is None:
                 token_type_ids = np.zeros(embeds.shape[:2], dtype=np.int64)
             feeds["token_type_ids"] = np.asarray(token_type_ids, np.int64)
+        if DEEPSTACK in self.decoder_inputs:
+            if deepstack is None:
+                deepstack = self.place_deepstack(np.zeros(embeds.shape[:2], np.int64), None)
+            feeds[DEEPSTACK] = deepstack.astype(embeds.dtype)
         run = self.sessions["decoder_model"].run(None, feeds)
         outputs = dict(zip(self.decoder_outputs, run, strict=True))
         present = {
@@ -167,14 +199,21 @@ class OnnxVisionLanguageModel:
         *,
         positions: np.ndarray | None = None,
         token_type_ids: np.ndarray | None = None,
+        deepstack: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Greedy tokens ``[batch, new_tokens]`` and each step's last logits; ``positions``
-        defaults to the mask's count (multi-axis models pass :func:`multi_axis_positions`)."""
+        defaults to the mask's count (multi-axis models pass :func:`multi_axis_positions`);
+        ``deepstack``: the vision graph's ``deepstack_visual_embeds``, where it has them."""
         ids, mask = np.asarray(ids, np.int64), np.asarray(mask, np.int64)
         if positions is None:
             positions = sequence_positions(mask)
         logits, cache = self.decode(
-            self.embed(ids, features), mask, positions, self.empty_cache(len(ids)), token_type_ids
+            self.embed(ids, features),
+            mask,
+            positions,
+            self.empty_cache(len(ids)),
+            token_type_ids,
+            self.place_deepstack(ids, deepstack),
         )
         tokens, seen = [], []
         for step in range(new_tokens):

@@ -25,6 +25,8 @@ import torch
 from mobius.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask, cache_argument, returned_cache
+from mobius.tasks.vlm_deepstack import NAME as DEEPSTACK
+from mobius.tasks.vlm_deepstack import added_deepstack, deepstack_layers, stacked
 
 IMAGE_TOKENS = "num_image_tokens"
 IMAGES = "num_images"
@@ -161,25 +163,39 @@ class VisionGraph(_VLMGraph):
         return vision_inputs(config)
 
     def outputs(self, config: ArchitectureConfig) -> list[str]:
-        return ["image_features"]
+        return ["image_features"] + ([DEEPSTACK] if deepstack_layers(config) else [])
 
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
-        if "image_grid_thw" not in inputs:
-            return (image_features(model, inputs),)
-        from mobius.tasks.vlm_grid import symbolic_grid
+        grid = contextlib.nullcontext()
+        if "image_grid_thw" in inputs:
+            from mobius.tasks.vlm_grid import symbolic_grid
 
-        with symbolic_grid(model, inputs["pixel_values"].shape[0]):
-            return (image_features(model, inputs),)
+            grid = symbolic_grid(model, inputs["pixel_values"].shape[0])
+        with grid:
+            features, deepstack = vision_outputs(model, inputs)
+        return (features,) if deepstack is None else (features, deepstack)
 
 
 def image_features(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """``get_image_features`` as ``[num_image_tokens, hidden]``: every image's features in order."""
+    return vision_outputs(model, inputs)[0]
+
+
+def vision_outputs(
+    model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The image features, and the deepstack features ``[layers, num_image_tokens, hidden]``
+    where the tower makes them (``vlm_deepstack``)."""
     from mobius.tasks.vlm_grid import whole_sizes
 
     with _whole_when_iterated(), whole_sizes():
         out = _inner(model).get_image_features(**inputs, return_dict=True)
+    return _features(out), stacked(getattr(out, "deepstack_features", None))
+
+
+def _features(out: Any) -> torch.Tensor:
     features = getattr(out, "pooler_output", None)
     if features is None:
         features = out if isinstance(out, (torch.Tensor, list, tuple)) else out[0]
@@ -313,12 +329,17 @@ class DecoderGraph(CausalLMTask):
         ]
         if takes_token_type_ids(model) and not self.text_only:
             specs.append(TensorSpec("token_type_ids", torch.int64, (BATCH, SEQUENCE)))
+        if deepstack_layers(config) and not self.text_only:
+            layers, hidden = deepstack_layers(config), text_config(config).hidden_size
+            specs.append(TensorSpec(DEEPSTACK, None, (layers, BATCH, SEQUENCE, hidden)))
         return specs
 
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
-        with masks_without_vmap():
+        inputs = dict(inputs)
+        deepstack = inputs.pop(DEEPSTACK, None)
+        with masks_without_vmap(), added_deepstack(model, deepstack):
             out = model(**_model_positions(model, inputs), use_cache=False, return_dict=True)
         return (out.logits,)
 
@@ -332,11 +353,12 @@ class DecoderGraph(CausalLMTask):
         if not mask_spans_past:
             new = inputs["position_ids"].shape[-1]
             inputs = {**inputs, "attention_mask": inputs["attention_mask"][:, -new:]}
-        inputs = _model_positions(model, inputs)
+        inputs = dict(_model_positions(model, inputs))
+        deepstack = inputs.pop(DEEPSTACK, None)
         first_call = (
             _as_first_call(cache) if "token_type_ids" in inputs else contextlib.nullcontext()
         )
-        with masks_without_vmap(), first_call:
+        with masks_without_vmap(), first_call, added_deepstack(model, deepstack):
             out = model(
                 **inputs, **{cache_argument(model): cache}, use_cache=True, return_dict=True
             )

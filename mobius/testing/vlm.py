@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from mobius.runtime_vlm import OnnxVisionLanguageModel, next_positions
-from mobius.tasks.vlm import image_features, image_token_id, takes_token_type_ids
+from mobius.tasks.vlm import image_token_id, takes_token_type_ids, vision_outputs
 from mobius.testing.tiny import randomize
 
 NEW_TOKENS = 12
@@ -187,8 +187,12 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
     runner = OnnxVisionLanguageModel(package)
     pixels = pixel_inputs(model)
     with torch.no_grad():
-        hf_features = image_features(model, dict(pixels))
-    features = runner.image_features(**{k: v.numpy() for k, v in pixels.items()})
+        hf_features, hf_deepstack = vision_outputs(model, dict(pixels))
+    vision = runner.vision(**{k: v.numpy() for k, v in pixels.items()})
+    features, deepstack = vision["image_features"], vision.get("deepstack_visual_embeds")
+    features_diff = float(np.abs(features - hf_features.numpy()).max())
+    if hf_deepstack is not None:
+        features_diff = max(features_diff, float(np.abs(deepstack - hf_deepstack.numpy()).max()))
     ids, mask = prompt(model, hf_features.shape[0])
     grid = pixels.get("image_grid_thw")
     positions = torch.from_numpy(
@@ -220,7 +224,12 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
     types = {k: v.numpy() for k, v in extra.items()}
     embeds = runner.embed(ids.numpy(), features)
     logits, cache = runner.decode(
-        embeds, mask.numpy(), positions.numpy(), runner.empty_cache(2), types.get("token_type_ids")
+        embeds,
+        mask.numpy(),
+        positions.numpy(),
+        runner.empty_cache(2),
+        types.get("token_type_ids"),
+        runner.place_deepstack(ids.numpy(), deepstack),
     )
     step_logits, _ = runner.decode(
         runner.embed(step.numpy(), None), step_mask.numpy(), step_positions.numpy(), cache
@@ -234,10 +243,11 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
         new_tokens,
         positions=positions.numpy(),
         token_type_ids=types.get("token_type_ids"),
+        deepstack=deepstack,
     )
     return {
         "image_tokens": int(hf_features.shape[0]),
-        "features_diff": float(np.abs(features - hf_features.numpy()).max()),
+        "features_diff": features_diff,
         "prefill_diff": float(np.abs(logits[real] - first.logits.numpy()[real]).max()),
         "decode_diff": float(np.abs(step_logits - second.logits.numpy()).max()),
         "generate_logits_diff": float(np.abs(our_logits - hf_logits).max()),
