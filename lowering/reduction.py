@@ -186,6 +186,20 @@ def sort(ctx: LoweringContext, node: torch.fx.Node):
     return values, indices
 
 
+@lowers(aten.argsort)
+def argsort(ctx: LoweringContext, node: torch.fx.Node):
+    """Indices that sort ``x`` along ``dim``: ``TopK`` over the whole axis (ONNX breaks ties by
+    the lower index, so the order is stable)."""
+    arguments = _arguments(node)
+    x = node.args[0]
+    axis = arguments.get("dim", -1) % max(ctx.rank(x), 1)
+    value = ctx.value(x)
+    k = ctx.op.Shape(value, start=axis, end=axis + 1)
+    descending = int(bool(arguments.get("descending", False)))
+    _, indices = ctx.op.TopK(value, k, axis=axis, largest=descending, sorted=1, _outputs=2)
+    return indices
+
+
 @lowers(aten.bucketize)
 def bucketize(ctx: LoweringContext, node: torch.fx.Node):
     """The bucket of each value among sorted ``boundaries``: how many boundaries lie below it
