@@ -70,11 +70,13 @@ _GRID_MODES = {0: "linear", 1: "nearest", 2: "cubic"}  # torch's interpolation_m
 _GRID_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
 
 
-@lowers(aten.grid_sampler_2d)
+@lowers(aten.grid_sampler_2d, aten.grid_sampler)
 def grid_sampler_2d(ctx: LoweringContext, node: torch.fx.Node):
     """``F.grid_sample`` on 4-D input: ONNX ``GridSample`` (opset 20 names its modes
     ``linear``/``cubic``)."""
     x, grid, mode, padding, align_corners = node.args[:5]
+    if ctx.rank(x) != 4:
+        raise NotImplementedError("grid_sample on other than 4-D input")
     return ctx.op.GridSample(
         ctx.value(x),
         ctx.value(grid),
