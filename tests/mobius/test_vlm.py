@@ -130,13 +130,13 @@ def tiny_qwen2_5_vl(tmp_path_factory):
 def test_grid_vision_and_multi_axis_positions(tiny_qwen2_5_vl):
     """The Qwen2-VL family: the vision graph takes the processor's ``image_grid_thw`` (patches of
     any number of images, windows clipped at the grid's edge), the decoder ``[3, batch, seq]``
-    positions made by runtime_vlm's recipe; features, prefill, a step and 12 greedy tokens match
+    positions made by runtime_vlm's recipe; features, prefill, a step and 4 greedy tokens match
     PyTorch (which computes its positions itself)."""
     model, out = tiny_qwen2_5_vl
     manifest = json.loads((out / "mobius.json").read_text())
     assert manifest["graphs"]["vision_encoder.onnx"]["inputs"] == ["pixel_values", "image_grid_thw"]
     assert manifest["position_ids"] == "multi-axis"
-    result = vlm_parity(model, out)
+    result = vlm_parity(model, out, new_tokens=4)
     assert result["features_diff"] < ATOL
     assert result["prefill_diff"] < ATOL
     assert result["decode_diff"] < ATOL
