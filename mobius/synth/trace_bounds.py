@@ -57,12 +57,14 @@ def bounded_dims(
                 continue
             if ranges.upper.is_Integer and int(ranges.upper) < limit:  # int_oo is not an Integer
                 found.append(f"{int(ranges.lower)} <= {spec.name}[{axis}] <= {int(ranges.upper)}")
-            elif (ruled_out := size_an_equality_rules_out(size, limit)) is not None:
+            elif (
+                ruled_out := size_an_equality_rules_out(size, limit, spec.multiple_of)
+            ) is not None:
                 found.append(f"{spec.name}[{axis}] != {ruled_out}")
     return found
 
 
-def size_an_equality_rules_out(size: torch.SymInt, limit: int) -> int | None:
+def size_an_equality_rules_out(size: torch.SymInt, limit: int, multiple_of: int = 1) -> int | None:
     """The smallest size up to ``limit`` for which an equality the trace assumed about this size
     alone fails. A Python loop over chunks (``range(length // chunk)``) fixes the chunk count so;
     inequalities are left alone, as stride and memory-format queries make many that change no
@@ -78,6 +80,7 @@ def size_an_equality_rules_out(size: torch.SymInt, limit: int) -> int | None:
         if isinstance(g.expr, sympy.Eq) and g.expr.free_symbols == {symbol}
     ]
     sizes = [*range(2, min(limit, 130)), *(2**k + d for k in range(8, 17) for d in (-1, 0, 1))]
+    sizes = [v for v in sizes if v % multiple_of == 0]  # the sizes the input takes
     return next(
         (v for v in sizes if v <= limit and any(fails_at(e, symbol, v) for e in equalities)),
         None,
