@@ -2,8 +2,8 @@
 
 ``torch.export`` costs about the same for every decoder layer, and a 61-layer model's trace is
 mostly repeats of two or three kinds of layer. mobius sorts the layers into kinds, traces a copy
-of the model cut to the shortest prefix that holds two layers of every kind, and copies the last
-traced layer of each kind for the layers after the prefix.
+of the model cut to the shortest prefix that holds two layers of every kind found after it, and
+copies the last traced layer of each kind for the layers after the prefix.
 
 A layer's kind is its modules (classes, parameter and buffer shapes, every plain attribute such
 as a sliding window or a layer type, the layer's index aside) plus its entries in every
@@ -51,7 +51,8 @@ INDEX_ATTRIBUTES = {"layer_idx", "layer_id", "layer_index", "layer_number", "idx
 @dataclass
 class LayerPlan:
     """The decoder layers at ``path``: ``kinds[i]`` numbers layer i's kind (0, 1, ... in order of
-    first appearance); the first ``traced`` layers hold two of every kind and are traced."""
+    first appearance); the first ``traced`` layers are traced, and hold two layers of every kind
+    that follows them."""
 
     path: str
     kinds: list[int]
@@ -61,6 +62,11 @@ class LayerPlan:
     @property
     def count(self) -> int:
         return len(self.kinds)
+
+    @property
+    def copied_kinds(self) -> list[int]:
+        """The kinds of the layers after the traced prefix."""
+        return sorted(set(self.kinds[self.traced :]))
 
     def representative(self, kind: int) -> tuple[int, int]:
         """(the layer copied for ``kind``, the traced layer of that kind it is checked against)."""
@@ -96,16 +102,15 @@ def layer_plan(model: torch.nn.Module, hf_config) -> LayerPlan | None:
             keys.append(key)
             signatures.append(signature)
         kinds.append(keys.index(key))
-    seen: dict[int, int] = {}
-    traced = 0
-    for index, kind in enumerate(kinds):
-        seen[kind] = seen.get(kind, 0) + 1
-        if seen[kind] == 2 and all(seen.get(k, 0) >= 2 for k in range(len(keys))):
-            traced = index + 1
-            break
-    if traced == 0 or traced >= count:
+    traced = next((p for p in range(2, count) if _covers(kinds, p)), count)
+    if traced >= count:
         return None
     return LayerPlan(path, kinds, traced, signatures)
+
+
+def _covers(kinds: list[int], prefix: int) -> bool:
+    """Every layer after ``prefix`` is of a kind with two layers inside it."""
+    return all(kinds[:prefix].count(kind) >= 2 for kind in set(kinds[prefix:]))
 
 
 def reduced_config(hf_config, plan: LayerPlan):
@@ -177,7 +182,7 @@ def replicate(program: torch.export.ExportedProgram, plan: LayerPlan) -> None:
     """
     traced = _split(program, plan)
     index_args: dict[int, set[tuple[torch.fx.Node, tuple]]] = {}
-    for kind in range(len(plan.signatures)):
+    for kind in plan.copied_kinds:
         copied, partner = plan.representative(kind)
         index_args[kind] = _compare(traced, partner, copied)
     _extend(program, plan, traced, index_args)
