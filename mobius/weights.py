@@ -88,7 +88,7 @@ def lazy_initializer(
 
     ir_dtype, ir_shape = onnx_dtype(dtype), ir.Shape(list(shape))
     if copy_from is not None and copy_from.offset >= 0 and _streamable(copy_from.dtype, dtype):
-        tensor: ir.LazyTensor = CopiedTensor(materialize, copy_from, dtype, ir_shape, name)
+        tensor: ir.LazyTensor = CopiedTensor(materialize, copy_from, dtype, ir_shape, name, load)
     else:
         tensor = ir.LazyTensor(materialize, dtype=ir_dtype, shape=ir_shape, name=name)
     return ir.Value(name=name, type=ir.TensorType(ir_dtype), shape=ir_shape, const_value=tensor)
@@ -128,9 +128,16 @@ class CopiedTensor(ir.LazyTensor):
     CHUNK = 16 << 20
 
     def __init__(
-        self, materialize, entry: TensorEntry, dtype: torch.dtype, shape: ir.Shape, name: str
+        self,
+        materialize,
+        entry: TensorEntry,
+        dtype: torch.dtype,
+        shape: ir.Shape,
+        name: str,
+        load: Callable[[], torch.Tensor],
     ) -> None:
         super().__init__(materialize, dtype=onnx_dtype(dtype), shape=shape, name=name)
+        self.load = load  # the whole tensor, in its stored dtype
         self.source = entry
         self.wanted = dtype  # the output dtype; the entry's own when the bytes are copied
         # the file's bytes are this tensor's (readers such as the quantizer may slice them)
@@ -163,6 +170,35 @@ class CopiedTensor(ir.LazyTensor):
                 remaining -= got
         if not finite:
             _note_nonfinite(self.name)
+
+
+    # W^T is written in slabs of this many of its rows, each filled block by block (a block of
+    # the source and its transpose stay in cache; measured 2.3x less CPU than a cast, then a
+    # tiled numpy transpose, on a 8192 x 3072 bf16 -> f16 weight)
+    SLAB_COLUMNS = 512
+    BLOCK_ROWS = 256
+
+    def write_transposed(self, file) -> bool:
+        """Write W^T of this 2-D tensor, cast to the output dtype in the same pass (no
+        transposed or cast copy of the whole weight); False, writing nothing, if it is not 2-D."""
+        if len(self.source.shape) != 2:
+            return False
+        source = self.load()
+        rows, cols = source.shape
+        slab = torch.empty((min(self.SLAB_COLUMNS, cols), rows), dtype=self.wanted)
+        check = self.wanted.is_floating_point
+        finite = True
+        for start in range(0, cols, self.SLAB_COLUMNS):
+            out = slab[: min(self.SLAB_COLUMNS, cols - start)]
+            for row in range(0, rows, self.BLOCK_ROWS):
+                block = source[row : row + self.BLOCK_ROWS, start : start + len(out)]
+                out[:, row : row + self.BLOCK_ROWS].copy_(block.t())
+            if check and finite:
+                finite = _all_finite(out)
+            file.write(_bytes_of(out))
+        if not finite:
+            _note_nonfinite(self.name)
+        return True
 
 
 def _bytes_of(tensor: torch.Tensor) -> memoryview:
