@@ -171,7 +171,6 @@ class CopiedTensor(ir.LazyTensor):
         if not finite:
             _note_nonfinite(self.name)
 
-
     # W^T is written in slabs of this many of its rows, each filled block by block (a block of
     # the source and its transpose stay in cache; measured 2.3x less CPU than a cast, then a
     # tiled numpy transpose, on a 8192 x 3072 bf16 -> f16 weight)
