@@ -40,8 +40,12 @@ def _spread(runs: list[dict], key: str) -> str:
 
 def _name(entry: dict, exporter: str) -> str:
     """The exporter's name in the tables; ``mobius-base`` as recorded with its run."""
-    if exporter == "mobius-base" and entry["exporters"][exporter].get("label"):
-        return entry["exporters"][exporter]["label"]
+    record = entry["exporters"][exporter]
+    if exporter == "mobius-base" and record.get("label"):
+        return record["label"]
+    cap = record.get("address_space_cap_bytes")
+    if cap:
+        return f"{NAMES.get(exporter, exporter)} (under `prlimit --as={cap / 2**30:g} GiB`)"
     return NAMES.get(exporter, exporter)
 
 

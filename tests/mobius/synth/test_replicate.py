@@ -151,7 +151,6 @@ def test_layers_that_differ_beyond_the_index_are_not_replicated():
 @pytest.mark.parametrize(
     ("model_type", "overrides", "kinds", "traced"),
     [
-        ("gemma2", {}, [0, 1, 0, 1, 0, 1], 4),  # sliding and global layers alternate
         # full attention below max_window_layers, sliding above
         ("qwen2", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 2},
          [0, 0, 1, 1, 1, 1], 4),
