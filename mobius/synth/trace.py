@@ -381,10 +381,10 @@ def trace(
         outputs = task.outputs(config) + [slot.output_name for slot in layout.slots]
     names = _contract_names(specs, layout)
     program, traced_model = None, model
-    stack = replicate.homogeneous_stack(model, config.hf_config) if layout is None else None
-    if stack is not None and replicate.enabled():
+    plan = replicate.layer_plan(model, config.hf_config) if layout is None else None
+    if plan is not None and replicate.enabled():
         program, traced_model = _trace_replicated(
-            config, task, dtype, implementations, specs, stack, buffer_values
+            config, task, dtype, implementations, specs, plan, buffer_values
         )
     if program is None:
         wrapper = _TaskWrapper(model, task, names, layout)
@@ -437,15 +437,21 @@ def _trace_replicated(
     dtype: torch.dtype,
     implementations: tuple[str, ...] | None,
     specs: list[TensorSpec],
-    stack: replicate.LayerStack,
+    plan: replicate.LayerPlan,
     buffer_values: dict[str, torch.Tensor],
 ) -> tuple[torch.export.ExportedProgram | None, torch.nn.Module | None]:
-    """Two layers traced, the second replicated (``mobius/synth/replicate.py``); (None, None)
-    where the trace shows that replication would not give what the full trace gives."""
-    small = dataclasses.replace(
-        config, hf_config=replicate.reduced_config(config.hf_config, stack.count)
-    )
-    model = instantiate_on_meta(small, task, dtype, implementations)
+    """A prefix of the layers traced, the rest copies of it (``mobius/synth/replicate.py``);
+    (None, None) where the trace shows that replication would not give what the full trace
+    gives."""
+    small = dataclasses.replace(config, hf_config=replicate.reduced_config(config.hf_config, plan))
+    try:
+        model = instantiate_on_meta(small, task, dtype, implementations)
+    except (ConfigError, UnsupportedError) as exc:
+        log.info("tracing every layer (the cut model does not build: %s)", exc)
+        return None, None
+    if not replicate.same_layers(model, plan):
+        log.info("tracing every layer (the cut model's layers are not the full model's)")
+        return None, None
     model.tie_weights()
     model = model.to("meta")
     wrapper = _TaskWrapper(model, task, [s.name for s in specs], None)
@@ -456,11 +462,16 @@ def _trace_replicated(
         return None, None
     program = decompose_unlowered(program)  # before replicating: it re-traces the program
     try:
-        replicate.replicate(program, stack)
+        replicate.replicate(program, plan)
     except replicate.NotReplicable as exc:
         log.info("tracing every layer: %s", exc)
         return None, None
-    log.info("traced 2 of %d layers; the rest replicate layer 1", stack.count)
+    log.info(
+        "traced %d of %d layers (%d kinds); the rest are copies",
+        plan.traced,
+        plan.count,
+        len(plan.signatures),
+    )
     return program, model
 
 
