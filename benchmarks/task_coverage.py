@@ -131,6 +131,20 @@ def head_types(modeling_auto) -> set[str]:
     return types | set(modeling_auto.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES) - causal
 
 
+# tasks whose mappings also list the causal LMs' own heads (LlamaForSequenceClassification, ...)
+DECODER_HEADS = ("text-classification", "token-classification", "question-answering")
+
+
+def not_encoders(modeling_auto) -> set[str]:
+    """Causal-LM types that are neither masked LMs nor encoder-decoders (BERT and BART have a
+    causal-LM entry too, and stay in)."""
+    causal = set(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    keep = set(modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES) | set(
+        modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+    )
+    return causal - keep
+
+
 def logged(paths: list[str]) -> dict[tuple[str, str], dict]:
     """The latest result per (task, type) in result logs (lines ``task type {json}``)."""
     found: dict[tuple[str, str], dict] = {}
@@ -205,6 +219,8 @@ def main(argv: list[str]) -> int:
             names = getattr(modeling_auto, f"{TASKS[name].mapping}_MAPPING_NAMES")
             if name == "feature-extraction":  # AutoModel: the types of the head mappings only
                 names = set(names) & head_types(modeling_auto)
+            elif name in DECODER_HEADS:  # not the causal LMs' heads: issue 13 is about encoders
+                names = set(names) - not_encoders(modeling_auto)
             types = args.types.split(",") if args.types else sorted(names)
             for model_type in types:
                 if (name, model_type) in done or (
