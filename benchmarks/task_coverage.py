@@ -111,8 +111,6 @@ def probe(task_name: str, model_type: str, root: Path) -> dict:
 
 HEAD_MAPPINGS = (
     "MODEL_FOR_MASKED_LM",
-    "MODEL_FOR_TOKEN_CLASSIFICATION",
-    "MODEL_FOR_QUESTION_ANSWERING",
     "MODEL_FOR_MULTIPLE_CHOICE",
     "MODEL_FOR_IMAGE_CLASSIFICATION",
     "MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION",
@@ -122,13 +120,16 @@ HEAD_MAPPINGS = (
 
 
 def head_types(modeling_auto) -> set[str]:
-    """The text, vision and audio types of the head mappings (issue 13: their AutoModel is
-    feature extraction); sequence classification adds only types that are not causal LMs."""
+    """The text, vision and audio types probed for a head task (issue 13: their AutoModel is
+    feature extraction): the head mappings' types, but of text/token classification and QA
+    only the encoders (``not_encoders``)."""
     types: set[str] = set()
     for mapping in HEAD_MAPPINGS:
         types |= set(getattr(modeling_auto, f"{mapping}_MAPPING_NAMES"))
-    causal = set(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
-    return types | set(modeling_auto.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES) - causal
+    for mapping in ("SEQUENCE_CLASSIFICATION", "TOKEN_CLASSIFICATION", "QUESTION_ANSWERING"):
+        names = getattr(modeling_auto, f"MODEL_FOR_{mapping}_MAPPING_NAMES")
+        types |= set(names) - not_encoders(modeling_auto)
+    return types
 
 
 # tasks whose mappings also list the causal LMs' own heads (LlamaForSequenceClassification, ...)

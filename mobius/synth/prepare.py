@@ -20,9 +20,11 @@ from mobius.source import Source
 from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.emit import bidirectional_attention, unclaimed_attention
 from mobius.synth.fallbacks import (
+    ANY_LENGTH,
     CARRIED_CACHE,
     FUSED_ATTENTION,
     KV_CACHE,
+    LENGTH_BOUND,
     MODEL_ATTENTION,
     NO_CACHE,
     ONE_TOKEN_LOOP,
@@ -85,8 +87,23 @@ def prepare(
         prepared = _trace_with_fallbacks(source, arch, the_task, dtype)
         failures.stop_checkpoint()
         prepared.traced.program = decompose_unlowered(prepared.traced.program)
+    if prepared.traced.length_bounds:
+        prepared.fallbacks.append(length_bound_fallback(prepared.traced))
     announce(prepared.fallbacks)
     return prepared
+
+
+def length_bound_fallback(traced: TracedModel) -> Fallback:
+    """The graph holds up to a length only: the model branches on it in Python (BigBird's full
+    attention below its block-sparse length). Checked at run time (``trace_bounds.guard_lengths``)."""
+    bounds = ", ".join(map(str, traced.length_bounds))
+    return Fallback(
+        LENGTH_BOUND,
+        f"the model branches on the sequence length in Python, and the trace holds only for "
+        f"{bounds}; a longer input stops the graph (Gather index out of range) instead of "
+        "getting the other branch",
+        (ANY_LENGTH,),
+    )
 
 
 def _trace_with_fallbacks(

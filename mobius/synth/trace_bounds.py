@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch.export.graph_signature import InputKind
 
@@ -41,25 +43,71 @@ def user_inputs(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:
     ]
 
 
-def bounded_dims(
+@dataclass(frozen=True)
+class LengthBound:
+    """A named dimension the trace holds for only up to ``upper`` (a Python branch on a length),
+    or not at ``ruled_out`` (an equality about the length, a loop over chunks)."""
+
+    input: str
+    axis: int
+    lower: int = 0
+    upper: int | None = None
+    ruled_out: int | None = None
+
+    def __str__(self) -> str:
+        if self.upper is not None:
+            return f"{self.lower} <= {self.input}[{self.axis}] <= {self.upper}"
+        return f"{self.input}[{self.axis}] != {self.ruled_out}"
+
+
+def length_bounds(
     program: torch.export.ExportedProgram, specs: list[TensorSpec], limit: int
-) -> list[str]:
-    """``lower <= input[axis] <= upper`` for each named dimension the trace holds only up to a
-    bound below ``limit``."""
-    found = []
+) -> list[LengthBound]:
+    """Each named dimension the trace holds only up to a bound below ``limit``, or not at some
+    size up to it."""
+    found, seen = [], set()
     for spec, node in zip(specs, user_inputs(program), strict=True):
         for axis, dim in enumerate(spec.dims):
             size = node.meta["val"].shape[axis]
             if not isinstance(dim, str) or not isinstance(size, torch.SymInt):
                 continue
+            if size.node.expr in seen:  # the mask's length is the ids': one bound says both
+                continue
+            seen.add(size.node.expr)
             ranges = program.range_constraints.get(size.node.expr)
             if ranges is None:
                 continue
             if ranges.upper.is_Integer and int(ranges.upper) < limit:  # int_oo is not an Integer
-                found.append(f"{int(ranges.lower)} <= {spec.name}[{axis}] <= {int(ranges.upper)}")
+                found.append(LengthBound(spec.name, axis, int(ranges.lower), int(ranges.upper)))
             elif (ruled_out := size_an_equality_rules_out(size, limit)) is not None:
-                found.append(f"{spec.name}[{axis}] != {ruled_out}")
+                found.append(LengthBound(spec.name, axis, ruled_out=ruled_out))
     return found
+
+
+def bounded_dims(
+    program: torch.export.ExportedProgram, specs: list[TensorSpec], limit: int
+) -> list[str]:
+    """``lower <= input[axis] <= upper`` for each named dimension the trace holds only up to a
+    bound below ``limit`` (``input[axis] != size`` for an equality that fails at a size)."""
+    return [str(bound) for bound in length_bounds(program, specs, limit)]
+
+
+def guard_lengths(
+    inputs: dict[str, torch.Tensor], outputs: tuple[torch.Tensor, ...], bounds: list[LengthBound]
+) -> tuple[torch.Tensor, ...]:
+    """``outputs`` with a runtime check that every bounded length is within its bound: positions
+    ``0..length-1`` gather from a table of ``upper`` zeros, which fails (ONNX ``Gather`` index out
+    of range) for a longer input instead of computing the traced branch for it. The zero sum
+    is added to the first floating output so that the check stays in the graph."""
+    first = next((i for i, out in enumerate(outputs) if out.is_floating_point()), None)
+    if first is None or not bounds:
+        return outputs
+    check = outputs[first].new_zeros(())
+    for bound in bounds:
+        length = inputs[bound.input].shape[bound.axis]
+        positions = torch.arange(length, device=check.device)
+        check = check + outputs[first].new_zeros(bound.upper)[positions].sum()
+    return (*outputs[:first], outputs[first] + check, *outputs[first + 1 :])
 
 
 def size_an_equality_rules_out(size: torch.SymInt, limit: int) -> int | None:
