@@ -75,9 +75,10 @@ def prepare(
             source.config, trust_remote_code=trust_remote_code
         )
         arch = config_mod.from_hf(hf_config)
-        if weights:  # before the trace: a config claiming thousands of layers takes minutes
-            check_layer_count(arch, source.tensors)
         the_task = apply_features(get_task(task, arch), features)
+        if weights and _stacks_of_layers(the_task, arch):
+            # before the trace: a config claiming thousands of layers takes minutes
+            check_layer_count(arch, source.tensors)
         input_kinds.warn_text_only(hf_config, source.directory, the_task.name)
     if is_multi_graph(the_task):  # encoder-decoder: one trace per graph (synth/graphs.py)
         with failures.phase(f"tracing {arch.model_type}"):
@@ -91,6 +92,14 @@ def prepare(
         prepared.fallbacks.append(length_bound_fallback(prepared.traced))
     announce(prepared.fallbacks)
     return prepared
+
+
+def _stacks_of_layers(task: Task, arch: ArchitectureConfig) -> bool:
+    """The config's layer counts are stacks of layers in the checkpoint (text models). A vision
+    or audio model's are not: ConvNeXt indexes layers per stage, EfficientNet's
+    ``num_hidden_layers`` counts something else (64 for 16 blocks)."""
+    modality = getattr(task, "modality", None)
+    return modality is None or modality(arch) == "input_ids"
 
 
 def length_bound_fallback(traced: TracedModel) -> Fallback:

@@ -22,16 +22,24 @@ from mobius.synth import replicate
 from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.init_values import computed_parameters
 from mobius.synth.inline import inline_grad_regions
-from mobius.synth.shims import make_traceable, tracing_branches, unchecked_distributions
+from mobius.synth.shims import (
+    ScalarFillsOnMeta,
+    make_traceable,
+    tracing_branches,
+    unchecked_distributions,
+)
 from mobius.synth.state import CacheLayout, probe_layout
 from mobius.synth.trace_bounds import (
+    GuardSites,
     LengthBound,
     guard_lengths,
     length_bounds,
     length_limit,
+    model_site,
     one_row_per_new_token,
     specialised_dims,
     user_inputs,
+    where_guarded,
 )
 from mobius.tasks import Task, TensorSpec
 from mobius.tasks.base import SEQUENCE
@@ -277,19 +285,27 @@ def _export(
         for s in specs
     )
     try:
-        with _quiet(), tracing_branches(wrapper, one_token), unchecked_distributions():
+        with (
+            _quiet(),
+            tracing_branches(wrapper, one_token),
+            unchecked_distributions(),
+            ScalarFillsOnMeta(),
+            GuardSites() as sites,
+        ):
             program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
     except Exception as exc:
         failures.check(exc)  # interrupts, out of memory and our own bugs are no trace failure
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UnsupportedError(
-            f"torch.export could not trace {config.model_type} ({type(exc).__name__}: {first[:300]})"
+            f"torch.export could not trace {config.model_type} ({type(exc).__name__}: "
+            f"{first[:300]}){model_site(exc)}"
         ) from exc
     fixed = specialised_dims(program, specs)
     if fixed:
         raise SpecialisedShapeError(
             f"torch.export fixed dynamic dimensions of {config.model_type} to constants: "
             + ", ".join(fixed)
+            + where_guarded(sites, specs, fixed)
         )
     guarded = getattr(wrapper, "length_guards", None)
     bounds = [
@@ -302,16 +318,20 @@ def _export(
         if guarded == [] and _bound_in_graph(task, bounds):
             wrapper.length_guards = bounds
             return _export(wrapper, specs, config, task, dtype, device, one_token)
+        shown = [str(b) for b in bounds]
         raise SpecialisedShapeError(
-            f"the trace of {config.model_type} holds only for " + ", ".join(map(str, bounds))
+            f"the trace of {config.model_type} holds only for "
+            + ", ".join(shown)
+            + where_guarded(sites, specs, shown)
         )
     return inline_grad_regions(program)  # grad modes mean nothing here
 
 
 def _bound_in_graph(task: Task, bounds: list[LengthBound]) -> bool:
-    """A task without a cache (one call on whole inputs) keeps upper bounds, checked in the
-    graph; an equality that fails at some length (a loop over chunks) has no such check."""
-    return not task.supports_cache and all(b.upper is not None for b in bounds)
+    """A task without a cache (one call on whole inputs) keeps lower and upper bounds, checked
+    in the graph; an equality that fails at lengths on both sides of the traced one (a loop over
+    chunks) has no such check."""
+    return not task.supports_cache and all(b.ruled_out is None for b in bounds)
 
 
 def _meta_constants(
