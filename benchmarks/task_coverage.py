@@ -146,6 +146,25 @@ def not_encoders(modeling_auto) -> set[str]:
     return causal - keep
 
 
+def pairs(tasks: list[str]) -> dict[str, set[str]]:
+    """The model types probed for each task: the task's auto mapping; feature extraction
+    (``AutoModel``) only for the types of the head mappings, text/token classification and QA
+    only for encoders."""
+    from transformers.models.auto import modeling_auto
+
+    from mobius.tasks import TASKS
+
+    chosen = {}
+    for name in tasks:
+        names = set(getattr(modeling_auto, f"{TASKS[name].mapping}_MAPPING_NAMES"))
+        if name == "feature-extraction":
+            names &= head_types(modeling_auto)
+        elif name in DECODER_HEADS:  # not the causal LMs' heads: issue 13 is about encoders
+            names -= not_encoders(modeling_auto)
+        chosen[name] = names
+    return chosen
+
+
 def logged(paths: list[str]) -> dict[tuple[str, str], dict]:
     """The latest result per (task, type) in result logs (lines ``task type {json}``)."""
     found: dict[tuple[str, str], dict] = {}
@@ -186,8 +205,6 @@ def main(argv: list[str]) -> int:
     import logging
     import warnings
 
-    from transformers.models.auto import modeling_auto
-
     from mobius.tasks import TASKS
 
     parser = argparse.ArgumentParser()
@@ -215,14 +232,10 @@ def main(argv: list[str]) -> int:
     logging.disable(logging.WARNING)
     signal.signal(signal.SIGALRM, _alarm)
     results: dict[str, dict[str, dict]] = {}
+    chosen = pairs(args.tasks)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.tasks:
-            names = getattr(modeling_auto, f"{TASKS[name].mapping}_MAPPING_NAMES")
-            if name == "feature-extraction":  # AutoModel: the types of the head mappings only
-                names = set(names) & head_types(modeling_auto)
-            elif name in DECODER_HEADS:  # not the causal LMs' heads: issue 13 is about encoders
-                names = set(names) - not_encoders(modeling_auto)
-            types = args.types.split(",") if args.types else sorted(names)
+            types = args.types.split(",") if args.types else sorted(chosen[name])
             for model_type in types:
                 if (name, model_type) in done or (
                     args.only_failed and (name, model_type) not in failed

@@ -154,12 +154,24 @@ def sizes_an_equality_rules_out(size: torch.SymInt, limit: int) -> list[int]:
     equalities = [
         g.expr
         for g in size.node.shape_env.guards
-        if isinstance(g.expr, sympy.Eq) and g.expr.free_symbols == {symbol}
+        if isinstance(g.expr, sympy.Eq)
+        and g.expr.free_symbols == {symbol}
+        and not str(g.sloc).endswith(_LAYOUT_QUERIES)
     ]
     sizes = [*range(2, min(limit, 130)), *(2**k + d for k in range(8, 17) for d in (-1, 0, 1))]
     if not equalities:
         return []
     return [v for v in sizes if v <= limit and any(fails_at(e, symbol, v) for e in equalities)]
+
+
+# torch's own questions about strides (can a reshape be a view, is a tensor contiguous): their
+# answer picks a memory layout, never a value, so a length they guarded on changes no output
+_LAYOUT_QUERIES = (
+    "in _reshape_view_helper_core_alg)",
+    "in check_contiguous_sizes_strides)",
+    "in is_contiguous)",
+    "in should_swap)",
+)
 
 
 def fails_at(equality, symbol, value: int) -> bool:
