@@ -46,14 +46,13 @@ MISMATCH_CAUSES = {
 # why a pair still fails, where mobius' first error line does not say it by itself
 FAIL_CAUSES = {
     "big_bird": "block-sparse attention above 704 tokens ((5 + 2 x 3 random blocks) x 64 in the "
-    "tiny config); transformers uses full attention below: one graph cannot hold both branches "
-    "(from e584f25 the graph is kept up to 704 tokens, checked at run time: a length-bound "
-    "fallback)",
+    "tiny config), full attention below: from f41faa9 the graph is kept up to 704 tokens, "
+    "checked at run time (a length-bound fallback); this pair was not re-run since",
     "bigbird_pegasus": "BigBird's encoder: full attention up to 704 tokens, block-sparse above "
     "(from e584f25 kept up to 704 tokens, checked at run time)",
     "funnel": "relative positions were Python lists of the example length (`list(range(seq_len))` "
-    "in get_position_embeds; symbolic from e584f25, synth/overrides/funnel.py), and reshapes of "
-    "the pooled lengths in _relative_shift_gather still guard on them: one length only",
+    "in get_position_embeds) and the pooling used ceil_mode: fixed in f7953f5 (symbolic "
+    "positions, dynamic ceil-mode pooling; fill-mask re-run passes, this pair was not re-run)",
     "canine": "local attention chunks come from a Python loop over the length "
     "(`range(start, seq_len, stride)` in CanineAttention): one length only",
     "longformer": "global attention is read from the data and the input is padded to the "
