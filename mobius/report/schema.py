@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from mobius.report.model import SCHEMA_VERSION, STATUSES, VERDICTS
-from mobius.synth.fallbacks import FUSED_ATTENTION, KINDS, KV_CACHE, PARALLEL_PREFILL
+from mobius.synth.fallbacks import (
+    ANY_LENGTH,
+    FUSED_ATTENTION,
+    KINDS,
+    KV_CACHE,
+    PARALLEL_PREFILL,
+)
 
 _COUNTS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}
 _PATHS = {"type": "array", "items": {"type": "string"}}
@@ -65,7 +71,7 @@ FALLBACK = _object(
         "reason": {"type": "string"},
         "costs": {
             "type": "array",
-            "items": {"enum": [FUSED_ATTENTION, KV_CACHE, PARALLEL_PREFILL]},
+            "items": {"enum": [FUSED_ATTENTION, KV_CACHE, PARALLEL_PREFILL, ANY_LENGTH]},
         },
     }
 )

@@ -10,7 +10,16 @@ from collections.abc import Callable
 
 import torch
 
-from mobius.synth.overrides import blt, cpmant, deepseek_v4, git, qwen4_exp, reformer, rwkv
+from mobius.synth.overrides import (
+    blt,
+    cpmant,
+    deepseek_v4,
+    funnel,
+    git,
+    qwen4_exp,
+    reformer,
+    rwkv,
+)
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.blt.modeling_blt.BltModel": blt.traceable,
@@ -23,6 +32,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     "transformers.models.deepseek_v4.modeling_deepseek_v4.DeepseekV4Indexer": (
         deepseek_v4.indexer_padded_windows
+    ),
+    "transformers.models.funnel.modeling_funnel.FunnelAttentionStructure": (
+        funnel.symbolic_positions
     ),
     "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
     "transformers.models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpTextQSAIndexer": (
