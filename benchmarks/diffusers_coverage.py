@@ -1,7 +1,7 @@
 """Breadth sweep over diffusers model classes: each built from a small config with every
 parameter random, converted with the CLI, and compared with PyTorch on onnxruntime.
 
-For each entry of ``mobius.testing.diffusers_configs.SMALL_CONFIGS``, in a fresh subprocess:
+For each entry of ``mobius.testing.diffusers_configs.ALL_CONFIGS``, in a fresh subprocess:
 build and save the model, ``python -m mobius build``, then run every graph at a batch and
 resolution other than the traced ones (atol 1e-4; VAE decoders 1e-3 relative). Statuses: pass,
 mismatch, convert-error, build-error, timeout. Results go to
@@ -29,7 +29,7 @@ HEADING = "# Diffusers model classes"
 # sizes for the parity run: others than the trace's (tasks.EXAMPLE_SIZES)
 RUN_SIZES = {
     "batch": 3, "sequence_length": 6, "height": 16, "width": 8, "image_sequence_length": 10,
-    "image_height": 128, "image_width": 64,
+    "image_height": 128, "image_width": 64, "num_frames": 9,
 }  # fmt: skip
 
 
@@ -56,6 +56,9 @@ def feeds(task, arch, session, seed: int = 0) -> dict:
             value = torch.rand(shape, generator=gen) * 0.9 + 0.01
         elif spec.name == "timestep":
             value = torch.rand(shape, generator=gen) * 900 + 10
+        elif spec.dtype == torch.bool:  # a padding mask: the last text token of row 0 padding
+            value = torch.ones(shape, dtype=torch.bool)
+            value[0, -1] = False
         elif spec.dtype == torch.int64:
             value = torch.randint(0, 4, shape, generator=gen)
         elif spec.name.endswith("_ids"):
@@ -77,9 +80,9 @@ def run_one(label: str) -> dict:
 
     from mobius.diffusers.components import component_tasks
     from mobius.diffusers.config import architecture
-    from mobius.testing.diffusers_configs import SMALL_CONFIGS, randomize_scaled
+    from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
 
-    _, cls_name, kwargs = next(c for c in SMALL_CONFIGS if c[0] == label)
+    _, cls_name, kwargs = next(c for c in ALL_CONFIGS if c[0] == label)
     work = Path(tempfile.mkdtemp())
     try:
         model = getattr(diffusers, cls_name)(**kwargs)
@@ -153,9 +156,9 @@ def unswept(results: dict) -> list[str]:
     import torch
 
     from mobius.diffusers.components import component_tasks
-    from mobius.testing.diffusers_configs import SMALL_CONFIGS
+    from mobius.testing.diffusers_configs import ALL_CONFIGS
 
-    swept = {c[1] for c in SMALL_CONFIGS}
+    swept = {c[1] for c in ALL_CONFIGS}
     rows = []
     for name in sorted(dir(diffusers)):
         cls = getattr(diffusers, name, None)
@@ -198,15 +201,21 @@ def main() -> None:
     parser.add_argument("--report", action="store_true")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the subprocess's entry
     parser.add_argument("--timeout", type=int, default=900)
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=RESULTS,
+        help="the results file (one per worker when sweeping in parallel)",
+    )
     args = parser.parse_args()
     if args.one:
         print(json.dumps(run_one(args.one)))
         return
-    from mobius.testing.diffusers_configs import SMALL_CONFIGS
+    from mobius.testing.diffusers_configs import ALL_CONFIGS
 
-    results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    results = json.loads(args.results.read_text()) if args.results.is_file() else {}
     if not args.report:
-        for label, _, _ in SMALL_CONFIGS:
+        for label, _, _ in ALL_CONFIGS:
             if args.only and label not in args.only:
                 continue
             try:
@@ -224,9 +233,11 @@ def main() -> None:
                 result = {"status": "timeout"}
             results[label] = result
             print(label, result["status"], result.get("detail", ""), flush=True)
-            RESULTS.parent.mkdir(parents=True, exist_ok=True)
-            RESULTS.write_text(json.dumps(results, indent=2))
-    order = [c[0] for c in SMALL_CONFIGS]
+            args.results.parent.mkdir(parents=True, exist_ok=True)
+            args.results.write_text(json.dumps(results, indent=2))
+    if args.results != RESULTS:
+        return  # a worker: the table is written from the merged results
+    order = [c[0] for c in ALL_CONFIGS]
     write_report({k: results[k] for k in order if k in results})
 
 

@@ -11,7 +11,16 @@ from collections.abc import Callable
 
 import torch.fx
 
-from patterns import attention_block, bidirectional_sdpa, gelu, group_norm, rms_norm, rotary, sdpa
+from patterns import (
+    attention_block,
+    bidirectional_sdpa,
+    gelu,
+    group_norm,
+    rms_norm,
+    rotary,
+    sdpa,
+    timestep_embedding,
+)
 from patterns.base import Claim, Decline, MatchContext, Region
 
 REGION_PATTERNS: list[Callable[[Region], Claim | Decline | None]] = [rms_norm.match]
@@ -23,6 +32,7 @@ ANCHOR_PATTERNS: list[Callable[[torch.fx.Node, MatchContext], Claim | Decline | 
     sdpa.match,
     gelu.match,
     group_norm.match,
+    timestep_embedding.match,
 ]
 
 

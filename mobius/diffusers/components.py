@@ -40,9 +40,9 @@ def component_tasks(name: str) -> list[Task]:
 
     cls = model_class(name)
     if name in PLAIN_LATENT_VAES:
-        return list(dt.vae_tasks("latents"))
+        return list(dt.vae_tasks("latents", cls))
     if name.startswith("Autoencoder") or (hasattr(cls, "encode") and hasattr(cls, "decode")):
-        return list(dt.vae_tasks())
+        return list(dt.vae_tasks(cls=cls))
     if name.startswith("UNet2DCondition"):
         return [dt.UNET_CONDITION]
     if name == "UNet2DModel":
