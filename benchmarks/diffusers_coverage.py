@@ -63,6 +63,8 @@ def feeds(task, arch, session, seed: int = 0) -> dict:
             value = torch.randint(0, 4, shape, generator=gen)
         elif spec.name.endswith("_ids"):
             value = torch.randint(0, 16, shape, generator=gen).float()
+        elif spec.name in ("original_size", "target_size", "crop_coords"):
+            value = torch.randint(0, 64, shape, generator=gen).float()
         elif spec.name == "conditioning_scale":
             value = torch.tensor(0.7)
         else:
@@ -125,16 +127,33 @@ def run_one(label: str) -> dict:
     return {"status": "pass", "max_abs_diff": worst, "graphs": graphs, "seconds": seconds}
 
 
+def class_counts(results: dict) -> tuple[int, int]:
+    """(classes passing, classes swept): a class passes when every config of it passes."""
+    from mobius.testing.diffusers_configs import ALL_CONFIGS
+
+    by_class: dict[str, list[str]] = {}
+    for label, cls, _ in ALL_CONFIGS:
+        if label in results:
+            by_class.setdefault(cls, []).append(results[label]["status"])
+    passing = sum(all(s == "pass" for s in statuses) for statuses in by_class.values())
+    return passing, len(by_class)
+
+
 def report(results: dict) -> str:
     passed = sum(r["status"] == "pass" for r in results.values())
+    classes_passed, classes = class_counts(results)
+    share = f"{100 * classes_passed / classes:.0f}%" if classes else "-"
     lines = [
         HEADING, "",
         "`python benchmarks/diffusers_coverage.py`: each class from a small config "
-        "(`mobius/testing/diffusers_configs.py`), every parameter random (weights scaled by "
-        "1/sqrt(fan-in) so activations stay of order one), converted with the "
-        "CLI and run on onnxruntime at a batch and resolution other than the traced ones, "
-        "against PyTorch (atol 1e-4; VAE decoders 1e-3 relative).", "",
-        f"**{passed} of {len(results)} pass.**", "",
+        "(`mobius/testing/diffusers_configs.py`, `diffusers_configs_more.py`), every parameter "
+        "random (weights scaled by 1/sqrt(fan-in) so activations stay of order one), converted "
+        "with the CLI and run on onnxruntime at a batch, resolution (and frame count for video) "
+        "other than the traced ones, against PyTorch (atol 1e-4; VAE decoders 1e-3 relative).",
+        "",
+        f"**{classes_passed} of the {classes} classes swept pass ({share}); {passed} of "
+        f"{len(results)} configs.** Every other model class diffusers exports is listed below "
+        "with the reason it is not swept.", "",
         "| class | status | graphs | max diff (scaled to 1e-4) | convert s | detail |",
         "| --- | --- | --- | --- | --- | --- |",
     ]  # fmt: skip
@@ -150,10 +169,12 @@ def report(results: dict) -> str:
 
 
 def unswept(results: dict) -> list[str]:
-    """Every other model class diffusers exports, with what mobius makes of it: a contract not
-    swept yet (no small config written), or why there is none."""
+    """Every other model class diffusers exports, with why it is not swept: a reason recorded
+    when it was looked at (``diffusers_unswept.py``), else no contract (the argument none
+    fills), else a contract and no small config written yet."""
     import diffusers
     import torch
+    from diffusers_unswept import reason  # beside this script
 
     from mobius.diffusers.components import component_tasks
     from mobius.testing.diffusers_configs import ALL_CONFIGS
@@ -166,20 +187,15 @@ def unswept(results: dict) -> list[str]:
             continue
         if not hasattr(cls, "from_config") or "Pipeline" in name:
             continue
-        video = "3D" in name or "Video" in name or "Audio" in name or "1D" in name
         try:
             graphs = ", ".join(t.name for t in component_tasks(name))
-            note = (
-                "untested: its latents are not 2D images, which the contracts assume"
-                if video
-                else "no small config in the sweep yet"
-            )
-            rows.append(f"| {name} | contract ({graphs}); {note} |")
+            rows.append(f"| {name} | contract ({graphs}); "
+                        f"{reason(name) or 'no small config written yet'} |")  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - the reason is the report
-            reason = str(exc).split(": ", 1)[-1].split(" yet: ")[-1]
-            rows.append(f"| {name} | no contract: {reason[:140]} |")
+            why = str(exc).split(": ", 1)[-1].split(" yet: ")[-1]
+            rows.append(f"| {name} | no contract: {reason(name) or why[:140]} |")
     return [
-        "Model classes outside the sweep (what a conversion would do):", "",
+        f"Model classes outside the sweep ({len(rows)}), and why:", "",
         "| class | status |", "| --- | --- |", *rows,
     ]  # fmt: skip
 
@@ -199,6 +215,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--report", action="store_true")
+    parser.add_argument(
+        "--merge",
+        nargs="*",
+        type=Path,
+        default=[],
+        help="workers' results files to merge into the results",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the subprocess's entry
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument(
@@ -214,6 +237,10 @@ def main() -> None:
     from mobius.testing.diffusers_configs import ALL_CONFIGS
 
     results = json.loads(args.results.read_text()) if args.results.is_file() else {}
+    for part in args.merge:
+        results.update(json.loads(part.read_text()))
+    if args.merge:
+        args.results.write_text(json.dumps(results, indent=2))
     if not args.report:
         for label, _, _ in ALL_CONFIGS:
             if args.only and label not in args.only:

@@ -28,6 +28,7 @@ from mobius.errors import UnsupportedError
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
 FLOAT = None  # the model's dtype
+MICRO_CONDITIONS = ("original_size", "target_size", "crop_coords")
 # arguments diffusers passes only as keyword dictionaries or switches: never graph inputs
 OPTIONAL_CALL_ARGS = frozenset(
     {"return_dict", "cross_attention_kwargs", "joint_attention_kwargs", "attention_kwargs",
@@ -77,6 +78,8 @@ def _spec(name: str, cfg: Any, layout: str) -> TensorSpec | None:
     if name in ("img_ids", "txt_ids"):  # one position per rotary axis
         axes = len(cfg.get("axes_dims_rope") or (0, 0, 0))
         return TensorSpec(name, FLOAT, (IMAGE_SEQUENCE if name == "img_ids" else SEQUENCE, axes))
+    if name in MICRO_CONDITIONS:  # CogView's SDXL-like size conditioning, (height, width) each
+        return TensorSpec(name, FLOAT, (BATCH, 2))
     if name == "guidance" and cfg.get("guidance_embeds"):
         return TensorSpec(name, torch.float32, (BATCH,))
     return None
@@ -122,7 +125,7 @@ class TransformerTask(DiffusersTask):
 
 KNOWN_ARGS = frozenset(
     {"hidden_states", "encoder_hidden_states", "pooled_projections", "timestep",
-     "class_labels", "img_ids", "txt_ids", "guidance"}
+     "class_labels", "img_ids", "txt_ids", "guidance", *MICRO_CONDITIONS}
 )  # fmt: skip
 
 
