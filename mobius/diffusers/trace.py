@@ -63,6 +63,23 @@ def instantiate(arch: ArchitectureConfig, dtype: torch.dtype, device: str = "met
 
 
 @contextlib.contextmanager
+def _autocast_on_meta() -> Iterator[None]:
+    """``torch.autocast(x.device.type, ...)`` traced on meta autocasts as on CPU (Mochi's and
+    Lumina's rotary embeddings open one on their input's device; torch has no meta autocast)."""
+    cls = torch.autocast
+    original = cls.__init__
+
+    def init(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
+        original(self, "cpu" if device_type == "meta" else device_type, *args, **kwargs)
+
+    cls.__init__ = init
+    try:
+        yield
+    finally:
+        cls.__init__ = original
+
+
+@contextlib.contextmanager
 def _diffusers_quiet() -> Iterator[None]:
     logger = logging.getLogger("diffusers")
     level = logger.level
@@ -141,7 +158,7 @@ def export(
         for s in specs
     )
     try:
-        with _quiet(), unchecked_distributions():
+        with _quiet(), unchecked_distributions(), _autocast_on_meta():
             program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
     except Exception as exc:
         failures.check(exc)
