@@ -151,7 +151,7 @@ def export(
     Two kinds of guard are accepted: the batch bound of diffusers' upsampler (above), and a
     height or width that must not take some small values: UNets pass explicit up-sampling sizes
     only when the size is no multiple of their down-sampling factor, which pipelines never give
-    (latents are a multiple of it)."""
+    (latents are a multiple of it); video models (axes 2-4: frames, height, width) likewise."""
     args = tuple(torch.zeros_like(task.example_value(s, arch, dtype), device=device) for s in specs)
     dynamic = tuple(
         {axis: torch.export.Dim.AUTO for axis, d in enumerate(s.dims) if isinstance(d, str)}
@@ -185,4 +185,4 @@ def _neutral(bound: str, batch_axes: set[str]) -> bool:
     """``bound`` (as ``bounded_dims`` words it) is one of the accepted guards."""
     if bound.endswith(f"<= {NEUTRAL_BATCH_BOUND}"):
         return any(f" {axis} " in f" {bound} " for axis in batch_axes)
-    return " != " in bound and bound.split("[", 1)[1].startswith(("2]", "3]"))
+    return " != " in bound and bound.split("[", 1)[1].startswith(("2]", "3]", "4]"))
