@@ -54,3 +54,16 @@ def reason(name: str) -> str | None:
     if name in AUDIO_CLASSES:
         return AUDIO
     return REASONS.get(name)
+
+
+# what the last run's table cannot say (shown under it)
+NOTES = [
+    "The sweep ran niced at a 1-minute load of 12-22 on 2 shared cores: `timeout` (600 s) is "
+    "this machine's verdict, not the class's. WanTransformer3DModel shares its config and code "
+    "path with SkyReelsV2 and ChronoEdit (both pass on the rerun); its CLI rerun timed out, and "
+    "the same build through `mobius.build` in-process matched PyTorch within 6.0e-7 at the "
+    "sweep's sizes (and at 1 frame).",
+    "MochiTransformer3DModel's row predates the autocast shim: traced again, it fails later, "
+    "its attention processor loops over the batch in Python (each prompt's valid length), so "
+    "the trace fixes the batch.",
+]
