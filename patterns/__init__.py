@@ -21,6 +21,7 @@ from patterns import (
     rms_norm,
     rotary,
     sdpa,
+    timestep_embedding,
 )
 from patterns.base import Claim, Decline, MatchContext, Region
 
@@ -37,6 +38,7 @@ ANCHOR_PATTERNS: list[Callable[[torch.fx.Node, MatchContext], Claim | Decline | 
     sdpa.match,
     gelu.match,
     group_norm.match,
+    timestep_embedding.match,
 ]
 
 
