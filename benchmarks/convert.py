@@ -123,6 +123,7 @@ EXPORTERS = (
     "mobius-base",  # mobius from another source tree (--base-tree): before/after comparisons
 )
 BASE_TREE: Path | None = None
+BUILDER_CAP_BYTES: int | None = None  # --builder-cap-gib, applied to the big models only
 PACKAGES = (
     "mobius",
     "torch",
@@ -190,6 +191,8 @@ def command(exporter: str, checkpoint: Path, output: Path, dtype: str = "f32") -
     if exporter == "ort-genai-builder":
         cmd = peers.export_ort_genai(checkpoint, output)
         cmd[cmd.index("-p") + 1] = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}[dtype]
+        if BUILDER_CAP_BYTES:  # its address space capped: it cannot take the machine's memory
+            return ["prlimit", f"--as={BUILDER_CAP_BYTES}", "--", *cmd]
         return cmd
     fn = {"torch-dynamo": "export_torch_dynamo", "transformers-exporters": "export_transformers"}
     code = (
@@ -409,8 +412,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--base-tree", type=Path, help="a source tree of mobius to time as exporter mobius-base"
     )
+    parser.add_argument(
+        "--builder-cap-gib",
+        type=float,
+        default=12.0,
+        help="address-space cap (prlimit --as) of the builder on the --big models (0: none)",
+    )
+    parser.add_argument(
+        "--base-label", default=None, help="what mobius-base is, in the tables (e.g. a commit)"
+    )
     args = parser.parse_args(argv)
-    global BASE_TREE
+    global BASE_TREE, BUILDER_CAP_BYTES
     BASE_TREE = args.base_tree
     if args.big:
         args.models = [*args.models, *(m for m in BIG if m not in args.models)]
@@ -443,6 +455,8 @@ def main(argv: list[str] | None = None) -> int:
             "mobius_dtype": dtype,
             "exporters": {e: {"runs": []} for e in args.exporters},
         }
+        if "mobius-base" in args.exporters and args.base_label:
+            entry["exporters"]["mobius-base"]["label"] = args.base_label
         previous = result["models"].get(name) or old_models.get(name)
         if previous:  # keep the other exporters' results from an earlier run on this model
             for exporter, rec in previous.get("exporters", {}).items():
@@ -455,6 +469,10 @@ def main(argv: list[str] | None = None) -> int:
                 if exporter in failed:  # a deterministic failure is recorded once, not retried
                     continue
                 output = args.workdir / "out" / name / exporter
+                cap = int(args.builder_cap_gib * 2**30) if name in BIG else 0
+                BUILDER_CAP_BYTES = cap or None
+                if cap and exporter == "ort-genai-builder":
+                    entry["exporters"][exporter]["address_space_cap_bytes"] = cap
                 run = run_once(exporter, checkpoint, output, args.interval, args.timeout, dtype)
                 entry["exporters"][exporter]["runs"].append(run)
                 status = "FAILED" if "error" in run else "ok"
@@ -468,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
                     print("   ", run["error"].strip().splitlines()[-1][:300], flush=True)
                 elif rep == 0 and exporter != "cp":
                     entry["exporters"][exporter]["graph"] = graph_stats(output)
+                if name in BIG:  # 16 GB each: one output on disk at a time
+                    shutil.rmtree(output, ignore_errors=True)
                 args.results.parent.mkdir(parents=True, exist_ok=True)
                 args.results.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         for exporter in entry["exporters"]:

@@ -38,6 +38,17 @@ def _spread(runs: list[dict], key: str) -> str:
     return f"{med:.1f} ({min(values):.1f}–{max(values):.1f})"
 
 
+def _name(entry: dict, exporter: str) -> str:
+    """The exporter's name in the tables; ``mobius-base`` as recorded with its run."""
+    record = entry["exporters"][exporter]
+    if exporter == "mobius-base" and record.get("label"):
+        return record["label"]
+    cap = record.get("address_space_cap_bytes")
+    if cap:
+        return f"{NAMES.get(exporter, exporter)} (under `prlimit --as={cap / 2**30:g} GiB`)"
+    return NAMES.get(exporter, exporter)
+
+
 def model_table(name: str, entry: dict) -> list[str]:
     exporters = entry["exporters"]
     builder = _median(exporters.get("ort-genai-builder", {}).get("runs", []), "wall_s")
@@ -56,7 +67,7 @@ def model_table(name: str, entry: dict) -> list[str]:
         ok = [r for r in runs if "error" not in r]
         if not ok:
             error = (rec.get("error") or "no runs").strip().splitlines()[-1][:120]
-            lines.append(f"| {NAMES.get(exporter, exporter)} | {len(runs)} | failed: {error} |")
+            lines.append(f"| {_name(entry, exporter)} | {len(runs)} | failed: {error} |")
             continue
         wall = _median(runs, "wall_s")
         rss = _median(runs, "peak_rss_bytes")
@@ -64,7 +75,7 @@ def model_table(name: str, entry: dict) -> list[str]:
         ratio_b = f"{wall / builder:.2f}×" if builder and exporter != "ort-genai-builder" else "—"
         ratio_cp = f"{wall / cp:.2f}×" if cp and exporter != "cp" else "—"
         lines.append(
-            f"| {NAMES.get(exporter, exporter)} | {len(ok)} | {_spread(runs, 'wall_s')} | "
+            f"| {_name(entry, exporter)} | {len(ok)} | {_spread(runs, 'wall_s')} | "
             f"{_spread(runs, 'cpu_s')} | {rss / MiB:.0f} | {min(loads):.1f}–{max(loads):.1f} | "
             f"{ratio_b} | {ratio_cp} |"
         )

@@ -1,7 +1,7 @@
 """Breadth sweep over diffusers model classes: each built from a small config with every
 parameter random, converted with the CLI, and compared with PyTorch on onnxruntime.
 
-For each entry of ``mobius.testing.diffusers_configs.SMALL_CONFIGS``, in a fresh subprocess:
+For each entry of ``mobius.testing.diffusers_configs.ALL_CONFIGS``, in a fresh subprocess:
 build and save the model, ``python -m mobius build``, then run every graph at a batch and
 resolution other than the traced ones (atol 1e-4; VAE decoders 1e-3 relative). Statuses: pass,
 mismatch, convert-error, build-error, timeout. Results go to
@@ -29,7 +29,7 @@ HEADING = "# Diffusers model classes"
 # sizes for the parity run: others than the trace's (tasks.EXAMPLE_SIZES)
 RUN_SIZES = {
     "batch": 3, "sequence_length": 6, "height": 16, "width": 8, "image_sequence_length": 10,
-    "image_height": 128, "image_width": 64,
+    "image_height": 128, "image_width": 64, "num_frames": 9,
 }  # fmt: skip
 
 
@@ -56,10 +56,15 @@ def feeds(task, arch, session, seed: int = 0) -> dict:
             value = torch.rand(shape, generator=gen) * 0.9 + 0.01
         elif spec.name == "timestep":
             value = torch.rand(shape, generator=gen) * 900 + 10
+        elif spec.dtype == torch.bool:  # a padding mask: the last text token of row 0 padding
+            value = torch.ones(shape, dtype=torch.bool)
+            value[0, -1] = False
         elif spec.dtype == torch.int64:
             value = torch.randint(0, 4, shape, generator=gen)
         elif spec.name.endswith("_ids"):
             value = torch.randint(0, 16, shape, generator=gen).float()
+        elif spec.name in ("original_size", "target_size", "crop_coords"):
+            value = torch.randint(0, 64, shape, generator=gen).float()
         elif spec.name == "conditioning_scale":
             value = torch.tensor(0.7)
         else:
@@ -77,9 +82,9 @@ def run_one(label: str) -> dict:
 
     from mobius.diffusers.components import component_tasks
     from mobius.diffusers.config import architecture
-    from mobius.testing.diffusers_configs import SMALL_CONFIGS, randomize_scaled
+    from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
 
-    _, cls_name, kwargs = next(c for c in SMALL_CONFIGS if c[0] == label)
+    _, cls_name, kwargs = next(c for c in ALL_CONFIGS if c[0] == label)
     work = Path(tempfile.mkdtemp())
     try:
         model = getattr(diffusers, cls_name)(**kwargs)
@@ -122,16 +127,33 @@ def run_one(label: str) -> dict:
     return {"status": "pass", "max_abs_diff": worst, "graphs": graphs, "seconds": seconds}
 
 
+def class_counts(results: dict) -> tuple[int, int]:
+    """(classes passing, classes swept): a class passes when every config of it passes."""
+    from mobius.testing.diffusers_configs import ALL_CONFIGS
+
+    by_class: dict[str, list[str]] = {}
+    for label, cls, _ in ALL_CONFIGS:
+        if label in results:
+            by_class.setdefault(cls, []).append(results[label]["status"])
+    passing = sum(all(s == "pass" for s in statuses) for statuses in by_class.values())
+    return passing, len(by_class)
+
+
 def report(results: dict) -> str:
     passed = sum(r["status"] == "pass" for r in results.values())
+    classes_passed, classes = class_counts(results)
+    share = f"{100 * classes_passed / classes:.0f}%" if classes else "-"
     lines = [
         HEADING, "",
         "`python benchmarks/diffusers_coverage.py`: each class from a small config "
-        "(`mobius/testing/diffusers_configs.py`), every parameter random (weights scaled by "
-        "1/sqrt(fan-in) so activations stay of order one), converted with the "
-        "CLI and run on onnxruntime at a batch and resolution other than the traced ones, "
-        "against PyTorch (atol 1e-4; VAE decoders 1e-3 relative).", "",
-        f"**{passed} of {len(results)} pass.**", "",
+        "(`mobius/testing/diffusers_configs.py`, `diffusers_configs_more.py`), every parameter "
+        "random (weights scaled by 1/sqrt(fan-in) so activations stay of order one), converted "
+        "with the CLI and run on onnxruntime at a batch, resolution (and frame count for video) "
+        "other than the traced ones, against PyTorch (atol 1e-4; VAE decoders 1e-3 relative).",
+        "",
+        f"**{classes_passed} of the {classes} classes swept pass ({share}); {passed} of "
+        f"{len(results)} configs.** Every other model class diffusers exports is listed below "
+        "with the reason it is not swept.", "",
         "| class | status | graphs | max diff (scaled to 1e-4) | convert s | detail |",
         "| --- | --- | --- | --- | --- | --- |",
     ]  # fmt: skip
@@ -142,20 +164,25 @@ def report(results: dict) -> str:
             f"| {label} | {r['status']} | {', '.join(r.get('graphs', []))} | {diff} | "
             f"{r.get('seconds', '')} | {detail} |"
         )
-    lines += ["", *unswept(results)]
+    from diffusers_unswept import NOTES  # beside this script
+
+    lines += ["", *(f"- {note}" for note in NOTES), "", *unswept(results)]
     return "\n".join(lines) + "\n"
 
 
 def unswept(results: dict) -> list[str]:
-    """Every other model class diffusers exports, with what mobius makes of it: a contract not
-    swept yet (no small config written), or why there is none."""
+    """Every other model class diffusers exports, with why it is not swept: a reason recorded
+    when it was looked at (``diffusers_unswept.py``), else no contract (the argument none
+    fills), else a contract and no small config written yet."""
     import diffusers
     import torch
+    from diffusers_unswept import reason  # beside this script
 
     from mobius.diffusers.components import component_tasks
-    from mobius.testing.diffusers_configs import SMALL_CONFIGS
+    from mobius.testing.diffusers_configs import ALL_CONFIGS
 
-    swept = {c[1] for c in SMALL_CONFIGS}
+    swept = {c[1] for c in ALL_CONFIGS if c[0] in results}
+    written = {c[1] for c in ALL_CONFIGS} - swept
     rows = []
     for name in sorted(dir(diffusers)):
         cls = getattr(diffusers, name, None)
@@ -163,20 +190,18 @@ def unswept(results: dict) -> list[str]:
             continue
         if not hasattr(cls, "from_config") or "Pipeline" in name:
             continue
-        video = "3D" in name or "Video" in name or "Audio" in name or "1D" in name
+        if name in written:
+            rows.append(f"| {name} | a small config is written; not run in this sweep (time) |")
+            continue
         try:
             graphs = ", ".join(t.name for t in component_tasks(name))
-            note = (
-                "untested: its latents are not 2D images, which the contracts assume"
-                if video
-                else "no small config in the sweep yet"
-            )
-            rows.append(f"| {name} | contract ({graphs}); {note} |")
+            rows.append(f"| {name} | contract ({graphs}); "
+                        f"{reason(name) or 'no small config written yet'} |")  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - the reason is the report
-            reason = str(exc).split(": ", 1)[-1].split(" yet: ")[-1]
-            rows.append(f"| {name} | no contract: {reason[:140]} |")
+            why = str(exc).split(": ", 1)[-1].split(" yet: ")[-1]
+            rows.append(f"| {name} | no contract: {reason(name) or why[:140]} |")
     return [
-        "Model classes outside the sweep (what a conversion would do):", "",
+        f"Model classes outside the sweep ({len(rows)}), and why:", "",
         "| class | status |", "| --- | --- |", *rows,
     ]  # fmt: skip
 
@@ -196,17 +221,34 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--report", action="store_true")
+    parser.add_argument(
+        "--merge",
+        nargs="*",
+        type=Path,
+        default=[],
+        help="workers' results files to merge into the results",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the subprocess's entry
     parser.add_argument("--timeout", type=int, default=900)
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=RESULTS,
+        help="the results file (one per worker when sweeping in parallel)",
+    )
     args = parser.parse_args()
     if args.one:
         print(json.dumps(run_one(args.one)))
         return
-    from mobius.testing.diffusers_configs import SMALL_CONFIGS
+    from mobius.testing.diffusers_configs import ALL_CONFIGS
 
-    results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+    results = json.loads(args.results.read_text()) if args.results.is_file() else {}
+    for part in args.merge:
+        results.update(json.loads(part.read_text()))
+    if args.merge:
+        args.results.write_text(json.dumps(results, indent=2))
     if not args.report:
-        for label, _, _ in SMALL_CONFIGS:
+        for label, _, _ in ALL_CONFIGS:
             if args.only and label not in args.only:
                 continue
             try:
@@ -224,9 +266,11 @@ def main() -> None:
                 result = {"status": "timeout"}
             results[label] = result
             print(label, result["status"], result.get("detail", ""), flush=True)
-            RESULTS.parent.mkdir(parents=True, exist_ok=True)
-            RESULTS.write_text(json.dumps(results, indent=2))
-    order = [c[0] for c in SMALL_CONFIGS]
+            args.results.parent.mkdir(parents=True, exist_ok=True)
+            args.results.write_text(json.dumps(results, indent=2))
+    if args.results != RESULTS:
+        return  # a worker: the table is written from the merged results
+    order = [c[0] for c in ALL_CONFIGS]
     write_report({k: results[k] for k in order if k in results})
 
 

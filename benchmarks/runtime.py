@@ -21,9 +21,10 @@ Results: ``benchmarks/results/runtime.json``.
 
     python benchmarks/runtime.py [--models tiny qwen2-0.5b llama-3.2-1b] [--rounds 3]
 
-``--genai``: prefill and decode through onnxruntime-genai itself, mobius's graph against the
-genai builder's, f32 and f16, on the Qwen2.5-0.5B shape (``benchmarks/runtime_genai.py``;
-results in ``benchmarks/results/runtime_genai.json``):
+``--genai``: prefill and decode through onnxruntime-genai itself, mobius's ``--ep cpu`` graph
+against the genai builder's ``-e cpu``, f32 and f16, on the Qwen2.5-0.5B shape, both graphs of a
+dtype in one process, step by step (``benchmarks/runtime_genai.py``; results in
+``benchmarks/results/runtime_genai.json``):
 
     nice python benchmarks/runtime.py --genai [--genai-dtypes f32 f16] [--rounds 3]
 """
@@ -209,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     genai.add_argument("--genai-prompt", type=int, default=128, help="prompt tokens")
     genai.add_argument("--genai-new-tokens", type=int, default=33, help="tokens per generation")
     genai.add_argument("--genai-iters", type=int, default=2, help="timed generations per round")
+    genai.add_argument(
+        "--genai-ort-steps", type=int, default=40, help="plain onnxruntime decode steps (0: skip)"
+    )
     args = parser.parse_args(argv)
     if args.genai:
         import runtime_genai

@@ -8,12 +8,18 @@ For each task, every model type in the task's auto mapping (or ``--types``): a t
 ``pass``, ``mismatch`` (with the diff), ``hf`` (transformers cannot build the tiny model, or,
 when mobius failed, its own forward fails on the contract's inputs: not a mobius failure) or ``fail`` (the first line of mobius' error). A pair gets ``--timeout``
 seconds.
+
+``--log F`` appends each result line to F as it is made (with the code revision once, at the start),
+and ``--skip F`` (repeatable) leaves out pairs that already have a line in F: a stopped run resumes
+with ``--log F --skip F``, and ``--only-failed F`` re-runs just the pairs whose latest line in F is
+not ``pass`` (after a fix).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
 import sys
 import tempfile
@@ -105,8 +111,6 @@ def probe(task_name: str, model_type: str, root: Path) -> dict:
 
 HEAD_MAPPINGS = (
     "MODEL_FOR_MASKED_LM",
-    "MODEL_FOR_TOKEN_CLASSIFICATION",
-    "MODEL_FOR_QUESTION_ANSWERING",
     "MODEL_FOR_MULTIPLE_CHOICE",
     "MODEL_FOR_IMAGE_CLASSIFICATION",
     "MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION",
@@ -116,20 +120,90 @@ HEAD_MAPPINGS = (
 
 
 def head_types(modeling_auto) -> set[str]:
-    """The text, vision and audio types of the head mappings (issue 13: their AutoModel is
-    feature extraction); sequence classification adds only types that are not causal LMs."""
+    """The text, vision and audio types probed for a head task (issue 13: their AutoModel is
+    feature extraction): the head mappings' types, but of text/token classification and QA
+    only the encoders (``not_encoders``)."""
     types: set[str] = set()
     for mapping in HEAD_MAPPINGS:
         types |= set(getattr(modeling_auto, f"{mapping}_MAPPING_NAMES"))
+    for mapping in ("SEQUENCE_CLASSIFICATION", "TOKEN_CLASSIFICATION", "QUESTION_ANSWERING"):
+        names = getattr(modeling_auto, f"MODEL_FOR_{mapping}_MAPPING_NAMES")
+        types |= set(names) - not_encoders(modeling_auto)
+    return types
+
+
+# tasks whose mappings also list the causal LMs' own heads (LlamaForSequenceClassification, ...)
+DECODER_HEADS = ("text-classification", "token-classification", "question-answering")
+
+
+def not_encoders(modeling_auto) -> set[str]:
+    """Causal-LM types that are neither masked LMs nor encoder-decoders (BERT and BART have a
+    causal-LM entry too, and stay in)."""
     causal = set(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
-    return types | set(modeling_auto.MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES) - causal
+    keep = set(modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES) | set(
+        modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+    )
+    return causal - keep
+
+
+def pairs(tasks: list[str]) -> dict[str, set[str]]:
+    """The model types probed for each task: the task's auto mapping; feature extraction
+    (``AutoModel``) only for the types of the head mappings, text/token classification and QA
+    only for encoders."""
+    from transformers.models.auto import modeling_auto
+
+    from mobius.tasks import TASKS
+
+    chosen = {}
+    for name in tasks:
+        names = set(getattr(modeling_auto, f"{TASKS[name].mapping}_MAPPING_NAMES"))
+        if name == "feature-extraction":
+            names &= head_types(modeling_auto)
+        elif name in DECODER_HEADS:  # not the causal LMs' heads: issue 13 is about encoders
+            names -= not_encoders(modeling_auto)
+        chosen[name] = names
+    return chosen
+
+
+def logged(paths: list[str]) -> dict[tuple[str, str], dict]:
+    """The latest result per (task, type) in result logs (lines ``task type {json}``)."""
+    found: dict[tuple[str, str], dict] = {}
+    for path in paths:
+        if not Path(path).exists():
+            continue
+        for line in Path(path).read_text().splitlines():
+            parts = line.split(" ", 2)
+            if len(parts) == 3 and parts[2].startswith("{"):
+                found[(parts[0], parts[1])] = json.loads(parts[2])
+    return found
+
+
+def revision() -> str:
+    """The git revision of the code under test (``+dirty`` when the tree differs from it)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return (root / "REVISION").read_text().strip() if (root / "REVISION").exists() else "?"
+    return head + ("+dirty" if dirty else "")
 
 
 def main(argv: list[str]) -> int:
     import logging
     import warnings
-
-    from transformers.models.auto import modeling_auto
 
     from mobius.tasks import TASKS
 
@@ -138,18 +212,35 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--types", help="comma-separated model types (default: the whole mapping)")
     parser.add_argument("--timeout", type=int, default=180)
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--log", help="append each result line here as it is made")
+    parser.add_argument("--skip", action="append", default=[], help="skip pairs logged here")
+    parser.add_argument(
+        "--only-failed",
+        action="append",
+        default=[],
+        help="run only the pairs whose latest line here is not a pass",
+    )
     args = parser.parse_args(argv)
+    done = logged(args.skip)
+    failed = {k for k, v in logged(args.only_failed).items() if v.get("status") != "pass"}
+    log = open(args.log, "a", buffering=1) if args.log else None  # noqa: SIM115 - whole run
+    if log is not None:
+        log.write(
+            f"# revision {revision()} started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+        )
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
     signal.signal(signal.SIGALRM, _alarm)
     results: dict[str, dict[str, dict]] = {}
+    chosen = pairs(args.tasks)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.tasks:
-            names = getattr(modeling_auto, f"{TASKS[name].mapping}_MAPPING_NAMES")
-            if name == "feature-extraction":  # AutoModel: the types of the head mappings only
-                names = set(names) & head_types(modeling_auto)
-            types = args.types.split(",") if args.types else sorted(names)
+            types = args.types.split(",") if args.types else sorted(chosen[name])
             for model_type in types:
+                if (name, model_type) in done or (
+                    args.only_failed and (name, model_type) not in failed
+                ):
+                    continue
                 started = time.perf_counter()
                 signal.alarm(args.timeout)
                 try:
@@ -160,7 +251,12 @@ def main(argv: list[str]) -> int:
                     signal.alarm(0)
                 result["seconds"] = round(time.perf_counter() - started, 1)
                 results.setdefault(name, {})[model_type] = result
-                print(name, model_type, json.dumps(result), flush=True)
+                line = f"{name} {model_type} {json.dumps(result)}"
+                print(line, flush=True)
+                if log is not None:
+                    log.write(line + "\n")
+                shutil.rmtree(Path(tmp) / f"{name}-{model_type}", ignore_errors=True)
+                shutil.rmtree(Path(tmp) / f"{name}-{model_type}-onnx", ignore_errors=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

@@ -8,8 +8,11 @@ The three graphs of CONTRACTS.md ("Vision–language models"): ``vision_encoder`
 processor's ``pixel_values`` into ``image_features`` [num_image_tokens, hidden]; ``embedding``
 puts them at the prompt's image tokens; ``decoder_model`` generates from ``inputs_embeds`` with a
 key/value cache, each new token embedded alone (no image features). Without an image file a
-synthetic gradient is captioned. Families with multi-axis positions (Qwen2-VL) need their
-``get_rope_index`` ids instead of the mask count used here.
+synthetic gradient is captioned. Families with multi-axis positions (Qwen2-VL, ``mobius.json``
+``"position_ids": "multi-axis"``) need their ``get_rope_index`` ids instead of the mask count used
+here: ``mobius.runtime_vlm.multi_axis_positions`` is the recipe (the grid comes from the
+processor's ``image_grid_thw``), and the first new token goes one past each row's largest
+position.
 """
 
 from __future__ import annotations

@@ -292,18 +292,25 @@ def clamp(ctx: LoweringContext, node: torch.fx.Node):
     return x
 
 
+def _select(ctx: LoweringContext, cond, a, b, dtype: torch.dtype):
+    """``Where``; on booleans ``(c and a) or (not c and b)``: onnxruntime's CPU ``Where`` has no
+    boolean kernel (diffusers' HunyuanVideo fills a boolean attention mask)."""
+    cond, a, b = ctx.value(cond, torch.bool), ctx.value(a, dtype), ctx.value(b, dtype)
+    if dtype == torch.bool:
+        return ctx.op.Or(ctx.op.And(cond, a), ctx.op.And(ctx.op.Not(cond), b))
+    return ctx.op.Where(cond, a, b)
+
+
 @lowers(aten.where)
 def where(ctx: LoweringContext, node: torch.fx.Node):
-    dtype = ctx.out_dtype(node)
     cond, a, b = node.args
-    return ctx.op.Where(ctx.value(cond, torch.bool), ctx.value(a, dtype), ctx.value(b, dtype))
+    return _select(ctx, cond, a, b, ctx.out_dtype(node))
 
 
 @lowers(aten.masked_fill)
 def masked_fill(ctx: LoweringContext, node: torch.fx.Node):
-    dtype = ctx.out_dtype(node)
     x, mask, fill = node.args
-    return ctx.op.Where(ctx.value(mask, torch.bool), ctx.value(fill, dtype), ctx.value(x, dtype))
+    return _select(ctx, mask, fill, x, ctx.out_dtype(node))
 
 
 @lowers(aten.lerp)

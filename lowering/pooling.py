@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+import onnx_ir as ir
 import torch
 import torch.fx
 
 from lowering.context import LoweringContext
+from lowering.dtypes import onnx_dtype
 from lowering.linalg import _pairs
 from lowering.registry import lowers
 
@@ -43,16 +46,23 @@ def _max_pool_ceil(ctx: LoweringContext, node: torch.fx.Node, dilations: list[in
     drops a window that would start in the right padding), then MaxPool without pads."""
     x = node.args[0]
     shape = list(x.meta["val"].shape)
-    if ctx.rank(x) != 4 or not all(isinstance(d, int) for d in shape[2:]) or dilations != [1, 1]:
-        raise NotImplementedError("max pooling with ceil_mode on a dynamic image size or dilated")
+    if ctx.rank(x) != 4 or dilations != [1, 1]:
+        raise NotImplementedError("max pooling with ceil_mode of a rank other than 4, or dilated")
     window = _window(ctx, node)
+    lowest = ctx.constant(torch.finfo(ctx.out_dtype(node)).min, ctx.out_dtype(node))
+    if not all(isinstance(d, int) for d in shape[2:]):
+        if any(window["pads"]):
+            raise NotImplementedError("max pooling with ceil_mode and padding, dynamic size")
+        padded = ctx.op.Pad(ctx.value(x), _whole_windows(ctx, ctx.value(x), window), lowest)
+        return ctx.op.MaxPool(
+            padded, kernel_shape=window["kernel_shape"], strides=window["strides"]
+        )
     pads_after = []
     for axis, length in enumerate(shape[2:]):
         k, s, p = window["kernel_shape"][axis], window["strides"][axis], window["pads"][axis]
         out = _ceil_windows(length, k, s, p)
         pads_after.append(max(0, (out - 1) * s + k - length - p))
     pads = [0, 0, *window["pads"][:2], 0, 0, *pads_after]
-    lowest = ctx.constant(torch.finfo(ctx.out_dtype(node)).min, ctx.out_dtype(node))
     padded = ctx.op.Pad(ctx.value(x), ctx.constant(pads), lowest)
     return ctx.op.MaxPool(padded, kernel_shape=window["kernel_shape"], strides=window["strides"])
 
@@ -95,8 +105,10 @@ def _avg_pool_exact(ctx: LoweringContext, node: torch.fx.Node, include: bool, di
     times ``area / torch's divisor`` per output cell, a constant of the static image size."""
     x = node.args[0]
     shape = list(x.meta["val"].shape)
-    if ctx.rank(x) != 4 or not all(isinstance(d, int) for d in shape[2:]):
-        raise NotImplementedError("average pooling with ceil_mode on a dynamic image size")
+    if ctx.rank(x) == 4 and not all(isinstance(d, int) for d in shape[2:]):
+        return _avg_pool_ceil_dynamic(ctx, node, divisor)
+    if ctx.rank(x) != 4:
+        raise NotImplementedError("average pooling with ceil_mode of a rank other than 4")
     window = _window(ctx, node)
     kernels, pads_after, scales = [], [], []
     for axis, length in enumerate(shape[2:]):
@@ -115,6 +127,44 @@ def _avg_pool_exact(ctx: LoweringContext, node: torch.fx.Node, include: bool, di
     else:
         factor = [[area / (h * w) for w in scales[1]] for h in scales[0]]
     return ctx.op.Mul(means, ctx.constant(factor, ctx.out_dtype(node)))
+
+
+def _whole_windows(ctx: LoweringContext, x: ir.Value, window: dict[str, list[int]]) -> ir.Value:
+    """ONNX ``Pad`` pads that extend a dynamic 4-D input at the end of each spatial axis to whole
+    windows: ``(stride - (length - kernel) % stride) % stride`` (no padding before)."""
+    shape = ctx.op.Shape(x)
+    extras = []
+    for axis in range(2):
+        k, stride = window["kernel_shape"][axis], window["strides"][axis]
+        length = ctx.op.Gather(shape, ctx.constant([2 + axis]))
+        over = ctx.op.Mod(ctx.op.Sub(length, ctx.constant([k])), ctx.constant([stride]))
+        extras.append(ctx.op.Mod(ctx.op.Sub(ctx.constant([stride]), over), ctx.constant([stride])))
+    return ctx.op.Concat(ctx.constant([0, 0, 0, 0, 0, 0]), *extras, axis=0)
+
+
+def _avg_pool_ceil_dynamic(ctx: LoweringContext, node: torch.fx.Node, divisor):
+    """``ceil_mode`` without padding on a dynamic image size (Funnel's sequence pooling): the
+    input and a mask of ones are zero-padded at the end up to whole windows (by
+    ``(stride - (length - kernel) % stride) % stride``, from the input's shape), and the mean of
+    the input over the mean of the mask is torch's: the sum over the cells inside the input,
+    divided by their count (without padding torch clips the last window to the input)."""
+    window = _window(ctx, node)
+    if divisor is not None or any(window["pads"]):
+        raise NotImplementedError(
+            "average pooling with ceil_mode and padding or a divisor on a dynamic image size"
+        )
+    x = ctx.value(node.args[0])
+    pads = _whole_windows(ctx, x, window)
+    spatial = ctx.op.Gather(ctx.op.Shape(x), ctx.constant([2, 3]))
+    dtype = ctx.out_dtype(node)
+    ones = ctx.op.ConstantOfShape(
+        ctx.op.Concat(ctx.constant([1, 1]), spatial, axis=0),
+        value=ir.tensor(np.ones(1, dtype=onnx_dtype(dtype).numpy())),
+    )
+    pool = {"kernel_shape": window["kernel_shape"], "strides": window["strides"]}
+    sums = ctx.op.AveragePool(ctx.op.Pad(x, pads), **pool)
+    counts = ctx.op.AveragePool(ctx.op.Pad(ones, pads), **pool)
+    return ctx.op.Div(sums, counts)
 
 
 @lowers(aten.adaptive_avg_pool2d, aten._adaptive_avg_pool2d)

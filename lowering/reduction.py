@@ -186,6 +186,34 @@ def sort(ctx: LoweringContext, node: torch.fx.Node):
     return values, indices
 
 
+@lowers(aten.argsort)
+def argsort(ctx: LoweringContext, node: torch.fx.Node):
+    """Indices that sort ``x`` along ``dim``: ``TopK`` over the whole axis (ONNX breaks ties by
+    the lower index, so the order is stable)."""
+    arguments = _arguments(node)
+    x = node.args[0]
+    axis = arguments.get("dim", -1) % max(ctx.rank(x), 1)
+    value = ctx.value(x)
+    k = ctx.op.Shape(value, start=axis, end=axis + 1)
+    descending = int(bool(arguments.get("descending", False)))
+    _, indices = ctx.op.TopK(value, k, axis=axis, largest=descending, sorted=1, _outputs=2)
+    return indices
+
+
+@lowers(aten.bucketize)
+def bucketize(ctx: LoweringContext, node: torch.fx.Node):
+    """The bucket of each value among sorted ``boundaries``: how many boundaries lie below it
+    (``right``: at or below it), counted by comparing every value with every boundary."""
+    arguments = _arguments(node)
+    x, boundaries = ctx.value(node.args[0]), ctx.value(arguments["boundaries"])
+    op = ctx.op
+    below = op.LessOrEqual if arguments.get("right", False) else op.Less
+    # [..., 1] against [n]: [..., n]
+    compared = below(boundaries, op.Unsqueeze(x, ctx.ints([-1])))
+    count = op.ReduceSum(op.Cast(compared, to=7), ctx.ints([-1]), keepdims=0)  # INT64
+    return op.Cast(count, to=6) if arguments.get("out_int32", False) else count  # INT32
+
+
 def _arguments(node: torch.fx.Node) -> dict:
     """The node's arguments by schema name (positional and keyword alike)."""
     names = [a.name for a in node.target._schema.arguments]

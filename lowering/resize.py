@@ -64,3 +64,23 @@ def upsample_nearest(ctx: LoweringContext, node: torch.fx.Node):
 def _out_size(x: torch.fx.Node, scales) -> list:
     shape = x.meta["val"].shape
     return [int(d * s) for d, s in zip(shape[2:], scales, strict=True)]
+
+
+_GRID_MODES = {0: "linear", 1: "nearest", 2: "cubic"}  # torch's interpolation_mode numbers
+_GRID_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
+
+
+@lowers(aten.grid_sampler_2d, aten.grid_sampler)
+def grid_sampler_2d(ctx: LoweringContext, node: torch.fx.Node):
+    """``F.grid_sample`` on 4-D input: ONNX ``GridSample`` (opset 20 names its modes
+    ``linear``/``cubic``)."""
+    x, grid, mode, padding, align_corners = node.args[:5]
+    if ctx.rank(x) != 4:
+        raise NotImplementedError("grid_sample on other than 4-D input")
+    return ctx.op.GridSample(
+        ctx.value(x),
+        ctx.value(grid),
+        mode=_GRID_MODES[mode],
+        padding_mode=_GRID_PADDING[padding],
+        align_corners=int(align_corners),
+    )

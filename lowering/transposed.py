@@ -45,11 +45,16 @@ class TransposedTensor(ir.LazyTensor):
             self._materialize, dtype=source.dtype, shape=ir.Shape([cols, rows]), name=name
         )
         self._source: Callable[[], np.ndarray] = source.numpy
+        self._tensor = source
 
     def _materialize(self) -> ir.TensorProtocol:
         return ir.tensor(transpose(self._source()))
 
     def tofile(self, file) -> None:
+        # a checkpoint tensor streamed by mobius.weights: cast and transposed in one pass
+        write = getattr(self._tensor, "write_transposed", None)
+        if write is not None and write(file):
+            return
         source = self._source()
         if source.ndim != 2 or source.dtype.itemsize * 8 != self.dtype.bitwidth:
             super().tofile(file)  # packed sub-byte types: let onnx_ir lay the bytes out

@@ -5,7 +5,9 @@
   add + RMSNorm one ``SkipSimplifiedLayerNormalization`` (``components/skip_norm.py``), and the
   default dtype is f16 (an explicit ``--dtype`` wins).
 - ``cpu``: ONNX ``Attention``-23 as emitted, which onnxruntime's CPU EP runs faster than
-  GroupQueryAttention at every length measured (``docs/benchmarks.md``); f32 by default.
+  GroupQueryAttention at every length measured (``docs/benchmarks.md``), fed by one packed QKV
+  MatMul and a ``Split`` (``packed_qkv.pack_and_split``), and the residual add + RMSNorm pairs
+  fused as for the GPU providers: fewer, larger kernels a step; f32 by default.
 
 A block in the 4-D layout (QK-norm, partial rotary, fused-QKV splits the packed block declines)
 gets GQA over transposed inputs with its rotary left outside (``do_rotary=0``; listed in
@@ -25,6 +27,7 @@ from typing import Any
 import onnx_ir as ir
 
 from mobius.components import gqa
+from mobius.components.packed_qkv import pack_and_split
 from mobius.components.skip_norm import fuse_skip_norms
 
 log = logging.getLogger("mobius")
@@ -79,13 +82,16 @@ def check(ep: str | None) -> None:
         raise ConfigError(f"unknown execution provider '{ep}'; choose one of: {', '.join(EPS)}")
 
 
-def apply(model: ir.Model, ep: str | None, hf_config: Any, dtype: str = "f16") -> EpReport | None:
-    """Rewrite ``model`` in place for ``ep`` (None and ``cpu``: unchanged)."""
+def apply(
+    model: ir.Model, ep: str | None, hf_config: Any, dtype: str = "f16", *, pack: bool = True
+) -> EpReport | None:
+    """Rewrite ``model`` in place for ``ep`` (None: unchanged). ``pack=False`` (weights already
+    quantized, GGUF/GPTQ/AWQ, placed by name after this) leaves ``--ep cpu``'s projections apart."""
     if ep is None:
         return None
     report = EpReport(ep)
     if ep not in GPU_EPS:
-        return report
+        return _cpu(model, report, pack)
     graph = model.graph
     attention = [n for n in graph if n.op_type == "Attention" and n.domain == ""]
     blocks: list[gqa.Block] = []
@@ -132,6 +138,23 @@ def apply(model: ir.Model, ep: str | None, hf_config: Any, dtype: str = "f16") -
         model.opset_imports.setdefault(gqa.MS, 1)
     for module, reason in report.fallbacks.items():
         log.warning("--ep %s: %s keeps ONNX Attention: %s", ep, module, reason)
+    return report
+
+
+def _cpu(model: ir.Model, report: EpReport, pack: bool) -> EpReport:
+    """``--ep cpu``: ONNX Attention kept; q/k/v packed into one MatMul and split, skip norms."""
+    graph = model.graph
+    attention = [n for n in graph if n.op_type == "Attention" and n.domain == ""]
+    for node in attention if pack else []:
+        block = gqa.attention_inputs(node)
+        if block is not None and pack_and_split(graph, block):
+            report.packed_qkv += 1
+    if report.packed_qkv:
+        graph.sort()  # the packed MatMul follows the last projection it replaces
+    report.skip_norms = fuse_skip_norms(graph)
+    gqa.remove_dead(graph)
+    if report.skip_norms:
+        model.opset_imports.setdefault(gqa.MS, 1)
     return report
 
 

@@ -40,6 +40,12 @@ class GGUFReport:
     def record(self, key: str, gguf_type: str, held_as: str, *, exact: bool | None) -> None:
         self.weights[key] = {"gguf_type": gguf_type, "as": held_as, "exact": exact}
 
+    def note_forms(self, forms: dict[str, str]) -> None:
+        """Add to each weight how it is held for the CPU EP (``mobius.nbits_cpu``)."""
+        for key, form in forms.items():
+            if key in self.weights:
+                self.weights[key]["as"] += f"; {form}"
+
     def counts(self) -> Counter:
         return Counter(
             "exact"

@@ -15,9 +15,12 @@ is exact); anything else (new values, a new shape) is applied to the dequantized
 from __future__ import annotations
 
 import atexit
+import copy
 import logging
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,7 +163,8 @@ def _write_config_and_tokenizer(info: GGUFInfo, directory: Path):
     what = f"{name} ({info.architecture or 'unknown architecture'})"
     try:
         parsed = load_gguf_checkpoint(str(info.path), return_tensors=False)
-        config = AutoConfig.from_pretrained(folder, gguf_file=name)
+        with _parsed_once(info.path, parsed):
+            config = AutoConfig.from_pretrained(folder, gguf_file=name)
     except Exception as exc:  # ValueError for an architecture transformers does not map, and more
         failures.raise_if_fatal(exc)
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -173,11 +177,34 @@ def _write_config_and_tokenizer(info: GGUFInfo, directory: Path):
     config.save_pretrained(directory)
     GenerationConfig.from_model_config(config).save_pretrained(directory)
     try:
-        AutoTokenizer.from_pretrained(folder, gguf_file=name).save_pretrained(directory)
+        with _parsed_once(info.path, parsed):
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        tokenizer.save_pretrained(directory)
     except Exception as exc:
         failures.raise_if_fatal(exc)
         log.warning("no tokenizer converted from %s (%s)", name, str(exc).splitlines()[0])
     return config, parsed
+
+
+@contextmanager
+def _parsed_once(path: Path, parsed: dict) -> Iterator[None]:
+    """transformers' config and tokenizer loaders each parse the whole GGUF header again
+    (``load_gguf_checkpoint``, about 20 s for Gemma3's 262k-token vocabulary); inside this block
+    they get the metadata already ``parsed`` from ``path`` instead. Other calls pass through."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+    original = gguf_utils.load_gguf_checkpoint
+
+    def load(file, return_tensors: bool = False, **kwargs):
+        if not return_tensors and not kwargs and Path(file).resolve() == path.resolve():
+            return copy.deepcopy(parsed)
+        return original(file, return_tensors=return_tensors, **kwargs)
+
+    gguf_utils.load_gguf_checkpoint = load
+    try:
+        yield
+    finally:
+        gguf_utils.load_gguf_checkpoint = original
 
 
 def _checkpoint(info: GGUFInfo, config, parsed: dict) -> GGUFCheckpoint:

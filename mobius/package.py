@@ -245,6 +245,14 @@ class ModelPackage:
         ) + sum(path.stat().st_size for path in self.extra_files if path.is_file())
 
     def _write(self, tmp: Path, *, progress: bool) -> None:
+        from mobius.weights import release_scratch
+
+        try:
+            self._write_graphs(tmp, progress=progress)
+        finally:
+            release_scratch()
+
+    def _write_graphs(self, tmp: Path, *, progress: bool) -> None:
         for file, model in self.graphs().items():
             data = DATA_FILE if file == MODEL_FILE else f"{file}.data"
             with _progress_callback(model, progress) as callback, _one_kernel_thread():

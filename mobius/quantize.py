@@ -21,6 +21,7 @@ import torch
 from mobius.blockquant import Packed, Scheme, quantize_rows
 from mobius.errors import ConfigError, WeightsError
 from mobius.quantize_gather import _lookups, share_with_gathers, swap_node
+from mobius.quantize_moe import quantize_experts
 from mobius.weights import _read_into
 
 log = logging.getLogger("mobius")
@@ -81,6 +82,9 @@ class QuantizeReport:
     )  # also read by another op (a tied embedding)
     # an untied embedding: GatherBlockQuantized over its own packed bytes
     quantized_embedding: list[str] = field(default_factory=list)
+    # stacked expert weights of MoE blocks: quantized into QMoE, or kept float (key -> why)
+    quantized_experts: list[str] = field(default_factory=list)
+    float_experts: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         s = self.scheme
@@ -97,6 +101,8 @@ class QuantizeReport:
             "embedding_shared_with_lm_head": self.shared_embedding,
             "float_weights_also_kept": self.kept_float,
             "embedding_quantized": self.quantized_embedding,
+            "quantized_experts": self.quantized_experts,
+            "float_experts": self.float_experts,
         }
 
 
@@ -148,7 +154,10 @@ def quantize_linears(
         elif weight.is_initializer():
             weight.graph.initializers.pop(weight.name, None)
     _quantize_lookups(model, scheme, exclude, report)
-    if report.quantized or report.quantized_embedding:
+    report.quantized_experts, report.float_experts = quantize_experts(
+        model, scheme, lambda key: excluded_by(module_of(key), key, exclude)
+    )
+    if report.quantized or report.quantized_embedding or report.quantized_experts:
         model.opset_imports.setdefault(MS_DOMAIN, 1)
     log.info(
         "quantized %d linear weights to %s (%d excluded)",

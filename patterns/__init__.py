@@ -11,18 +11,34 @@ from collections.abc import Callable
 
 import torch.fx
 
-from patterns import attention_block, bidirectional_sdpa, gelu, group_norm, rms_norm, rotary, sdpa
+from patterns import (
+    attention_block,
+    bidirectional_sdpa,
+    experts,  # noqa: F401  (registers the emitter of unclaimed experts calls)
+    gelu,
+    group_norm,
+    moe,
+    rms_norm,
+    rotary,
+    sdpa,
+    timestep_embedding,
+)
 from patterns.base import Claim, Decline, MatchContext, Region
 
-REGION_PATTERNS: list[Callable[[Region], Claim | Decline | None]] = [rms_norm.match]
+REGION_PATTERNS: list[Callable[[Region], Claim | Decline | None]] = [
+    rms_norm.match,
+    moe.match_region,
+]
 # attention_block first: it claims the rotary nodes of the blocks it packs
 ANCHOR_PATTERNS: list[Callable[[torch.fx.Node, MatchContext], Claim | Decline | None]] = [
     attention_block.match,
+    moe.match,
     rotary.match,
     bidirectional_sdpa.match,  # before sdpa.py, which declines every non-causal call
     sdpa.match,
     gelu.match,
     group_norm.match,
+    timestep_embedding.match,
 ]
 
 

@@ -7,17 +7,19 @@ over ``[batch, seq, heads * dim]``; this module swaps each such block for one
 
 - **rotary inside** (``do_rotary=1``): the ``[batch, seq, rotary_dim/2]`` tables the graph computes
   from ``position_ids`` are evaluated once, at build time, for positions ``0..context-1`` into the
-  ``cos_cache``/``sin_cache`` initializers GQA indexes with the graph's own ``position_ids``. The
+  ``cos_cache``/``sin_cache`` initializers GQA indexes by each token's cache slot. The
   tables must be a function of each position alone; they are checked to be (rows of a short,
   unordered id list equal the cache's rows), which refuses longrope/dynamic tables that switch on
   the sequence length.
 - **packed QKV**: the three projections of one input become one MatMul (and one bias Add) whose
   ``[batch, seq, (heads + 2 kv_heads) * dim]`` output GQA splits itself (separate inputs where the
   weights are not initializers, as with ``--no-weights``).
-- **the mask becomes lengths**: ``seqlens_k = sum(attention_mask) - 1`` and
-  ``total_sequence_length``, as GQA wants and onnxruntime-genai's GQA graphs compute them. GQA
-  treats the valid keys of a row as the first ``seqlens_k + 1`` (right padding): left-padded rows
-  of a batch are not what it computes (unpadded batches, and genai's batch of one, are exact).
+- **the mask becomes lengths and a bias**: ``seqlens_k = total - 1`` for every row and
+  ``total_sequence_length`` = the mask's length, so every row's keys are the mask's columns in
+  the cache's own order, and the additive mask the portable graph built for ``Attention``
+  (padding and causality, ``[batch, 1, seq, total]``) goes in as GQA's ``attention_bias``: left-
+  and right-padded batches are exact, as in the portable graph (GQA alone, with ``seqlens_k =
+  sum(mask) - 1``, reads every row as right-padded).
 
 Blocks left in the 4-D layout (QK-norm, partial rotary, splits the packed pattern declines) get
 GQA over transposed inputs, their rotary left outside (``do_rotary=0``). A block GQA cannot
@@ -123,6 +125,19 @@ def find_block(node: ir.Node) -> Block | str:
     k = k_rot.inputs[0] if k_rot else node.inputs[1]
     heads = (attrs.get_int("q_num_heads"), attrs.get_int("kv_num_heads"))
     return Block(node, q, k, node.inputs[2], rotary, module_of(node), heads)
+
+
+def attention_inputs(node: ir.Node) -> Block | None:
+    """The q/k/v (before rotary) of an ``Attention`` in the packed 3-D layout, whatever its mask
+    or cache (``--ep cpu`` keeps the node and only packs the projections), else None."""
+    if "q_num_heads" not in node.attributes:
+        return None
+    q, k = (
+        rot.inputs[0] if (rot := _producer(v, "RotaryEmbedding")) is not None else v
+        for v in node.inputs[:2]
+    )
+    heads = (node.attributes.get_int("q_num_heads"), node.attributes.get_int("kv_num_heads"))
+    return Block(node, q, k, node.inputs[2], None, module_of(node), heads)
 
 
 def _four_d_block(node: ir.Node) -> Block | str:
@@ -234,21 +249,33 @@ class Lengths:
 
 
 def lengths(graph: ir.Graph, mask: ir.Value, before: ir.Node) -> Lengths:
-    """``seqlens_k = sum(mask, 1) - 1`` (int32 [batch]) and ``total = mask.shape[1]`` (int32 scalar)."""
-    one = ir.node("Constant", [], attributes={"value": ir.tensor(np.array([1], dtype=np.int64))})
-    total_sum = ir.node("ReduceSum", [mask, one.outputs[0]], attributes={"keepdims": 0})
-    one_i = ir.node("Constant", [], attributes={"value": ir.tensor(np.array(1, dtype=np.int64))})
-    minus = ir.node("Sub", [total_sum.outputs[0], one_i.outputs[0]])
-    seqlens = ir.node("Cast", [minus.outputs[0]], attributes={"to": INT32})
+    """``total = mask.shape[1]`` (int32 scalar) and ``seqlens_k = total - 1`` for every row (int32
+    [batch]): the rows' keys are all the mask's columns; which of them are padding is the
+    attention bias's business (``bias_of``)."""
     shape = ir.node("Shape", [mask], attributes={"start": 1, "end": 2})
     squeeze = ir.node("Squeeze", [shape.outputs[0]])
     total = ir.node("Cast", [squeeze.outputs[0]], attributes={"to": INT32})
-    nodes = [one, total_sum, one_i, minus, seqlens, shape, squeeze, total]
+    one = ir.node("Constant", [], attributes={"value": ir.tensor(np.array(1, dtype=np.int32))})
+    last = ir.node("Sub", [total.outputs[0], one.outputs[0]])
+    batch = ir.node("Shape", [mask], attributes={"start": 0, "end": 1})
+    seqlens = ir.node("Expand", [last.outputs[0], batch.outputs[0]])
+    nodes = [shape, squeeze, total, one, last, batch, seqlens]
     for i, node in enumerate(nodes):
         node.name = f"gqa_lengths.{node.op_type}_{i}"
     seqlens.outputs[0].name, total.outputs[0].name = "seqlens_k", "total_sequence_length"
     graph.insert_before(before, nodes)
     return Lengths(seqlens.outputs[0], total.outputs[0])
+
+
+def bias_of(block: Block) -> ir.Value | None:
+    """The additive mask the block's ``Attention`` reads, when GQA can take it as
+    ``attention_bias`` (float of the block's dtype, ``[batch or 1, 1 or heads, seq, total]``)."""
+    mask = block.attention.inputs[3] if len(block.attention.inputs) > 3 else None
+    if mask is None or mask.dtype != block.attention.inputs[0].dtype:
+        return None
+    if mask.shape is not None and mask.shape.rank() != 4:
+        return None
+    return mask
 
 
 def replace_block(
@@ -284,14 +311,21 @@ def replace_block(
         graph.insert_before(node, before)
     else:
         q, k, v = block.q, block.k, block.v
+    bias = bias_of(block)
     inputs = [q, k, v, node.inputs[4], node.inputs[5], lens.seqlens_k, lens.total]
     attrs = {"num_heads": block.heads[0], "kv_num_heads": block.heads[1]}
     if "scale" in node.attributes:
         attrs["scale"] = node.attributes.get_float("scale")
     if block.rotary is not None:
-        inputs += [*caches, positions]
+        # no position_ids: GQA then rotates each token by its cache slot, in the prompt and in
+        # every step alike (onnxruntime's CPU kernel reads position_ids per token only after the
+        # prompt); a row's slots are its positions plus a constant (its left padding), which
+        # rotary attention does not see
+        inputs += [*caches]
         attrs["do_rotary"] = 1
         attrs["rotary_interleaved"] = block.rotary[0].attributes.get_int("interleaved", 0)
+    if bias is not None:
+        inputs += [None] * (10 - len(inputs)) + [bias]  # input 10: attention_bias
     gqa = ir.node("GroupQueryAttention", inputs, attributes=attrs, domain=MS, num_outputs=3)
     gqa.name = f"{block.module}/group_query_attention"
     old = [node, *(block.rotary or ())]

@@ -243,3 +243,136 @@ class MoE(nn.Module):
                 shared = op.Mul(op.Sigmoid(self.shared_expert_gate(op, flat)), shared)
             y = op.Add(y, shared)
         return op.Reshape(y, shape)
+
+
+def gated(op, h, activation_name: str, alpha: float, beta: float, limit: float | None):
+    """The gated activation of ``h`` ``[..., 2I]``: ``act(gate) * up`` over ``[gate | up]``, or
+    ``swiglu`` over interleaved ``[g0, u0, g1, u1, ...]``:
+    ``clamp(g, max=limit) * sigmoid(alpha * g) * (clamp(u, -limit, limit) + beta)``."""
+    if activation_name != "swiglu":
+        gate, up = op.Split(h, axis=-1, num_outputs=2, _outputs=2)
+        return op.Mul(activation(op, activation_name, gate), up)
+    pairs = op.Reshape(h, op.Concat(op.Shape(h, end=-1), _ints(op, [-1, 2]), axis=0))
+    gate, up = op.Split(pairs, axis=-1, num_outputs=2, _outputs=2)
+    gate, up = (op.Squeeze(t, _ints(op, [-1])) for t in (gate, up))
+    if limit is not None:
+        gate = op.Min(gate, op.CastLike(_float(op, limit), gate))
+        up = op.Clip(up, op.CastLike(_float(op, -limit), up), op.CastLike(_float(op, limit), up))
+    glu = op.Mul(gate, op.Sigmoid(op.Mul(gate, op.CastLike(_float(op, alpha), gate))))
+    return op.Mul(glu, op.Add(up, op.CastLike(_float(op, beta), up)))
+
+
+class SelectedExperts(nn.Module):
+    """The chosen experts only: ``y[t] = sum_j w[t, j] * expert[index[t, j]](x[t])``.
+
+    A decomposition for routers onnxruntime's ``MoE`` cannot express and for runtimes without it:
+    each (token, choice) pair gathers its expert's matrices (``Gather`` on axis 0) and runs a
+    batched MatMul, so a decode step reads ``top_k`` experts, not all of them. ``x`` is
+    ``[tokens, H]``, ``index`` ``[tokens, k]`` int64, ``weights`` ``[tokens, k]``. The weights are
+    the checkpoint's, unchanged: ``[E, 2I, H]`` / ``[E, H, I]``, or with ``transposed``
+    ``[E, H, 2I]`` / ``[E, I, H]`` (GPT-OSS).
+    """
+
+    def __init__(
+        self,
+        activation: str = "silu",
+        transposed: bool = False,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        limit: float | None = None,
+        *,
+        gate_up_proj: ir.Value,
+        down_proj: ir.Value,
+        gate_up_bias: ir.Value | None = None,
+        down_bias: ir.Value | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name)
+        if activation != "swiglu":
+            check_activation(activation)
+        self.activation = activation
+        self.transposed = transposed
+        self.alpha, self.beta, self.limit = alpha, beta, limit
+        self.gate_up_proj, self.down_proj = gate_up_proj, down_proj
+        self.gate_up_bias, self.down_bias = gate_up_bias, down_bias
+
+    def _project(self, op, x, weight, bias, ids):
+        """``x`` ``[S, in]`` through each row's expert -> ``[S, out]``."""
+        w = op.Gather(weight, ids, axis=0)
+        if self.transposed:  # [S, 1, in] @ [S, in, out]
+            y = op.Squeeze(op.MatMul(op.Unsqueeze(x, _ints(op, [1])), w), _ints(op, [1]))
+        else:  # [S, out, in] @ [S, in, 1]
+            y = op.Squeeze(op.MatMul(w, op.Unsqueeze(x, _ints(op, [-1]))), _ints(op, [-1]))
+        return y if bias is None else op.Add(y, op.Gather(bias, ids, axis=0))
+
+    def forward(self, op, x, index, weights):
+        ids = op.Reshape(index, _ints(op, [-1]))  # [S = tokens * k]
+        k = op.Shape(index, start=1, end=2)
+        rows = op.Reshape(
+            op.Expand(
+                op.Unsqueeze(x, _ints(op, [1])),
+                op.Concat(_ints(op, [1]), k, _ints(op, [1]), axis=0),
+            ),
+            op.Concat(_ints(op, [-1]), op.Shape(x, start=-1), axis=0),
+        )  # each token repeated k times, [S, H]
+        h = self._project(op, rows, self.gate_up_proj, self.gate_up_bias, ids)
+        h = gated(op, h, self.activation, self.alpha, self.beta, self.limit)
+        y = self._project(op, h, self.down_proj, self.down_bias, ids)  # [S, H]
+        y = op.Mul(y, op.CastLike(op.Reshape(weights, _ints(op, [-1, 1])), y))
+        shape = op.Concat(_ints(op, [-1]), k, op.Shape(x, start=-1), axis=0)
+        return op.ReduceSum(op.Reshape(y, shape), _ints(op, [1]), keepdims=0)
+
+
+MS = "com.microsoft"
+
+
+class FusedMoE(nn.Module):
+    """onnxruntime's ``com.microsoft`` ``MoE``: routing and the chosen experts in one kernel.
+
+    The kernel takes the router's logits ``[tokens, E]``, applies softmax, keeps the ``top_k``
+    largest and, with ``normalize``, rescales them to sum to 1; so it models softmax-then-top-k
+    routers, and top-k-then-softmax ones (the same weights as ``normalize``). The CPU kernel runs
+    SwiGLU experts with the gate and up rows interleaved (``swiglu_fusion=1``): ``fc1`` is
+    ``[E, 2I, H]`` in that order, ``fc2`` ``[E, H, I]``; silu-gated experts are ``alpha=1, beta=0``
+    with no limit. ``x`` is ``[tokens, H]``.
+    """
+
+    def __init__(
+        self,
+        top_k: int,
+        normalize: bool,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        limit: float | None = None,
+        *,
+        fc1: ir.Value,
+        fc2: ir.Value,
+        fc1_bias: ir.Value | None = None,
+        fc2_bias: ir.Value | None = None,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.top_k, self.normalize = top_k, normalize
+        self.alpha, self.beta, self.limit = alpha, beta, limit
+        self.fc1, self.fc2, self.fc1_bias, self.fc2_bias = fc1, fc2, fc1_bias, fc2_bias
+
+    def forward(self, op, x, router_logits):
+        attributes = {
+            "k": self.top_k,
+            "activation_type": "swiglu",
+            "swiglu_fusion": 1,
+            "normalize_routing_weights": int(self.normalize),
+            "activation_alpha": float(self.alpha),
+            "activation_beta": float(self.beta),
+        }
+        if self.limit is not None:
+            attributes["swiglu_limit"] = float(self.limit)
+        inputs = [
+            x,
+            op.CastLike(router_logits, x),
+            self.fc1,
+            self.fc1_bias,
+            self.fc2,
+            self.fc2_bias,
+        ]
+        return op.MoE(*inputs, _domain=MS, _version=1, **attributes)

@@ -1,7 +1,8 @@
-"""The three projections of an attention block as one MatMul (``[q | k | v]``), for GroupQueryAttention.
+"""The three projections of an attention block as one MatMul (``[q | k | v]``).
 
 ``x W_q``, ``x W_k`` and ``x W_v`` are column blocks of ``x [W_q | W_k | W_v]``: one MatMul (and one
-bias Add) whose packed output GQA splits itself. The packed initializer is made lazily, when the
+bias Add) whose packed output GQA splits itself (``pack_qkv``) or one ``Split`` hands back to the
+rotary and ONNX ``Attention`` as three values (``pack_and_split``, ``--ep cpu``). The packed initializer is made lazily, when the
 model is saved, from the checkpoint tensors (block by block transposed, as the unpacked ones were),
 and records the source keys it came from (``--precision`` quantizes it like any linear weight).
 """
@@ -109,10 +110,12 @@ def _initializer(graph: ir.Graph, tensor: ir.TensorProtocol, name: str) -> ir.Va
     return value
 
 
-def pack_qkv(graph: ir.Graph, block: Block) -> tuple[ir.Value, list[ir.Node]] | None:
+def pack_qkv(
+    graph: ir.Graph, block: Block, after: ir.Node | None = None
+) -> tuple[ir.Value, list[ir.Node]] | None:
     """One MatMul (+ Add) computing ``[q | k | v]`` from the block's three projections, inserted
-    before the attention node, or None when they are not three initializer MatMuls of one input
-    with a bias on all or none."""
+    before the attention node (or right after ``after``), or None when they are not three
+    initializer MatMuls of one input with a bias on all or none."""
     found = [_matmul_of(v) for v in (block.q, block.k, block.v)]
     if any(f is None for f in found):
         return None
@@ -132,10 +135,39 @@ def pack_qkv(graph: ir.Graph, block: Block) -> tuple[ir.Value, list[ir.Node]] | 
         new.append(y)
     for node in new:
         node.name = f"{block.module}/qkv_proj/{node.op_type}"
-    graph.insert_before(block.attention, new)
+    if after is None:
+        graph.insert_before(block.attention, new)
+    else:
+        graph.insert_after(after, new)
     packed = new[-1].outputs[0]
     for value in (block.q, block.k, block.v):
         for user, index in list(value.uses()):
             if _reads_leading_dims(user):
                 user.replace_input_with(index, packed)
     return packed, [n for n in [*matmuls, *adds] if n is not None]
+
+
+def pack_and_split(graph: ir.Graph, block: Block) -> bool:
+    """``[q | k | v]`` from one MatMul (+ Add), then one ``Split`` into the three values the block
+    read before (its rotary and ``Attention`` unchanged); False when ``pack_qkv`` declines."""
+    found = [_matmul_of(v) for v in (block.q, block.k, block.v)]
+    if any(f is None for f in found):
+        return False
+    widths = [found[i][0].inputs[1].shape[1] for i in range(3)]
+    if not all(isinstance(w, int) for w in widths):
+        return False
+    order = {node: i for i, node in enumerate(graph)}
+    last = max((n for f in found for n in f if n is not None), key=order.__getitem__)
+    packed = pack_qkv(graph, block, after=last)
+    if packed is None:
+        return False
+    value, _ = packed
+    sizes = ir.node("Constant", [], attributes={"value": ir.tensor(np.array(widths, np.int64))})
+    split = ir.node("Split", [value, sizes.outputs[0]], attributes={"axis": -1}, num_outputs=3)
+    for i, node in enumerate((sizes, split)):
+        node.name = f"{block.module}/qkv_proj/{node.op_type}_{i}"
+    graph.insert_after(value.producer(), [sizes, split])
+    for old, new in zip((block.q, block.k, block.v), split.outputs, strict=True):
+        new.type, new.shape = old.type, old.shape
+        ir.convenience.replace_all_uses_with(old, new)
+    return True

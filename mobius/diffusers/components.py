@@ -23,7 +23,7 @@ from mobius.package import MODEL_FILE, ModelPackage
 from mobius.report import ExplainReport
 from mobius.source import Source
 from mobius.synth.analysis import Analysis, ModuleAnalysis, analyze
-from mobius.synth.decompose import decompose_unlowered
+from mobius.synth.decompose import decompose_unlowered, mutates
 from mobius.synth.graphs import _drop_dead_code
 from mobius.synth.prepare import Prepared
 from mobius.tasks import Task
@@ -40,9 +40,9 @@ def component_tasks(name: str) -> list[Task]:
 
     cls = model_class(name)
     if name in PLAIN_LATENT_VAES:
-        return list(dt.vae_tasks("latents"))
+        return list(dt.vae_tasks("latents", cls))
     if name.startswith("Autoencoder") or (hasattr(cls, "encode") and hasattr(cls, "decode")):
-        return list(dt.vae_tasks())
+        return list(dt.vae_tasks(cls=cls))
     if name.startswith("UNet2DCondition"):
         return [dt.UNET_CONDITION]
     if name == "UNet2DModel":
@@ -83,6 +83,10 @@ def prepare_graph(
                 "failed: %s)", arch.model_type, arch.hf_config.get("sample_size"), exc,
             )  # fmt: skip
             traced = trace_component(arch, fixed, dtype)
+        if any(mutates(n) for n in traced.program.graph.nodes):
+            # functional first: an in-place write through a view (diffusers' rotary embeddings
+            # fill ``empty_like`` by slices) has no user, and dead-code removal would drop it
+            traced.program = traced.program.run_decompositions({})
         _drop_dead_code(traced.program)  # e.g. the latent distribution's unused std
         traced.program = decompose_unlowered(traced.program)
     return Prepared(source, arch, task, traced, use_cache=False)

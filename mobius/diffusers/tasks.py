@@ -17,10 +17,11 @@ from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
 
 HEIGHT, WIDTH = "height", "width"
 IMAGE_SEQUENCE = "image_sequence_length"  # patch tokens of a transformer taking packed latents
+FRAMES = "num_frames"  # video latents: [batch, channels, frames, height, width]
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
 EXAMPLE_SIZES = {
-    BATCH: 2, SEQUENCE: 7, HEIGHT: 24, WIDTH: 40, IMAGE_SEQUENCE: 12,
+    BATCH: 2, SEQUENCE: 7, HEIGHT: 24, WIDTH: 40, IMAGE_SEQUENCE: 12, FRAMES: 5,
     "image_height": 192, "image_width": 320,  # a ControlNet's conditioning image: 8x the latents
 }  # fmt: skip
 
@@ -140,15 +141,47 @@ UNET = DiffusersTask("unet", unet_inputs, call_unet, ("out_sample",))
 # --- VAEs -------------------------------------------------------------------------------------
 
 
-def vae_encoder_inputs(cfg: Any) -> list[TensorSpec]:
-    return [TensorSpec("sample", None, (BATCH, cfg.get("in_channels", 3), HEIGHT, WIDTH))]
+def video_latents(cls: type) -> bool:
+    """``cls`` takes video, ``[batch, channels, frames, height, width]``: a diffusion transformer
+    named 3D, or a VAE whose module convolves in 3D (AutoencoderKLTemporalDecoder's encoder is
+    2D: it takes frames as a batch)."""
+    import inspect
+    import sys
+
+    name = cls.__name__
+    if "Transformer" in name or "DiT" in name:
+        return "3D" in name
+    if name == "AutoencoderKLTemporalDecoder":
+        return False
+    try:
+        return "Conv3d" in inspect.getsource(sys.modules[cls.__module__])
+    except (OSError, TypeError, KeyError):
+        return False
 
 
-def vae_decoder_inputs(cfg: Any) -> list[TensorSpec]:
-    latent = TensorSpec(
-        "latent_sample", None, (BATCH, cfg.get("latent_channels", 4), HEIGHT, WIDTH)
-    )
-    return [latent]
+def _image_axes(video: bool) -> tuple[str, ...]:
+    return (FRAMES, HEIGHT, WIDTH) if video else (HEIGHT, WIDTH)
+
+
+def _first_key(cfg: Any, names: tuple[str, ...], default: int) -> int:
+    for name in names:
+        if isinstance(cfg.get(name), int):
+            return cfg.get(name)
+    return default
+
+
+# VAEs whose config's in_channels is not the image's (Mochi's encoder adds Fourier features)
+IMAGE_CHANNELS = {"AutoencoderKLMochi": 3}
+
+
+def vae_encoder_inputs(cfg: Any, video: bool = False, channels: int | None = None) -> list:
+    channels = channels or _first_key(cfg, ("in_channels", "input_channels"), 3)
+    return [TensorSpec("sample", None, (BATCH, channels, *_image_axes(video)))]
+
+
+def vae_decoder_inputs(cfg: Any, video: bool = False) -> list[TensorSpec]:
+    latent = _first_key(cfg, ("latent_channels", "z_dim", "z_channels", "latent_dim"), 4)
+    return [TensorSpec("latent_sample", None, (BATCH, latent, *_image_axes(video)))]
 
 
 def call_vae_encoder(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
@@ -169,12 +202,17 @@ def call_vae_decoder(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tupl
     return (getattr(out, "sample", None) if hasattr(out, "sample") else _first(out),)
 
 
-def vae_tasks(latent_output: str = "latent_parameters") -> list[DiffusersTask]:
-    """The encoder and decoder graphs of a VAE (``latents`` for VAEs with no distribution)."""
+def vae_tasks(latent_output: str = "latent_parameters", cls: type | None = None) -> list:
+    """The encoder and decoder graphs of VAE ``cls`` (``latents`` for VAEs with no
+    distribution; video latents where the VAE convolves in 3D)."""
+    video = cls is not None and video_latents(cls)
+    channels = IMAGE_CHANNELS.get(cls.__name__) if cls is not None else None
     return [
-        DiffusersTask("vae_encoder", vae_encoder_inputs, call_vae_encoder, (latent_output,)),
-        DiffusersTask("vae_decoder", vae_decoder_inputs, call_vae_decoder, ("sample",)),
-    ]
+        DiffusersTask("vae_encoder", lambda cfg: vae_encoder_inputs(cfg, video, channels),
+                      call_vae_encoder, (latent_output,)),
+        DiffusersTask("vae_decoder", lambda cfg: vae_decoder_inputs(cfg, video),
+                      call_vae_decoder, ("sample",)),
+    ]  # fmt: skip
 
 
 def fixed_size(task: DiffusersTask, arch: ArchitectureConfig) -> DiffusersTask | None:

@@ -63,6 +63,23 @@ def instantiate(arch: ArchitectureConfig, dtype: torch.dtype, device: str = "met
 
 
 @contextlib.contextmanager
+def _autocast_on_meta() -> Iterator[None]:
+    """``torch.autocast(x.device.type, ...)`` traced on meta autocasts as on CPU (Mochi's and
+    Lumina's rotary embeddings open one on their input's device; torch has no meta autocast)."""
+    cls = torch.autocast
+    original = cls.__init__
+
+    def init(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
+        original(self, "cpu" if device_type == "meta" else device_type, *args, **kwargs)
+
+    cls.__init__ = init
+    try:
+        yield
+    finally:
+        cls.__init__ = original
+
+
+@contextlib.contextmanager
 def _diffusers_quiet() -> Iterator[None]:
     logger = logging.getLogger("diffusers")
     level = logger.level
@@ -134,14 +151,14 @@ def export(
     Two kinds of guard are accepted: the batch bound of diffusers' upsampler (above), and a
     height or width that must not take some small values: UNets pass explicit up-sampling sizes
     only when the size is no multiple of their down-sampling factor, which pipelines never give
-    (latents are a multiple of it)."""
+    (latents are a multiple of it); video models (axes 2-4: frames, height, width) likewise."""
     args = tuple(torch.zeros_like(task.example_value(s, arch, dtype), device=device) for s in specs)
     dynamic = tuple(
         {axis: torch.export.Dim.AUTO for axis, d in enumerate(s.dims) if isinstance(d, str)}
         for s in specs
     )
     try:
-        with _quiet(), unchecked_distributions():
+        with _quiet(), unchecked_distributions(), _autocast_on_meta():
             program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
     except Exception as exc:
         failures.check(exc)
@@ -168,4 +185,4 @@ def _neutral(bound: str, batch_axes: set[str]) -> bool:
     """``bound`` (as ``bounded_dims`` words it) is one of the accepted guards."""
     if bound.endswith(f"<= {NEUTRAL_BATCH_BOUND}"):
         return any(f" {axis} " in f" {bound} " for axis in batch_axes)
-    return " != " in bound and bound.split("[", 1)[1].startswith(("2]", "3]"))
+    return " != " in bound and bound.split("[", 1)[1].startswith(("2]", "3]", "4]"))

@@ -15,17 +15,20 @@ from typing import Any
 import torch
 
 from mobius.diffusers.tasks import (
+    FRAMES,
     HEIGHT,
     IMAGE_SEQUENCE,
     WIDTH,
     DiffusersTask,
     _first,
     unet_condition_inputs,
+    video_latents,
 )
 from mobius.errors import UnsupportedError
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
 FLOAT = None  # the model's dtype
+MICRO_CONDITIONS = ("original_size", "target_size", "crop_coords")
 # arguments diffusers passes only as keyword dictionaries or switches: never graph inputs
 OPTIONAL_CALL_ARGS = frozenset(
     {"return_dict", "cross_attention_kwargs", "joint_attention_kwargs", "attention_kwargs",
@@ -36,24 +39,34 @@ OPTIONAL_CALL_ARGS = frozenset(
 
 
 def _text_width(cfg: Any) -> int | None:
-    for name in ("joint_attention_dim", "caption_channels", "cross_attention_dim", "text_dim"):
+    for name in ("joint_attention_dim", "caption_channels", "cross_attention_dim", "text_dim",
+                 "text_embed_dim", "context_in_dim", "cap_feat_dim"):  # fmt: skip
         value = cfg.get(name)
         if isinstance(value, int):
             return value
     return None
 
 
-def _latents(cfg: Any, packed: bool) -> TensorSpec:
+# video transformers taking their latents frames first: [batch, frames, channels, h, w]
+FRAMES_FIRST = ("CogVideoXTransformer3DModel", "ConsisIDTransformer3DModel")
+
+
+def _latents(cfg: Any, layout: str) -> TensorSpec:
+    """``layout``: "packed" (tokens), "image", "video" or "frames_first"."""
     channels = cfg.get("in_channels", 4)
-    if packed:
+    if layout == "packed":
         return TensorSpec("hidden_states", FLOAT, (BATCH, IMAGE_SEQUENCE, channels))
+    if layout == "video":
+        return TensorSpec("hidden_states", FLOAT, (BATCH, channels, FRAMES, HEIGHT, WIDTH))
+    if layout == "frames_first":
+        return TensorSpec("hidden_states", FLOAT, (BATCH, FRAMES, channels, HEIGHT, WIDTH))
     return TensorSpec("hidden_states", FLOAT, (BATCH, channels, HEIGHT, WIDTH))
 
 
-def _spec(name: str, cfg: Any, packed: bool) -> TensorSpec | None:
+def _spec(name: str, cfg: Any, layout: str) -> TensorSpec | None:
     """The graph input for forward argument ``name``, or None when it is not one we know."""
     if name == "hidden_states":
-        return _latents(cfg, packed)
+        return _latents(cfg, layout)
     if name == "encoder_hidden_states" and _text_width(cfg):
         return TensorSpec(name, FLOAT, (BATCH, SEQUENCE, _text_width(cfg)))
     if name == "pooled_projections" and cfg.get("pooled_projection_dim"):
@@ -62,10 +75,11 @@ def _spec(name: str, cfg: Any, packed: bool) -> TensorSpec | None:
         return TensorSpec(name, torch.float32, (BATCH,))
     if name == "class_labels" and cfg.get("num_embeds_ada_norm"):
         return TensorSpec(name, torch.int64, (BATCH,))
-    if name == "img_ids":
-        return TensorSpec(name, FLOAT, (IMAGE_SEQUENCE, 3))
-    if name == "txt_ids":
-        return TensorSpec(name, FLOAT, (SEQUENCE, 3))
+    if name in ("img_ids", "txt_ids"):  # one position per rotary axis
+        axes = len(cfg.get("axes_dims_rope") or (0, 0, 0))
+        return TensorSpec(name, FLOAT, (IMAGE_SEQUENCE if name == "img_ids" else SEQUENCE, axes))
+    if name in MICRO_CONDITIONS:  # CogView's SDXL-like size conditioning, (height, width) each
+        return TensorSpec(name, FLOAT, (BATCH, 2))
     if name == "guidance" and cfg.get("guidance_embeds"):
         return TensorSpec(name, torch.float32, (BATCH,))
     return None
@@ -76,18 +90,27 @@ class TransformerTask(DiffusersTask):
 
     def __init__(self, cls: type) -> None:
         self.cls = cls
-        self.packed = "Flux" in cls.__name__  # Flux takes latents packed into tokens
+        self.layout = (
+            "packed" if "img_ids" in inspect.signature(cls.forward).parameters  # Flux-like tokens
+            else "frames_first" if cls.__name__ in FRAMES_FIRST
+            else "video" if video_latents(cls)
+            else "image"
+        )  # fmt: skip
         super().__init__("transformer", self._specs, self._call_model, ("out_sample",))
 
     def _specs(self, cfg: Any) -> list[TensorSpec]:
         specs = []
         for name, param in list(inspect.signature(self.cls.forward).parameters.items())[1:]:
+            required = param.default is inspect.Parameter.empty
+            if name == "encoder_attention_mask" and required:  # the text's padding: True = a token
+                specs.append(TensorSpec(name, torch.bool, (BATCH, SEQUENCE)))
+                continue
             if name in OPTIONAL_CALL_ARGS or param.kind is param.VAR_KEYWORD:
                 continue
-            spec = _spec(name, cfg, self.packed)
+            spec = _spec(name, cfg, self.layout)
             if spec is not None:
                 specs.append(spec)
-            elif param.default is inspect.Parameter.empty:
+            elif required:
                 raise UnsupportedError(
                     f"{self.cls.__name__} needs '{name}', which its config gives no size for"
                 )
@@ -102,7 +125,7 @@ class TransformerTask(DiffusersTask):
 
 KNOWN_ARGS = frozenset(
     {"hidden_states", "encoder_hidden_states", "pooled_projections", "timestep",
-     "class_labels", "img_ids", "txt_ids", "guidance"}
+     "class_labels", "img_ids", "txt_ids", "guidance", *MICRO_CONDITIONS}
 )  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from mobius.report.paths import describe
 if TYPE_CHECKING:
     from mobius.synth.analysis import Analysis, ModuleAnalysis
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: ``weights`` (each weight's storage: float or its quantization scheme)
 STATUSES = ("component", "lowered", "blocked", "empty")
 VERDICTS = {"full": 0, "fallback": 1, "blocked": 2}  # verdict -> exit status of `mobius explain`
 
@@ -100,6 +100,9 @@ class ExplainReport:
     task: str
     modules: list[ModuleReport]
     summary: Summary
+    # how each weight is stored (mobius/report/weights.py); filled by a build, which makes the
+    # graph: ``mobius explain`` alone emits none and leaves it empty
+    weights: list[dict[str, Any]] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     @property

@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from mobius.report.model import SCHEMA_VERSION, STATUSES, VERDICTS
-from mobius.synth.fallbacks import FUSED_ATTENTION, KINDS, KV_CACHE, PARALLEL_PREFILL
+from mobius.synth.fallbacks import (
+    ANY_LENGTH,
+    FUSED_ATTENTION,
+    KINDS,
+    KV_CACHE,
+    PARALLEL_PREFILL,
+)
 
 _COUNTS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}
 _PATHS = {"type": "array", "items": {"type": "string"}}
@@ -65,7 +71,7 @@ FALLBACK = _object(
         "reason": {"type": "string"},
         "costs": {
             "type": "array",
-            "items": {"enum": [FUSED_ATTENTION, KV_CACHE, PARALLEL_PREFILL]},
+            "items": {"enum": [FUSED_ATTENTION, KV_CACHE, PARALLEL_PREFILL, ANY_LENGTH]},
         },
     }
 )
@@ -89,6 +95,17 @@ SUMMARY = _object(
         "fallbacks": {"type": "array", "items": FALLBACK},
     }
 )
+WEIGHT = _object(
+    {
+        "name": {"type": "string"},
+        "source": {"type": "string"},
+        "format": {"enum": ["float", "MatMulNBits", "GatherBlockQuantized", "QMoE"]},
+        "bits": {"type": "integer", "minimum": 1},
+        "block_size": _COUNT,
+        "zero_points": {"type": "boolean"},
+        "dtype": {"type": "string"},
+    }
+)
 SCHEMA: dict[str, Any] = _object(
     {
         "schema_version": {"const": SCHEMA_VERSION},
@@ -97,6 +114,7 @@ SCHEMA: dict[str, Any] = _object(
         "task": {"type": "string"},
         "modules": {"type": "array", "items": MODULE},
         "summary": SUMMARY,
+        "weights": {"type": "array", "items": WEIGHT},
     },
     **{
         "$schema": "https://json-schema.org/draft/2020-12/schema",

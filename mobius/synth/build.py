@@ -17,11 +17,14 @@ from mobius.ep import record as record_ep
 from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.genai import genai_files
 from mobius.gguf_linears import place_gguf_blocks
+from mobius.nbits_cpu import fast_cpu_forms
 from mobius.package import MODEL_FILE, ModelPackage
 from mobius.prequantized import place_prequantized
 from mobius.quantize import QuantOptions, quantize_linears
 from mobius.registry import saved_head
 from mobius.report import ExplainReport
+from mobius.report.weights import to_json as weights_json
+from mobius.report.weights import weight_schemes
 from mobius.synth import fallbacks
 from mobius.synth.analysis import analyze
 from mobius.synth.emit import emit
@@ -121,10 +124,18 @@ def build(
     if unused:
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
         log.warning("the checkpoint has %d tensors the model does not use: %s", len(unused), shown)
-    ep_report = apply_ep(model, ep, arch.hf_config, dtype) if the_task.supports_cache else None
+    ep_report = (
+        apply_ep(model, ep, arch.hf_config, dtype, pack=source.checkpoint is None)
+        if the_task.supports_cache
+        else None
+    )
     gguf = place_gguf_blocks(model, checkpoint, dtype, accuracy_level)
     prequantized = place_prequantized(model, checkpoint, dtype, accuracy_level)
     quantized = quantize_linears(model, scheme, quantization.exclude) if scheme else None
+    cpu_forms = fast_cpu_forms(model) if ep in (None, "cpu") else {}
+    if gguf:
+        gguf.note_forms(cpu_forms)
+    report.weights = weights_json(weight_schemes(model))
     model.metadata_props.update(
         {"mobius.model_type": arch.model_type, "mobius.task": the_task.name, "mobius.dtype": dtype}
     )
@@ -140,8 +151,10 @@ def build(
                 **labels(prepared),
                 "fallbacks": [f.to_dict() for f in prepared.fallbacks],
                 **({"quantization": quantized.to_json()} if quantized else {}),
+                **({"matmulnbits_cpu_forms": cpu_forms} if cpu_forms else {}),
                 **({"gguf": gguf.to_json()} if gguf else {}),
                 **({"prequantized": prequantized.to_json()} if prequantized else {}),
+                "weights": report.weights,
             },
             indent=2,
         ),

@@ -7,6 +7,9 @@ functionalise in-place ops that write through a view (``x[:, :2].copy_(y)``).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 
 from lowering import find_lowering
@@ -26,7 +29,8 @@ def decompose_unlowered(
 ) -> torch.export.ExportedProgram:
     """Run torch's decompositions only for the ops the lowering table lacks (a few rounds deep)."""
     if any(mutates(n) and functional_form(n) is None for n in program.graph.nodes):
-        program = program.run_decompositions({})  # functionalise in-place ops that write via views
+        with _no_stack_traces():  # functionalise in-place ops that write via views
+            program = program.run_decompositions({})
     table = dict(torch.export.default_decompositions())
     for _ in range(rounds):
         todo = {
@@ -39,10 +43,25 @@ def decompose_unlowered(
         }
         if not todo:
             break
-        program = program.run_decompositions(
-            {op: table.get(op, getattr(op, "decompose", None)) for op in todo}
-        )
+        with _no_stack_traces():
+            program = program.run_decompositions(
+                {op: table.get(op, getattr(op, "decompose", None)) for op in todo}
+            )
     return program
+
+
+@contextlib.contextmanager
+def _no_stack_traces() -> Iterator[None]:
+    """No Python stack trace captured per re-traced node (mobius never reads them; capturing
+    them was a sixth of DeepSeek-V3's re-trace)."""
+    import torch.fx.config as fx_config
+
+    before = fx_config.do_not_emit_stack_traces
+    fx_config.do_not_emit_stack_traces = True
+    try:
+        yield
+    finally:
+        fx_config.do_not_emit_stack_traces = before
 
 
 def _composite(op: object) -> bool:

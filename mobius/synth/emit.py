@@ -25,6 +25,7 @@ from mobius import failures
 from mobius.errors import MobiusError, UnsupportedError
 from mobius.synth.cleanup import tidy
 from mobius.synth.decompose import functional_form
+from mobius.synth.op_builder import GraphBuilder
 from mobius.synth.trace import WRAPPER_PREFIX, TracedModel
 from patterns import attention as attention_pattern
 from patterns import match_all
@@ -171,7 +172,7 @@ def emit(
         )
 
     graph = ir.Graph([], [], nodes=[], opset_imports={"": OPSET}, name=name)
-    builder = onnxscript.GraphBuilder(graph)
+    builder = GraphBuilder(graph)
     ctx = LoweringContext(builder.op)
     ctx.state.update(use_cache=use_cache, masks={}, cache=[])
     contract_inputs, weight_inputs = _bind_placeholders(ctx, builder, traced, make_initializer)

@@ -19,17 +19,20 @@ CARRIED_CACHE = "carried-cache"  # transformers' Cache carried through the trace
 ONE_TOKEN_LOOP = "one-token-loop"  # traced for one token, run in an ONNX Loop over the sequence
 NO_CACHE = "no-cache"  # built without a KV cache
 MODEL_ATTENTION = "model-attention"  # transformers' own attention instead of the captured one
-KINDS = (CARRIED_CACHE, ONE_TOKEN_LOOP, NO_CACHE, MODEL_ATTENTION)
+LENGTH_BOUND = "length-bound"  # the graph holds up to a length only (checked when it runs)
+KINDS = (CARRIED_CACHE, ONE_TOKEN_LOOP, NO_CACHE, MODEL_ATTENTION, LENGTH_BOUND)
 
 FUSED_ATTENTION = "fused attention"
 KV_CACHE = "kv cache"
 PARALLEL_PREFILL = "parallel prefill"
+ANY_LENGTH = "any length"
 
 _WHAT = {
     CARRIED_CACHE: "the cache is carried through the trace, attention lowered op by op",
     ONE_TOKEN_LOOP: "traced for one token and run over the sequence in an ONNX Loop",
     NO_CACHE: "building without a KV cache",
     MODEL_ATTENTION: "tracing transformers' own attention, lowered op by op",
+    LENGTH_BOUND: "the graph holds up to a sequence length only; longer inputs fail when run",
 }
 
 
@@ -39,7 +42,8 @@ class Fallback:
 
     kind: str  # CARRIED_CACHE | ONE_TOKEN_LOOP | NO_CACHE | MODEL_ATTENTION
     reason: str  # why the better way did not work
-    costs: tuple[str, ...]  # what the model loses: FUSED_ATTENTION, KV_CACHE, PARALLEL_PREFILL
+    # what the model loses: FUSED_ATTENTION, KV_CACHE, PARALLEL_PREFILL, ANY_LENGTH
+    costs: tuple[str, ...]
 
     def describe(self) -> str:
         """One line: what was done, what it costs, and why."""

@@ -17,6 +17,8 @@ import torch
 from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
 from mobius.package import ModelPackage
+from mobius.report.weights import to_json as weights_json
+from mobius.report.weights import weight_schemes
 from mobius.source import Source
 from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.trace import trace
@@ -261,11 +263,17 @@ def _drop_dead_code(program: torch.export.ExportedProgram) -> None:
     graph = program.graph
     live: set[torch.fx.Node] = set()
     stack = [graph.output_node()]
-    while stack:
-        node = stack.pop()
-        if node not in live:
-            live.add(node)
-            stack.extend(node.all_input_nodes)
+    while True:
+        while stack:
+            node = stack.pop()
+            if node not in live:
+                live.add(node)
+                stack.extend(node.all_input_nodes)
+        # an in-place write through a view of a live tensor (Qwen3-VL's interleaved rotary
+        # ``freqs[0][..., 1::3] = ...``) is live too: its result is read through the base
+        stack = [n for n in graph.nodes if n not in live and _writes_into(n, live)]
+        if not stack:
+            break
     for node in reversed(list(graph.nodes)):
         if node.op != "call_function" or node in live or node.users:
             continue
@@ -273,6 +281,20 @@ def _drop_dead_code(program: torch.export.ExportedProgram) -> None:
             continue  # an assertion about a live value
         graph.erase_node(node)
     program.graph_module.recompile()
+
+
+def _writes_into(node: torch.fx.Node, live: set[torch.fx.Node]) -> bool:
+    """``node`` writes in place into a live tensor, or into a view of one."""
+    from mobius.synth.decompose import _is_view, mutates
+
+    if not mutates(node) or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    target = node.args[0]
+    while target not in live:
+        if not _is_view(target) or not target.args or not isinstance(target.args[0], torch.fx.Node):
+            return False
+        target = target.args[0]
+    return True
 
 
 def build_graphs(
@@ -338,6 +360,8 @@ def build_graphs(
     if note:
         log.info("no genai_config.json: %s", note)
         manifest["genai"] = f"no genai_config.json: {note}"
+    stored = {s.name: s for m in models.values() for s in weight_schemes(m)}  # shared: once
+    report.weights = manifest["weights"] = weights_json(list(stored.values()))
     texts = {
         "mobius.json": json.dumps(manifest, indent=2),
         "explain.json": report.to_json(),

@@ -20,9 +20,11 @@ from mobius.source import Source
 from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.emit import bidirectional_attention, unclaimed_attention
 from mobius.synth.fallbacks import (
+    ANY_LENGTH,
     CARRIED_CACHE,
     FUSED_ATTENTION,
     KV_CACHE,
+    LENGTH_BOUND,
     MODEL_ATTENTION,
     NO_CACHE,
     ONE_TOKEN_LOOP,
@@ -73,9 +75,10 @@ def prepare(
             source.config, trust_remote_code=trust_remote_code
         )
         arch = config_mod.from_hf(hf_config)
-        if weights:  # before the trace: a config claiming thousands of layers takes minutes
-            check_layer_count(arch, source.tensors)
         the_task = apply_features(get_task(task, arch), features)
+        if weights and _stacks_of_layers(the_task, arch):
+            # before the trace: a config claiming thousands of layers takes minutes
+            check_layer_count(arch, source.tensors)
         input_kinds.warn_text_only(hf_config, source.directory, the_task.name)
     if is_multi_graph(the_task):  # encoder-decoder: one trace per graph (synth/graphs.py)
         with failures.phase(f"tracing {arch.model_type}"):
@@ -85,8 +88,31 @@ def prepare(
         prepared = _trace_with_fallbacks(source, arch, the_task, dtype)
         failures.stop_checkpoint()
         prepared.traced.program = decompose_unlowered(prepared.traced.program)
+    if prepared.traced.length_bounds:
+        prepared.fallbacks.append(length_bound_fallback(prepared.traced))
     announce(prepared.fallbacks)
     return prepared
+
+
+def _stacks_of_layers(task: Task, arch: ArchitectureConfig) -> bool:
+    """The config's layer counts are stacks of layers in the checkpoint (text models). A vision
+    or audio model's are not: ConvNeXt indexes layers per stage, EfficientNet's
+    ``num_hidden_layers`` counts something else (64 for 16 blocks)."""
+    modality = getattr(task, "modality", None)
+    return modality is None or modality(arch) == "input_ids"
+
+
+def length_bound_fallback(traced: TracedModel) -> Fallback:
+    """The graph holds up to a length only: the model branches on it in Python (BigBird's full
+    attention below its block-sparse length). Checked at run time (``trace_bounds.guard_lengths``)."""
+    bounds = ", ".join(map(str, traced.length_bounds))
+    return Fallback(
+        LENGTH_BOUND,
+        f"the model branches on the sequence length in Python, and the trace holds only for "
+        f"{bounds}; a longer input stops the graph (Gather index out of range) instead of "
+        "getting the other branch",
+        (ANY_LENGTH,),
+    )
 
 
 def _trace_with_fallbacks(

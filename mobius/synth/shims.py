@@ -122,6 +122,30 @@ def unchecked_distributions() -> Iterator[None]:
         torch.distributions.Distribution.set_default_validate_args(previous)
 
 
+class ScalarFillsOnMeta(torch.overrides.TorchFunctionMode):
+    """While tracing on meta, a 0-dim CPU tensor as ``masked_fill``'s value becomes its number.
+
+    ``x.masked_fill(mask, torch.tensor(finfo.min))`` (DeBERTa-style ``XSoftmax`` in SEW-D) is
+    legal on CPU, where a 0-dim CPU value goes with any device, but the meta kernel refuses the
+    device mix. The value is a literal built in forward, so its number is the same fill."""
+
+    FILLS = frozenset({torch.Tensor.masked_fill, torch.Tensor.masked_fill_, torch.masked_fill})
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.FILLS and len(args) == 3:
+            target, mask, value = args
+            if (
+                isinstance(value, torch.Tensor)
+                and value.dim() == 0
+                and value.device.type == "cpu"
+                and isinstance(target, torch.Tensor)
+                and target.device.type == "meta"
+            ):
+                args = (target, mask, value.item())
+        return func(*args, **kwargs)
+
+
 def _modeling_modules(model: torch.nn.Module) -> set[Any]:
     names = {type(m).__module__ for m in model.modules()}
     return {sys.modules[n] for n in names if n in sys.modules}

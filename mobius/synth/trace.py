@@ -22,14 +22,24 @@ from mobius.synth import replicate
 from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.init_values import computed_parameters
 from mobius.synth.inline import inline_grad_regions
-from mobius.synth.shims import make_traceable, tracing_branches, unchecked_distributions
+from mobius.synth.shims import (
+    ScalarFillsOnMeta,
+    make_traceable,
+    tracing_branches,
+    unchecked_distributions,
+)
 from mobius.synth.state import CacheLayout, probe_layout
 from mobius.synth.trace_bounds import (
-    bounded_dims,
+    GuardSites,
+    LengthBound,
+    guard_lengths,
+    length_bounds,
     length_limit,
+    model_site,
     one_row_per_new_token,
     specialised_dims,
     user_inputs,
+    where_guarded,
 )
 from mobius.tasks import Task, TensorSpec
 from mobius.tasks.base import SEQUENCE
@@ -63,6 +73,8 @@ class TracedModel:
     kv_layers: int = 0  # layers whose cache holds keys and values
     # traced for one new token: the contract's inputs, which token_loop.py loops the step over
     loop_inputs: list[TensorSpec] = field(default_factory=list)
+    # lengths the graph holds for only up to a bound (checked at run time: trace_bounds.py)
+    length_bounds: list[LengthBound] = field(default_factory=list)
 
     def binder(self, checkpoint: Checkpoint | None) -> WeightBinder:
         """Binds this trace's parameters, buffers and constants to ``checkpoint`` (None: graph
@@ -102,6 +114,7 @@ class _TaskWrapper(torch.nn.Module):
         self._task = task
         self._names = names
         self._layout = layout
+        self.length_guards: list[LengthBound] = []  # checked in the graph (guard_lengths)
 
     def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
         inputs = dict(zip(self._names, args[: len(self._names)], strict=True))
@@ -113,7 +126,8 @@ class _TaskWrapper(torch.nn.Module):
                 else tuple(a.shape[-1] for a in inputs.values() if a.dim() >= 2)
             )
             with single_graph_task(not self._task.supports_cache, lengths):
-                return self._task.call(self.m, inputs)
+                outputs = self._task.call(self.m, inputs)
+            return guard_lengths(inputs, tuple(outputs), self.length_guards)
         cache = self._layout.fill(self.m, args[len(self._names) :])
         grows = any(slot.grows for slot in self._layout.slots)
         logits, cache = self._task.call_with_cache(self.m, inputs, cache, mask_spans_past=grows)
@@ -121,8 +135,9 @@ class _TaskWrapper(torch.nn.Module):
 
 
 # transformers' default MoE path traces to ops nothing lowers (grouped_mm_fallback, histc);
-# batched_mm traces to plain gathers and batched matmuls.
-EXPERTS_IMPLEMENTATION = "batched_mm"
+# "mobius" (patterns/experts.py) makes each experts call one node for patterns/moe.py, and falls
+# back to batched_mm (plain gathers and batched matmuls) where it cannot model the experts.
+EXPERTS_IMPLEMENTATION = "mobius"
 
 
 def instantiate_on_meta(
@@ -142,6 +157,10 @@ def instantiate_on_meta(
         from patterns.attention import install
 
         install()
+    from patterns.experts import install as install_experts
+    from patterns.experts import prepare as prepare_experts
+
+    install_experts()
     for attn in implementations:
         try:
             with init_empty_weights(include_buffers=False), _quiet(), _HugeTensorsOnMeta():
@@ -151,6 +170,7 @@ def instantiate_on_meta(
                     attn_implementation=attn,
                     experts_implementation=EXPERTS_IMPLEMENTATION,
                 )
+            prepare_experts(model)
             return make_traceable(model.eval())
         except (ValueError, KeyError) as exc:  # the model does not support this implementation
             failures.check(exc)
@@ -271,28 +291,53 @@ def _export(
         for s in specs
     )
     try:
-        with _quiet(), tracing_branches(wrapper, one_token), unchecked_distributions():
+        with (
+            _quiet(),
+            tracing_branches(wrapper, one_token),
+            unchecked_distributions(),
+            ScalarFillsOnMeta(),
+            GuardSites() as sites,
+        ):
             program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
     except Exception as exc:
         failures.check(exc)  # interrupts, out of memory and our own bugs are no trace failure
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UnsupportedError(
-            f"torch.export could not trace {config.model_type} ({type(exc).__name__}: {first[:300]})"
+            f"torch.export could not trace {config.model_type} ({type(exc).__name__}: "
+            f"{first[:300]}){model_site(exc)}"
         ) from exc
     fixed = specialised_dims(program, specs)
     if fixed:
         raise SpecialisedShapeError(
             f"torch.export fixed dynamic dimensions of {config.model_type} to constants: "
             + ", ".join(fixed)
+            + where_guarded(sites, specs, fixed)
         )
-    bounded = bounded_dims(program, specs, length_limit(config))
-    if bounded:
+    guarded = getattr(wrapper, "length_guards", None)
+    bounds = [
+        b for b in length_bounds(program, specs, length_limit(config)) if b not in (guarded or [])
+    ]
+    if bounds:
         # a branch on the length (chunked vs recurrent kernels, padding to a chunk): the graph
-        # would silently compute the traced branch for every other length
+        # would silently compute the traced branch for every other length. A single-graph task
+        # (no cache to grow) keeps a graph bounded from above, with the bound checked at run time
+        if guarded == [] and _bound_in_graph(task, bounds):
+            wrapper.length_guards = bounds
+            return _export(wrapper, specs, config, task, dtype, device, one_token)
+        shown = [str(b) for b in bounds]
         raise SpecialisedShapeError(
-            f"the trace of {config.model_type} holds only for " + ", ".join(bounded)
+            f"the trace of {config.model_type} holds only for "
+            + ", ".join(shown)
+            + where_guarded(sites, specs, shown)
         )
     return inline_grad_regions(program)  # grad modes mean nothing here
+
+
+def _bound_in_graph(task: Task, bounds: list[LengthBound]) -> bool:
+    """A task without a cache (one call on whole inputs) keeps lower and upper bounds, checked
+    in the graph; an equality that fails at lengths on both sides of the traced one (a loop over
+    chunks) has no such check."""
+    return not task.supports_cache and all(b.ruled_out is None for b in bounds)
 
 
 def _meta_constants(
@@ -374,11 +419,11 @@ def trace(
             specs = [TensorSpec(s.name, s.dtype, one_token_dims(s.dims)) for s in specs]
         outputs = task.outputs(config) + [slot.output_name for slot in layout.slots]
     names = _contract_names(specs, layout)
-    program, traced_model = None, model
-    stack = replicate.homogeneous_stack(model, config.hf_config) if layout is None else None
-    if stack is not None and replicate.enabled():
-        program, traced_model = _trace_replicated(
-            config, task, dtype, implementations, specs, stack, buffer_values
+    program, traced_model, bounds = None, model, []
+    plan = replicate.layer_plan(model, config.hf_config) if layout is None else None
+    if plan is not None and replicate.enabled():
+        program, traced_model, bounds = _trace_replicated(
+            config, task, dtype, implementations, specs, plan, buffer_values
         )
     if program is None:
         wrapper = _TaskWrapper(model, task, names, layout)
@@ -386,6 +431,7 @@ def trace(
             _export(wrapper, specs, config, task, dtype, "meta", one_token),
             model,
         )
+        bounds = wrapper.length_guards
     if layout is not None and not one_row_per_new_token(program, specs):
         raise UnsupportedError(
             "with a past, the model's logits do not have one row per new token (it expects the "
@@ -422,6 +468,7 @@ def trace(
         state_kinds=None if probed is None else {slot.attribute for slot in probed.slots},
         kv_layers=0 if probed is None else len({s.layer for s in probed.slots if s.grows}),
         loop_inputs=loop_inputs,
+        length_bounds=bounds,
     )
 
 
@@ -431,15 +478,21 @@ def _trace_replicated(
     dtype: torch.dtype,
     implementations: tuple[str, ...] | None,
     specs: list[TensorSpec],
-    stack: replicate.LayerStack,
+    plan: replicate.LayerPlan,
     buffer_values: dict[str, torch.Tensor],
-) -> tuple[torch.export.ExportedProgram | None, torch.nn.Module | None]:
-    """Two layers traced, the second replicated (``mobius/synth/replicate.py``); (None, None)
-    where the trace shows that replication would not give what the full trace gives."""
-    small = dataclasses.replace(
-        config, hf_config=replicate.reduced_config(config.hf_config, stack.count)
-    )
-    model = instantiate_on_meta(small, task, dtype, implementations)
+) -> tuple[torch.export.ExportedProgram | None, torch.nn.Module | None, list[LengthBound]]:
+    """A prefix of the layers traced, the rest copies of it (``mobius/synth/replicate.py``), and
+    the length bounds checked in the graph; (None, None, []) where the trace shows that
+    replication would not give what the full trace gives."""
+    small = dataclasses.replace(config, hf_config=replicate.reduced_config(config.hf_config, plan))
+    try:
+        model = instantiate_on_meta(small, task, dtype, implementations)
+    except (ConfigError, UnsupportedError) as exc:
+        log.info("tracing every layer (the cut model does not build: %s)", exc)
+        return None, None, []
+    if not replicate.same_layers(model, plan):
+        log.info("tracing every layer (the cut model's layers are not the full model's)")
+        return None, None, []
     model.tie_weights()
     model = model.to("meta")
     wrapper = _TaskWrapper(model, task, [s.name for s in specs], None)
@@ -447,15 +500,20 @@ def _trace_replicated(
     declined = any(isinstance(getattr(m, "_mobius_declined", None), str) for m in model.modules())
     if declined or _meta_constants(program, buffer_values):
         log.info("tracing every layer (the two-layer trace declined attention or has constants)")
-        return None, None
+        return None, None, []
     program = decompose_unlowered(program)  # before replicating: it re-traces the program
     try:
-        replicate.replicate(program, stack)
+        replicate.replicate(program, plan)
     except replicate.NotReplicable as exc:
         log.info("tracing every layer: %s", exc)
-        return None, None
-    log.info("traced 2 of %d layers; the rest replicate layer 1", stack.count)
-    return program, model
+        return None, None, []
+    log.info(
+        "traced %d of %d layers (%d kinds); the rest are copies",
+        plan.traced,
+        plan.count,
+        len(plan.signatures),
+    )
+    return program, model, wrapper.length_guards
 
 
 def one_token_dims(dims: tuple[str | int, ...]) -> tuple[str | int, ...]:

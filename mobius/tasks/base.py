@@ -22,6 +22,9 @@ class TensorSpec:
     name: str
     dtype: torch.dtype | None  # None: the model's dtype
     dims: tuple[str | int, ...]
+    # the sizes its dynamic axes take are multiples of this (patches merged in blocks): the trace
+    # may assume so, and trace_bounds checks sizes that are
+    multiple_of: int = 1
 
 
 class Task:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +25,9 @@ import torch
 from mobius.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask, cache_argument, returned_cache
+from mobius.tasks.vlm_deepstack import NAME as DEEPSTACK
+from mobius.tasks.vlm_deepstack import added_deepstack, deepstack_layers, stacked
+from mobius.tasks.vlm_masks import _as_first_call, _model_positions, masks_without_vmap
 
 IMAGE_TOKENS = "num_image_tokens"
 IMAGES = "num_images"
@@ -48,9 +52,28 @@ def image_token_id(hf: Any) -> int | None:
 
 
 def multi_axis_positions(hf: Any) -> bool:
-    """Qwen2-VL-style rotary: ``position_ids`` ``[3, batch, sequence]`` (``get_rope_index``)."""
+    """Qwen2-VL-style rotary: ``position_ids`` ``[3, batch, sequence]``. Said by the config
+    (``mrope_section``) or by the family's model, which computes them (``get_rope_index``)."""
     rope = getattr(text_config_of(hf), "rope_parameters", None) or {}
-    return isinstance(rope, dict) and "mrope_section" in rope
+    if isinstance(rope, dict) and "mrope_section" in rope:
+        return True
+    from mobius.tasks.head import auto_mapping
+
+    cls = auto_mapping(MAPPING).get(type(hf), None)
+    if cls is None:
+        return False
+    family = sys.modules.get(cls.__module__)
+    return any(
+        isinstance(obj, type) and hasattr(obj, "get_rope_index") for obj in vars(family).values()
+    )
+
+
+def image_feature_arguments(config: ArchitectureConfig) -> list[str]:
+    """What the family's ``get_image_features`` takes (``pixel_values``, ``image_grid_thw``...)."""
+    method = getattr(_model_class(config), "get_image_features", None)
+    if method is None:
+        return []
+    return [p for p in inspect.signature(method).parameters if p not in ("self", "kwargs")]
 
 
 def text_config_of(hf: Any) -> Any:
@@ -107,10 +130,15 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     hf = config.hf_config
     vision = getattr(hf, "vision_config", None)
     channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
-    if multi_axis_positions(hf):  # flattened patches and each image's (t, h, w) grid
-        patch = vision.patch_size * vision.patch_size * getattr(vision, "temporal_patch_size", 1)
+    if "image_grid_thw" in image_feature_arguments(config):
+        # each image's patches, and its (t, h, w) grid of patches: flattened where the tower
+        # stacks frames (temporal_patch_size), else as small images (PaddleOCR-VL)
+        size = vision.patch_size
+        temporal = getattr(vision, "temporal_patch_size", None)
+        pixels = (channels * temporal * size * size,) if temporal else (channels, size, size)
+        merge = getattr(vision, "spatial_merge_size", 1)
         return [
-            TensorSpec("pixel_values", None, (PATCHES, channels * patch)),
+            TensorSpec("pixel_values", None, (PATCHES, *pixels), merge * merge),
             TensorSpec("image_grid_thw", torch.int64, (IMAGES, 3)),
         ]
     size = getattr(vision, "image_size", None)
@@ -118,6 +146,14 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         height, width = size
     else:
         height = width = size
+    arguments = image_feature_arguments(config)
+    if "pixel_attention_mask" in arguments and len(arguments) == 2:
+        # Idefics-style: a batch of prompts' image lists (all-zero images pad the lists), and a
+        # mask of each image's real pixels
+        return [
+            TensorSpec("pixel_values", None, (BATCH, IMAGES, channels, height, width)),
+            TensorSpec("pixel_attention_mask", torch.bool, (BATCH, IMAGES, height, width)),
+        ]
     return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
 
 
@@ -128,18 +164,39 @@ class VisionGraph(_VLMGraph):
         return vision_inputs(config)
 
     def outputs(self, config: ArchitectureConfig) -> list[str]:
-        return ["image_features"]
+        return ["image_features"] + ([DEEPSTACK] if deepstack_layers(config) else [])
 
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
-        return (image_features(model, inputs),)
+        grid = contextlib.nullcontext()
+        if "image_grid_thw" in inputs:
+            from mobius.tasks.vlm_grid import symbolic_grid
+
+            grid = symbolic_grid(model, inputs["pixel_values"].shape[0])
+        with grid:
+            features, deepstack = vision_outputs(model, inputs)
+        return (features,) if deepstack is None else (features, deepstack)
 
 
 def image_features(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """``get_image_features`` as ``[num_image_tokens, hidden]``: every image's features in order."""
-    with _whole_when_iterated():
+    return vision_outputs(model, inputs)[0]
+
+
+def vision_outputs(
+    model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The image features, and the deepstack features ``[layers, num_image_tokens, hidden]``
+    where the tower makes them (``vlm_deepstack``)."""
+    from mobius.tasks.vlm_grid import whole_sizes
+
+    with _whole_when_iterated(), whole_sizes():
         out = _inner(model).get_image_features(**inputs, return_dict=True)
+    return _features(out), stacked(getattr(out, "deepstack_features", None))
+
+
+def _features(out: Any) -> torch.Tensor:
     features = getattr(out, "pooler_output", None)
     if features is None:
         features = out if isinstance(out, (torch.Tensor, list, tuple)) else out[0]
@@ -201,8 +258,8 @@ def merge_image_features(
     model: torch.nn.Module, input_ids: torch.Tensor, features: torch.Tensor
 ) -> torch.Tensor:
     """The token embeddings with the i-th image-token position holding the i-th feature row
-    (``masked_scatter``'s order), written as a gather so no count is data-dependent. With no image
-    features (a text-only prompt) the embeddings are unchanged."""
+    (``masked_scatter``'s order), written as a gather so no count is data-dependent. Image tokens
+    beyond the features (all of them with no features: a decode step) keep their embeddings."""
     from mobius.errors import UnsupportedError
 
     embed = model.get_input_embeddings()
@@ -219,9 +276,12 @@ def merge_image_features(
     embeds = embed(ids)
     # one zero row past the features, so the gather below has a row to read with no image
     padded = torch.cat([features.to(embeds.dtype), features.new_zeros((1, features.shape[-1]))])
-    order = (torch.cumsum(is_image.to(torch.int64).reshape(-1), 0) - 1).clamp(min=0)
-    picked = padded.index_select(0, order).reshape(embeds.shape)
-    return torch.where(is_image.unsqueeze(-1), picked, embeds)
+    order = torch.cumsum(is_image.to(torch.int64).reshape(-1), 0) - 1
+    picked = padded.index_select(0, order.clamp(min=0)).reshape(embeds.shape)
+    # an image token past the features (generated, or a prompt without its image) keeps its
+    # own embedding, as in the HF forward without pixels
+    placed = is_image & (order < features.shape[0]).reshape(is_image.shape)
+    return torch.where(placed.unsqueeze(-1), picked, embeds)
 
 
 class DecoderGraph(CausalLMTask):
@@ -270,12 +330,17 @@ class DecoderGraph(CausalLMTask):
         ]
         if takes_token_type_ids(model) and not self.text_only:
             specs.append(TensorSpec("token_type_ids", torch.int64, (BATCH, SEQUENCE)))
+        if deepstack_layers(config) and not self.text_only:
+            layers, hidden = deepstack_layers(config), text_config(config).hidden_size
+            specs.append(TensorSpec(DEEPSTACK, None, (layers, BATCH, SEQUENCE, hidden)))
         return specs
 
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
-        with masks_without_vmap():
+        inputs = dict(inputs)
+        deepstack = inputs.pop(DEEPSTACK, None)
+        with masks_without_vmap(), added_deepstack(model, deepstack):
             out = model(**_model_positions(model, inputs), use_cache=False, return_dict=True)
         return (out.logits,)
 
@@ -289,11 +354,12 @@ class DecoderGraph(CausalLMTask):
         if not mask_spans_past:
             new = inputs["position_ids"].shape[-1]
             inputs = {**inputs, "attention_mask": inputs["attention_mask"][:, -new:]}
-        inputs = _model_positions(model, inputs)
+        inputs = dict(_model_positions(model, inputs))
+        deepstack = inputs.pop(DEEPSTACK, None)
         first_call = (
             _as_first_call(cache) if "token_type_ids" in inputs else contextlib.nullcontext()
         )
-        with masks_without_vmap(), first_call:
+        with masks_without_vmap(), first_call, added_deepstack(model, deepstack):
             out = model(
                 **inputs, **{cache_argument(model): cache}, use_cache=True, return_dict=True
             )
@@ -306,85 +372,6 @@ class DecoderGraph(CausalLMTask):
             else s
             for s in self.inputs(config, model)
         ]
-
-
-def _model_positions(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> dict:
-    """The contract's ``position_ids`` (from 0) as the model reads them."""
-    offset = generation_position_offset(model)
-    if not offset or "position_ids" not in inputs:
-        return inputs
-    return {**inputs, "position_ids": inputs["position_ids"] + offset}
-
-
-def generation_position_offset(model: torch.nn.Module) -> int:
-    """What the model's own ``prepare_inputs_for_generation`` adds to mask-derived position ids
-    (PaliGemma numbers positions from 1): asked once, on one token, as ``generate`` would."""
-    cached = getattr(model, "_mobius_position_offset", None)
-    if cached is not None:
-        return cached
-    ids = torch.zeros((1, 1), dtype=torch.long)
-    offset = 0
-    try:
-        prepared = model.prepare_inputs_for_generation(
-            ids, attention_mask=torch.ones_like(ids), position_ids=ids.clone(), use_cache=False
-        )
-        given = prepared.get("position_ids")
-        if isinstance(given, torch.Tensor) and given.numel() == 1:
-            offset = int(given.reshape(-1)[0])
-    except Exception as exc:  # noqa: BLE001 - a model whose preparation needs more: no offset
-        from mobius import failures
-
-        failures.raise_if_fatal(exc)  # an interrupt or out-of-memory still stops the build
-        offset = 0
-    object.__setattr__(model, "_mobius_position_offset", offset)
-    return offset
-
-
-@contextlib.contextmanager
-def _as_first_call(cache: Any) -> Iterator[None]:
-    """The cache reads as not yet filled, so that a model applying ``token_type_ids`` only on its
-    first call (PaliGemma's bidirectional prefix) applies them in the one graph for every call.
-    On later steps the new tokens' types mark no block over past positions, so nothing changes."""
-    cls = type(cache)
-    if not hasattr(cls, "is_initialized"):
-        yield
-        return
-    own = cls.__dict__.get("is_initialized")
-    cls.is_initialized = property(lambda self: False)
-    try:
-        yield
-    finally:
-        if own is None:
-            del cls.is_initialized
-        else:
-            cls.is_initialized = own
-
-
-@contextlib.contextmanager
-def masks_without_vmap() -> Iterator[None]:
-    """transformers builds masks with extra mask functions (Gemma 3's image blocks, an
-    ``or_mask_function``) through ``torch.vmap``, which nothing lowers; the same functions
-    evaluated on broadcast index tensors (its default path) give the same mask, as plain
-    indexing ops."""
-    from transformers import masking_utils
-
-    expand = masking_utils._non_vmap_expansion_sdpa
-
-    def broadcast(mask_function: Any) -> Any:
-        def expanded(batch: Any, head: Any, query: Any, key: Any) -> torch.Tensor:
-            mask = mask_function(*expand(batch, head, query, key))
-            return mask.expand(batch.shape[0], -1, query.shape[0], key.shape[0])
-
-        return expanded
-
-    # and without the mode that turns tensor indexing into a higher-order op for vmap
-    original = masking_utils._vmap_expansion_sdpa, masking_utils.TransformGetItemToIndex
-    masking_utils._vmap_expansion_sdpa = broadcast
-    masking_utils.TransformGetItemToIndex = contextlib.nullcontext
-    try:
-        yield
-    finally:
-        masking_utils._vmap_expansion_sdpa, masking_utils.TransformGetItemToIndex = original
 
 
 def supports_image_text(config: ArchitectureConfig) -> bool:
@@ -416,11 +403,15 @@ class VisionLanguageTask(Task):
     def manifest(self, config: ArchitectureConfig) -> dict[str, Any]:
         """What mobius.json says beyond the graphs: the image token and the position scheme."""
         hf = config.hf_config
-        return {
+        manifest = {
             "image_token_id": image_token_id(hf),
             "position_ids": "multi-axis" if multi_axis_positions(hf) else "sequence",
             "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),
         }
+        if multi_axis_positions(hf):  # what runtime_vlm.multi_axis_positions needs
+            vision = getattr(hf, "vision_config", None)
+            manifest["spatial_merge_size"] = getattr(vision, "spatial_merge_size", 1)
+        return manifest
 
     def runtime_files(
         self, models: dict[str, Any], config: ArchitectureConfig, checkpoint_dir: Any

@@ -298,3 +298,12 @@ SMALL_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [  # fmt: skip
         },
     ),
 ]
+
+
+def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
+    from mobius.testing.diffusers_configs_more import MORE_CONFIGS
+
+    return SMALL_CONFIGS + MORE_CONFIGS
+
+
+ALL_CONFIGS = _all_configs()

@@ -4,14 +4,15 @@ generation token for token against HF ``generate``."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from mobius.runtime_vlm import OnnxVisionLanguageModel, sequence_positions
-from mobius.tasks.vlm import image_features, image_token_id, takes_token_type_ids
+from mobius.runtime_vlm import OnnxVisionLanguageModel, next_positions
+from mobius.tasks.vlm import image_token_id, takes_token_type_ids, vision_outputs
 from mobius.testing.tiny import randomize
 
 NEW_TOKENS = 12
@@ -21,7 +22,8 @@ VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     "gemma3": {"mm_tokens_per_image": 4},
     "shieldgemma2": {"mm_tokens_per_image": 4},
     "qwen2_vl": {"vision_config": {"depth": 2}},
-    "qwen2_5_vl": {"vision_config": {"depth": 2, "fullatt_block_indexes": [1]}},
+    # windows of 2 x 2 merged tokens, so the (2, 3) grid has clipped windows
+    "qwen2_5_vl": {"vision_config": {"depth": 2, "fullatt_block_indexes": [1], "window_size": 32}},
     # its default feature layers (-2, -5, -8, -11, 6) need a 12-layer tower
     "vipllava": {"vision_feature_layers": [-2, -1]},
 }
@@ -38,12 +40,41 @@ def tiny_vlm(model_type: str, directory: Path, *, seed: int = 0, **overrides: An
     from mobius.testing.configs import tiny_config_for
 
     config = tiny_config_for(model_type, **{**VLM_OVERRIDES.get(model_type, {}), **overrides})
+    _small_vision_and_rope(config)
     torch.manual_seed(seed)
     model = auto_class().from_config(config, attn_implementation="eager").eval()
     randomize(model, seed)
     model.save_pretrained(directory)
     loaded = auto_class().from_pretrained(directory, attn_implementation="eager")
     return loaded.eval(), config
+
+
+def _small_vision_and_rope(config: Any) -> None:
+    """Shrinks what ``tiny_config_for`` leaves full size in a VLM: a vision tower's ``depth``
+    (two blocks, and the deepstack layers within them), its ``out_hidden_size`` (the text
+    width), and a multi-axis rotary's default ``mrope_section`` (sized for real head dimensions),
+    split over this model's rotary half-dimension."""
+    from mobius.config import from_hf
+    from mobius.tasks.vlm import multi_axis_positions
+
+    vision = getattr(config, "vision_config", None)
+    text = config.get_text_config(decoder=True)
+    if isinstance(getattr(vision, "depth", None), int) and vision.depth > 2:
+        vision.depth = 2
+        indexes = getattr(vision, "deepstack_visual_indexes", None)
+        if indexes:  # features taken from blocks the cut tower still has
+            vision.deepstack_visual_indexes = [i for i in indexes if i < 2] or [1]
+    if isinstance(getattr(vision, "out_hidden_size", None), int):  # projected to the text width
+        vision.out_hidden_size = text.hidden_size
+    if not multi_axis_positions(from_hf(config).hf_config):
+        return
+    rope = dict(getattr(text, "rope_parameters", None) or {})
+    if "mrope_section" in rope:
+        return
+    head = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    half = int(head * rope.get("partial_rotary_factor", 1.0)) // 2
+    rope["mrope_section"] = [half - 2 * (half // 3), half // 3, half // 3]
+    text.rope_parameters = rope
 
 
 def tiny_llava_with_processor(directory: Path, *, seed: int = 0):
@@ -90,12 +121,22 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
     from mobius.tasks.vlm import vision_inputs
 
     gen = torch.Generator().manual_seed(seed)
-    specs = vision_inputs(from_hf(model.config))
+    specs = {s.name: s for s in vision_inputs(from_hf(model.config))}
     out = {}
-    for spec in specs:
-        if spec.name == "pixel_values":
-            dims = [images if d == "num_images" else d for d in spec.dims]
-            out[spec.name] = torch.randn(*dims, generator=gen)
+    if "image_grid_thw" in specs:  # a (1, 2, 3)-block grid of merged patches per image
+        merge = getattr(model.config.vision_config, "spatial_merge_size", 1)
+        grid = torch.tensor([[1, 2 * merge, 3 * merge]] * images)
+        out["image_grid_thw"] = grid
+        rest = specs["pixel_values"].dims[1:]
+        out["pixel_values"] = torch.randn(int(grid.prod(-1).sum()), *rest, generator=gen)
+        return out
+    sizes = {"num_images": images, "batch": 1}
+    for name, spec in specs.items():
+        dims = [sizes.get(d, d) for d in spec.dims]
+        if spec.dtype == torch.bool:  # every pixel real
+            out[name] = torch.ones(*dims, dtype=torch.bool)
+        else:
+            out[name] = torch.randn(*dims, generator=gen)
     return out
 
 
@@ -146,21 +187,33 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
     runner = OnnxVisionLanguageModel(package)
     pixels = pixel_inputs(model)
     with torch.no_grad():
-        hf_features = image_features(model, dict(pixels))
-    features = runner.image_features(**{k: v.numpy() for k, v in pixels.items()})
+        hf_features, hf_deepstack = vision_outputs(model, dict(pixels))
+    vision = runner.vision(**{k: v.numpy() for k, v in pixels.items()})
+    features, deepstack = vision["image_features"], vision.get("deepstack_visual_embeds")
+    features_diff = float(np.abs(features - hf_features.numpy()).max())
+    if hf_deepstack is not None:
+        features_diff = max(features_diff, float(np.abs(deepstack - hf_deepstack.numpy()).max()))
     ids, mask = prompt(model, hf_features.shape[0])
-    positions = torch.from_numpy(sequence_positions(mask.numpy()))
+    grid = pixels.get("image_grid_thw")
+    positions = torch.from_numpy(
+        runner.positions(ids.numpy(), mask.numpy(), None if grid is None else grid.numpy())
+    )
     extra = {}
     if takes_token_type_ids(model):
         extra["token_type_ids"] = (ids == image_token_id(model.config)).long()
+    if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
+        extra["mm_token_type_ids"] = (ids == image_token_id(model.config)).int()
     # the image belongs to the first row: HF's processor sends pixels for the batch's images
     hf_inputs = {"input_ids": ids, "attention_mask": mask, **pixels, **extra}
     gen = torch.Generator().manual_seed(2)
     step = torch.randint(3, 100, (2, 1), generator=gen)
     step_mask = torch.cat([mask, torch.ones_like(step)], 1)
-    step_positions = positions[:, -1:] + 1
+    step_positions = torch.from_numpy(next_positions(positions.numpy()))
+    # multi-axis models compute their own prompt positions (get_rope_index): the recipe is
+    # checked on them (and on the later steps' through generate)
+    own = positions.dim() == 3
     with torch.no_grad():
-        first = model(**hf_inputs, position_ids=positions, use_cache=True)
+        first = model(**hf_inputs, **({} if own else {"position_ids": positions}), use_cache=True)
         second = model(
             input_ids=step,
             attention_mask=step_mask,
@@ -171,7 +224,12 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
     types = {k: v.numpy() for k, v in extra.items()}
     embeds = runner.embed(ids.numpy(), features)
     logits, cache = runner.decode(
-        embeds, mask.numpy(), positions.numpy(), runner.empty_cache(2), types.get("token_type_ids")
+        embeds,
+        mask.numpy(),
+        positions.numpy(),
+        runner.empty_cache(2),
+        types.get("token_type_ids"),
+        runner.place_deepstack(ids.numpy(), deepstack),
     )
     step_logits, _ = runner.decode(
         runner.embed(step.numpy(), None), step_mask.numpy(), step_positions.numpy(), cache
@@ -183,11 +241,13 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
         mask.numpy(),
         features,
         new_tokens,
+        positions=positions.numpy(),
         token_type_ids=types.get("token_type_ids"),
+        deepstack=deepstack,
     )
     return {
         "image_tokens": int(hf_features.shape[0]),
-        "features_diff": float(np.abs(features - hf_features.numpy()).max()),
+        "features_diff": features_diff,
         "prefill_diff": float(np.abs(logits[real] - first.logits.numpy()[real]).max()),
         "decode_diff": float(np.abs(step_logits - second.logits.numpy()).max()),
         "generate_logits_diff": float(np.abs(our_logits - hf_logits).max()),

@@ -189,7 +189,9 @@ CLAMP_WHERE = [
     one("where_scalar", lambda x: torch.where(x > 0, x, 0.0)),
     one("where_scalars", lambda x: torch.where(x > 0, 1.0, -1.0)),
     two("where_int_float", lambda a, y: torch.where(y > 0, a, y), A, Y),
+    two("where_bool", lambda x, y: torch.where(x > y, x > 0, y > 0)),  # no boolean Where in ORT
     two("masked_fill", lambda x, y: x.masked_fill(y > 0, float("-inf"))),
+    one("masked_fill_bool", lambda x: (x > 0).masked_fill(x < -0.5, True)),
     two("masked_fill_int", lambda a, y: a.masked_fill(y > 0, 7), A, Y),
     one("masked_fill_tensor_value", lambda x: x.masked_fill(x < 0, x.sum())),
     two("lerp_scalar", lambda x, y: torch.lerp(x, y, 0.3)),

@@ -104,3 +104,19 @@ STATS = [
 @pytest.mark.parametrize("fn,args,dynamic,other", REDUCE + ANY_ALL_MAX + SOFTMAX_SCAN + STATS)
 def test_reduction(fn, args, dynamic, other):
     run(fn, args, dynamic, other)
+
+
+EDGES = torch.tensor([-0.5, 0.0, 0.5, 1.0])
+SEARCH = [
+    one("argsort", lambda x: x.argsort(-1)),
+    one("argsort_descending_dim", lambda x: torch.argsort(x, dim=1, descending=True)),
+    one("bucketize", lambda x: torch.bucketize(x, EDGES)),
+    one("bucketize_right_int32", lambda x: torch.bucketize(x, EDGES, right=True, out_int32=True)),
+    # boundaries hit exactly: right decides which bucket
+    one("bucketize_on_edges", lambda x: torch.bucketize(x.round() / 2, EDGES, right=True)),
+]
+
+
+@pytest.mark.parametrize("fn,args,dynamic,other", SEARCH)
+def test_search(fn, args, dynamic, other):
+    run(fn, args, dynamic, other)

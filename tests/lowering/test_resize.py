@@ -9,7 +9,17 @@ def resized(name, **kwargs):
     return case(name, lambda x: F.interpolate(x, **kwargs), IMAGE)
 
 
+GRID = randn(2, 4, 6, 2) * 0.8  # sampling points, some past the edge
+
+
+def sampled(name, **kwargs):
+    return case(name, lambda x, g: F.grid_sample(x, g, **kwargs), [IMAGE[0], GRID])
+
+
 CASES = [
+    sampled("grid_sample_bilinear", mode="bilinear", align_corners=False),
+    sampled("grid_sample_bicubic_border", mode="bicubic", padding_mode="border"),
+    sampled("grid_sample_nearest_corners", mode="nearest", align_corners=True),
     resized("bilinear_to_size", size=(8, 4), mode="bilinear"),
     resized("bilinear_by_scale", scale_factor=1.5, mode="bilinear"),
     resized("bilinear_align_corners", size=(9, 11), mode="bilinear", align_corners=True),

@@ -4,9 +4,11 @@ The GPU form (GroupQueryAttention with rotary inside and packed QKV, SkipSimplif
 has CPU kernels in f32 and f16, so it is checked here against HF at 1e-4 in f32 as ``--ep webgpu``
 emits it (CUDA's GQA has no f32 kernel, so ``--ep cuda --dtype f32`` keeps Attention; the f16
 ``--ep cuda`` graph is the same rewrite) and in f16 for cuda and dml:
-prefill, then cached decode steps, batch of one (GQA reads padding as right padding; see
-docs/design-notes.md). Half precision is checked against PyTorch in the same dtype with a tolerance
-derived from a float64 reference (``HALF_ERROR_FACTOR``).
+prefill, then cached decode steps, batch of one; and a left-padded batch of two (GQA gets the
+portable graph's additive mask as ``attention_bias``, so padding anywhere is exact). ``--ep cpu``
+keeps ONNX Attention with packed projections and fused norms. Half precision is checked against
+PyTorch in the same dtype with a tolerance derived from a float64 reference
+(``HALF_ERROR_FACTOR``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from mobius.ep import default_dtype, genai_for
 from mobius.errors import UnsupportedError
 from mobius.generate import genai_tokens
 from mobius.runtime import OnnxCausalLM
+from mobius.testing.parity import decoder_inputs, hf_greedy
 
 # an ONNX half-precision graph may be this many times further from the float64 reference than
 # PyTorch's own computation in that dtype is (two implementations, each rounding at every op in
@@ -108,6 +111,50 @@ def test_gpu_form_matches_hf_on_cpu(built, model_type):
     ids = token_ids()
     diff = np.abs(onnx_logits(directory, ids) - hf_logits(model, ids, torch.float32)).max()
     assert diff < 1e-4
+
+
+def assert_left_padded_batch_matches_hf(directory, model, new: int) -> None:
+    """Batch of two, the first row left-padded by 3: a 6-token prefill, a cached step of ``new``
+    tokens and 8 greedy tokens, against HF."""
+    lm = OnnxCausalLM(directory)
+    feeds = decoder_inputs(model.config.vocab_size, length=6 + new)
+    ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
+    with torch.no_grad():
+        expected = model(**feeds).logits.numpy()
+    keep = mask.astype(bool)
+    prefill, cache = lm.run(ids[:, :6], mask[:, :6], pos[:, :6], lm.empty_cache(2))
+    assert np.abs(prefill - expected[:, :6])[keep[:, :6]].max() < 1e-4
+    step, _ = lm.run(ids[:, 6:], mask, pos[:, 6:], cache)
+    assert np.abs(step - expected[:, 6:]).max() < 1e-4
+    prompt = {k: v[:, :6] for k, v in feeds.items()}
+    tokens = lm.generate(prompt["input_ids"].numpy(), prompt["attention_mask"].numpy(), 8)
+    np.testing.assert_array_equal(
+        tokens, hf_greedy(model, prompt["input_ids"], prompt["attention_mask"], 8)
+    )
+
+
+# llama: packed QKV, rotary inside GQA; qwen3: the 4-D layout, rotary outside
+@pytest.mark.parametrize("model_type", ["llama", "qwen3"])
+def test_gpu_form_is_exact_on_a_left_padded_batch(built, model_type):
+    """The mask's padding reaches GQA as its attention_bias; the cached step is one token (GQA
+    takes several new tokens over a cache only in a batch of one)."""
+    directory, model = built(model_type, "webgpu")
+    assert_left_padded_batch_matches_hf(directory, model, new=1)
+
+
+def test_cpu_form_packs_qkv_and_fuses_norms(built):
+    """``--ep cpu``: ONNX Attention fed by one q/k/v MatMul (+ bias Add) and a Split, residual add
+    + RMSNorm fused; exact on a left-padded batch with a 3-token cached step."""
+    directory, model = built("qwen2", "cpu")
+    layers = model.config.num_hidden_layers
+    found = ops(directory)
+    assert found["Attention"] == found["Split"] == layers and found["GroupQueryAttention"] == 0
+    assert found["Add"] == layers  # the packed q/k/v bias; residual adds are in the skip norms
+    assert found["SkipSimplifiedLayerNormalization"] == 2 * layers
+    assert found["RMSNormalization"] == 1  # the first layer's norm reads the embedding alone
+    info = json.loads((directory / "mobius.json").read_text())["ep"]
+    assert (info["attention"], info["packed_qkv"]) == ("Attention", layers)
+    assert_left_padded_batch_matches_hf(directory, model, new=3)
 
 
 def test_provider_and_dtype_defaults():

@@ -15,6 +15,7 @@ import torch
 
 from mobius.cli import main
 from mobius.gguf_blocks import LAYOUTS, decode_rows, dequantize
+from mobius.nbits_cpu import OFFSET_4BIT, SPLIT_8BIT
 from mobius.testing.gguf_files import BLOCKS, random_blocks, write_tiny_llama
 
 
@@ -75,11 +76,19 @@ def test_tiny_gguf_keeps_blocks_and_reports(tiny):
     assert weights[layers.format(1, "mlp.up_proj")]["as"] == "float, as stored"  # F16
     assert weights["model.embed_tokens.weight"]["gguf_type"] == "Q8_0"
     assert "12 weights kept quantized (8 bit-exact, 4 with float zero points)" in report["summary"]
+    # on the CPU EP, 8-bit blocks run as two 4-bit planes and float zero points as an offset
+    planes = [k for k, w in weights.items() if w["as"].endswith(SPLIT_8BIT)]
+    offsets = [k for k, w in weights.items() if w["as"].endswith(OFFSET_4BIT)]
+    assert "model.embed_tokens.weight" in planes and len(offsets) == 4
     graph = onnx.load(out / "model.onnx", load_external_data=False).graph
     ops = [n.op_type for n in graph.node]
-    assert ops.count("MatMulNBits") == 12  # 11 of 14 layer linears, and the tied lm_head
-    assert ops.count("GatherBlockQuantized") == 1  # the embedding reads the lm_head's blocks
-    assert ops.count("MatMul") >= 3  # the Q5_K, Q5_1 and F16 linears, in float
+    bits = {a.i for n in graph.node for a in n.attribute if a.name == "bits"}
+    assert bits == {4}
+    # 11 of 14 layer linears, and the tied lm_head
+    assert ops.count("MatMulNBits") == 12 + len(planes)
+    assert ops.count("GatherBlockQuantized") == 2  # the embedding reads the lm_head's planes
+    # the Q5_K, Q5_1 and F16 linears, in float, and two per float-zero-point weight
+    assert ops.count("MatMul") >= 3 + 2 * len(offsets)
 
 
 def test_gguf_q_and_k_rows_are_reordered(tmp_path):

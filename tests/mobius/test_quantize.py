@@ -21,6 +21,7 @@ import torch
 import mobius
 import mobius.quantize
 from mobius.cli import main
+from mobius.report.schema import errors as schema_errors
 from mobius.testing.parity import max_abs_diff
 from mobius.testing.tiny import make_checkpoint
 
@@ -94,12 +95,13 @@ def test_matches_reference_dequantized_weights(
     out = package.save(tmp_path / "q")
     graph = onnx.load(str(out / "model.onnx"), load_external_data=False).graph
     nbits = [n for n in graph.node if n.op_type == "MatMulNBits"]
-    assert len(nbits) == 15 and "MatMul" not in ops(out)  # 7 per layer and lm_head
+    bits = int(precision[-1])
+    planes = 2 if bits == 8 else 1  # 8 bits run on the CPU EP as two 4-bit planes (nbits_cpu)
+    assert len(nbits) == 15 * planes and "MatMul" not in ops(out)  # 7 per layer and lm_head
     # the untied embedding too, where its width (80) is whole blocks
     assert ("GatherBlockQuantized" in ops(out)) is (80 % block == 0)
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in nbits[0].attribute}
-    bits = int(precision[-1])
-    assert (attrs["bits"], attrs["block_size"], attrs["accuracy_level"]) == (bits, block, 0)
+    assert (attrs["bits"], attrs["block_size"], attrs["accuracy_level"]) == (4, block, 0)
     ref = quantized_reference(model, bits, block, symmetric)
     assert max_abs_diff(ref, out, config) <= ATOL
 
@@ -135,6 +137,17 @@ def test_exclude_keeps_layers_float(llama, tmp_path):
     assert len(record["quantized_weights"]) == 12
     keep = {"lm_head", "model.layers.0.mlp.down_proj", "model.layers.1.mlp.down_proj"}
     assert max_abs_diff(quantized_reference(model, 4, 32, False, keep), out, config) <= ATOL
+    # every weight's storage, in explain.json (schema-checked) and mobius.json alike
+    explain = json.loads((out / "explain.json").read_text())
+    assert schema_errors(explain) == []
+    stored = {w["source"]: w for w in explain["weights"]}
+    assert explain["weights"] == json.loads((out / "mobius.json").read_text())["weights"]
+    assert set(stored) == set(model.state_dict())  # one entry per weight, scales inside it
+    nbits = {"format": "MatMulNBits", "bits": 4, "block_size": 32, "zero_points": True}
+    for key, entry in stored.items():
+        kept = key in record["excluded_weights"] or "norm" in key or "embed" in key  # 80: no blocks
+        expected = {"format": "float", "bits": 32, "block_size": 0, "zero_points": False}
+        assert entry | (expected if kept else nbits) == entry, key
 
 
 @pytest.mark.parametrize("hidden,shared", [(64, True), (80, False)])
@@ -190,3 +203,30 @@ def test_bad_options_one_line(llama, tmp_path, capsys, flags, message):
     err = capsys.readouterr().err
     assert err.startswith("mobius: error: ") and message in err and err.count("\n") == 1
     assert not (tmp_path / "q").exists()
+
+
+def test_moe_experts_become_qmoe(tmp_path):
+    """Mixtral's experts: the MoE kernel becomes QMoE over per-expert blocks, exact against the
+    reference dequantization of every expert matrix (and of the router, a linear like any other)."""
+    model, config = make_checkpoint("mixtral", tmp_path / "c")
+    out = mobius.build(tmp_path / "c", precision="int4").save(tmp_path / "q")
+    assert ops(out).count("QMoE") == config.num_hidden_layers and "MoE" not in ops(out)
+    ref = quantized_reference(model, 4, 32, False)
+    with torch.no_grad():
+        for layer in ref.model.layers:
+            router, experts = layer.mlp.gate, layer.mlp.experts
+            router.weight.copy_(reference_dequantized(router.weight, 4, 32, False))
+            for stacked in (experts.gate_up_proj, experts.down_proj):
+                stacked.copy_(
+                    torch.stack([reference_dequantized(w, 4, 32, False) for w in stacked])
+                )
+    assert max_abs_diff(ref, out, config) <= ATOL
+    record = json.loads((out / "mobius.json").read_text())["quantization"]
+    assert len(record["quantized_experts"]) == 2 * config.num_hidden_layers
+    qmoe = [
+        w
+        for w in json.loads((out / "explain.json").read_text())["weights"]
+        if w["format"] == "QMoE"
+    ]
+    assert {w["source"] for w in qmoe} == set(record["quantized_experts"])
+    assert all((w["bits"], w["block_size"], w["zero_points"]) == (4, 32, True) for w in qmoe)

@@ -112,3 +112,47 @@ def test_a_split_that_cannot_be_traced_names_the_text_only_way(tmp_path, capsys)
     assert len(err) == 1 and err[0].startswith("mobius: error: "), err
     assert err[0].endswith("; to convert its text decoder alone, pass --task text-generation")
     assert not (tmp_path / "onnx").exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen2_5_vl(tmp_path_factory):
+    """A tiny Qwen2.5-VL (grid-driven vision tower with windows, multi-axis positions),
+    converted once through the CLI: (HF model, output directory)."""
+    from mobius.testing.vlm import tiny_vlm
+
+    root = tmp_path_factory.mktemp("qwen2_5_vl")
+    model, _ = tiny_vlm("qwen2_5_vl", root / "checkpoint")
+    out = root / "onnx"
+    assert main(["build", "--model", str(root / "checkpoint"), "--output", str(out), "-q"]) == 0
+    return model, out
+
+
+def test_grid_vision_and_multi_axis_positions(tiny_qwen2_5_vl):
+    """The Qwen2-VL family: the vision graph takes the processor's ``image_grid_thw`` (patches of
+    any number of images, windows clipped at the grid's edge), the decoder ``[3, batch, seq]``
+    positions made by runtime_vlm's recipe; features, prefill, a step and 4 greedy tokens match
+    PyTorch (which computes its positions itself)."""
+    model, out = tiny_qwen2_5_vl
+    manifest = json.loads((out / "mobius.json").read_text())
+    assert manifest["graphs"]["vision_encoder.onnx"]["inputs"] == ["pixel_values", "image_grid_thw"]
+    assert manifest["position_ids"] == "multi-axis"
+    result = vlm_parity(model, out, new_tokens=4)
+    assert result["features_diff"] < ATOL
+    assert result["prefill_diff"] < ATOL
+    assert result["decode_diff"] < ATOL
+    assert result["generate_logits_diff"] < ATOL
+    assert result["tokens_equal"], (result["tokens"], result["hf_tokens"])
+    # two images of other grids in one call: each image's rows as HF gives them
+    from mobius.runtime_vlm import OnnxVisionLanguageModel
+
+    grid = torch.tensor([[1, 4, 6], [1, 6, 4]])
+    gen = torch.Generator().manual_seed(5)
+    pixels = torch.randn(int(grid.prod(-1).sum()), 2 * 3 * 8 * 8, generator=gen)
+    ours = OnnxVisionLanguageModel(out).image_features(
+        pixel_values=pixels.numpy(), image_grid_thw=grid.numpy()
+    )
+    from mobius.tasks.vlm import image_features
+
+    with torch.no_grad():
+        expected = image_features(model, {"pixel_values": pixels, "image_grid_thw": grid})
+    assert np.abs(ours - expected.numpy()).max() < ATOL

@@ -147,3 +147,29 @@ def test_checkpoint_load_reads_what_safetensors_reads(tmp_path, dtype):
         assert loaded.dtype == expected.dtype and loaded.shape == expected.shape
         assert torch.equal(loaded, expected)
         assert torch.equal(checkpoint._load_mapped(key), expected)
+
+
+@pytest.mark.parametrize(
+    ("stored", "wanted"), [(torch.bfloat16, torch.float16), (torch.float32,) * 2]
+)
+def test_a_linear_weight_is_cast_and_transposed_in_one_pass(tmp_path, monkeypatch, stored, wanted):
+    from lowering.transposed import TransposedTensor
+
+    data = torch.randn(37, 11).to(stored)
+    data[30, 7] = 1e6  # beyond float16: reported after the cast
+    path = tmp_path / "model.safetensors"
+    save_file({"w": data}, str(path))
+    entries = read_header(path)
+    monkeypatch.setattr(CopiedTensor, "SLAB_COLUMNS", 4)  # slabs and blocks that do not divide
+    monkeypatch.setattr(CopiedTensor, "BLOCK_ROWS", 8)
+    value = lazy_initializer(
+        "w", wanted, (37, 11), lambda: Checkpoint(entries).load("w"), copy_from=entries["w"]
+    )
+    sink: list[str] = []
+    token = NONFINITE.set(sink)
+    try:
+        written = _saved_bytes(TransposedTensor(value.const_value, name="w.T"))
+    finally:
+        NONFINITE.reset(token)
+    assert written == data.to(wanted).t().contiguous().view(torch.uint8).numpy().tobytes()
+    assert sink == (["w"] if wanted == torch.float16 else [])

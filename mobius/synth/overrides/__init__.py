@@ -14,6 +14,7 @@ from mobius.synth.overrides import (
     blt,
     cpmant,
     deepseek_v4,
+    funnel,
     git,
     led,
     prophetnet,
@@ -33,6 +34,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     "transformers.models.deepseek_v4.modeling_deepseek_v4.DeepseekV4Indexer": (
         deepseek_v4.indexer_padded_windows
+    ),
+    "transformers.models.funnel.modeling_funnel.FunnelAttentionStructure": (
+        funnel.symbolic_positions
     ),
     "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
     "transformers.models.led.modeling_led.LEDEncoder": led.no_window_padding,

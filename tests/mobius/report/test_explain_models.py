@@ -44,15 +44,21 @@ def test_llama_converts_fully(llama):
     assert s.parameters == sum(p.numel() for p in model.parameters())
 
 
-def test_layer_only_lowering_covers(checkpoints):
+def test_moe_block_is_one_component(checkpoints):
     report = mobius.explain(checkpoints.get("mixtral")[0])
     experts = _module(report, "model.layers.0.mlp.experts")
-    assert experts.status == "lowered" and not experts.components
-    assert experts.lowered_ops.get("aten.bmm.default", 0) >= 1
+    assert experts.status == "component" and not experts.lowered_ops
+    (moe,) = experts.components
+    assert moe.component == "MoE (com.microsoft)"
+    assert moe.attributes == {
+        "routing": "softmax_topk", "top_k": 2, "renormalize": True, "num_experts": 4,
+        "activation": "silu",
+    }  # fmt: skip
     assert report.exit_code == 0
     text = report.render_text()
     assert "layers.0–1: MixtralDecoderLayer" in text
-    assert "experts: MixtralExperts → lowered: " in text
+    assert "experts: MixtralExperts → MoE (com.microsoft)(routing=softmax_topk, top_k=2" in text
+    assert "gate: MixtralTopKRouter → lowered: linear" in text  # the logits the kernel routes by
 
 
 def test_uncaptured_attention_carries_its_cache_through_the_trace(checkpoints):

@@ -28,7 +28,10 @@ def test_report_json_matches_schema(checkpoints):
         data["schema_version"] == SCHEMA_VERSION == SCHEMA["properties"]["schema_version"]["const"]
     )
     assert errors(data) == []
-    assert list(data) == ["schema_version", "source", "model_type", "task", "modules", "summary"]
+    assert list(data) == [
+        "schema_version", "source", "model_type", "task", "modules", "summary", "weights"
+    ]  # fmt: skip
+    assert data["weights"] == []  # only a build, which makes the graph, records storage
 
 
 def test_checker_reports_problems():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -66,25 +68,103 @@ def test_a_replicated_trace_is_the_full_trace_and_converts(tmp_path, monkeypatch
     assert max_abs_diff(model, out, config) <= 1e-4
 
 
+class _Dense(torch.nn.Module):
+    def __init__(self, index: int) -> None:
+        super().__init__()
+        self.layer_idx = index
+        self.up = torch.nn.Linear(8, 8)
+
+    def forward(self, x, table):
+        # table[layer_idx]: the index as a literal, rewritten in each copy
+        return x + self.up(x) * table.select(0, self.layer_idx)
+
+
+class _Moe(torch.nn.Module):
+    def __init__(self, index: int, scaled: bool) -> None:
+        super().__init__()
+        self.layer_idx, self.scaled = index, scaled
+        self.gate, self.up = torch.nn.Linear(8, 2), torch.nn.Linear(8, 16)
+
+    def forward(self, x, table):
+        flat = x.reshape(x.shape[0] * x.shape[1], 8)  # batch x length: a shared symbolic size
+        mixed = self.up(flat).reshape(-1, 2, 8) * self.gate(flat).softmax(-1)[..., None]
+        y = x + mixed.sum(1).reshape(x.shape) * table.select(0, self.layer_idx)
+        return y * (1.0 + self.layer_idx) if self.scaled else y
+
+
+class _Stack(torch.nn.Module):
+    """Two dense layers then MoE layers, as DeepSeek's ``first_k_dense_replace``."""
+
+    def __init__(self, count: int, scaled: bool = False) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(16, 8)
+        self.layers = torch.nn.ModuleList(
+            _Dense(i) if i < 2 else _Moe(i, scaled) for i in range(count)
+        )
+        self.register_buffer("table", torch.rand(count, 8))
+        self.norm = torch.nn.LayerNorm(8)
+
+    def forward(self, ids):
+        x, table = self.embed(ids), self.table * 2
+        for layer in self.layers:
+            x = layer(x, table)
+        return self.norm(x)
+
+
+class _Wrapper(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.m = model  # the prefix module_of expects
+
+    def forward(self, ids):
+        return self.m(ids)
+
+
+def _toy(count: int, scaled: bool = False) -> torch.export.ExportedProgram:
+    ids = torch.zeros(2, 3, dtype=torch.long)
+    batch, length = torch.export.Dim("batch"), torch.export.Dim("length")
+    return torch.export.export(
+        _Wrapper(_Stack(count, scaled)), (ids,), dynamic_shapes=({0: batch, 1: length},)
+    )
+
+
+def test_layers_of_two_kinds_replicate_to_the_full_trace():
+    config = SimpleNamespace(num_hidden_layers=6, layer_types=["dense"] * 2 + ["moe"] * 4)
+    plan = replicate.layer_plan(_Stack(6), config)
+    assert plan is not None and (plan.kinds, plan.traced) == ([0, 0, 1, 1, 1, 1], 4)
+    assert replicate.reduced_config(config, plan).layer_types == ["dense"] * 2 + ["moe"] * 2
+    assert replicate.same_layers(_Stack(4), plan) and not replicate.same_layers(_Stack(3), plan)
+    program = _toy(4)
+    replicate.replicate(program, plan)
+    assert _structure(SimpleNamespace(program=program)) == _structure(
+        SimpleNamespace(program=_toy(6))
+    )
+
+
+def test_layers_that_differ_beyond_the_index_are_not_replicated():
+    plan = replicate.layer_plan(_Stack(6, scaled=True), SimpleNamespace(num_hidden_layers=6))
+    program = _toy(4, scaled=True)  # MoE layers scale by 1 + index: a float, not the index
+    with pytest.raises(replicate.NotReplicable, match="3.0 in layer 2, 4.0"):
+        replicate.replicate(program, plan)
+
+
 @pytest.mark.parametrize(
-    ("model_type", "overrides"),
+    ("model_type", "overrides", "kinds", "traced"),
     [
-        ("gemma2", {}),  # sliding and global layers alternate
-        ("qwen2", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 2}),
-        ("llama", {"num_hidden_layers": 2}),  # nothing to replicate
+        # full attention below max_window_layers, sliding above
+        ("qwen2", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 2},
+         [0, 0, 1, 1, 1, 1], 4),
+        ("deepseek_v3", {"first_k_dense_replace": 1}, [0, 1, 1, 1, 1, 1], 3),
     ],
-)
-def test_layers_of_different_kinds_are_all_traced(model_type, overrides):
-    arch = _arch(model_type, **{"num_hidden_layers": 4, **overrides})
-    task = get_task(None, arch)
-    model = instantiate_on_meta(arch, task, torch.float32)
-    assert replicate.homogeneous_stack(model, arch.hf_config) is None
-
-
-def test_layers_of_one_kind_are_replicated():
-    arch = _arch("qwen2", num_hidden_layers=5)
+)  # fmt: skip
+def test_layer_kinds_follow_the_config(model_type, overrides, kinds, traced):
+    arch = _arch(model_type, **{"num_hidden_layers": 6, **overrides})
     model = instantiate_on_meta(arch, get_task(None, arch), torch.float32)
-    stack = replicate.homogeneous_stack(model, arch.hf_config)
-    assert stack == replicate.LayerStack("model.layers", 5)
-    reduced = replicate.reduced_config(arch.hf_config, 5)
-    assert reduced.num_hidden_layers == 2 and len(reduced.layer_types) == 2
+    plan = replicate.layer_plan(model, arch.hf_config)
+    assert (plan.kinds, plan.traced) == (kinds, traced)
+
+
+def test_a_stack_of_two_is_traced_whole():
+    arch = _arch("llama", num_hidden_layers=2)
+    model = instantiate_on_meta(arch, get_task(None, arch), torch.float32)
+    assert replicate.layer_plan(model, arch.hf_config) is None

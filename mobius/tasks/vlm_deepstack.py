@@ -1,0 +1,77 @@
+"""Deepstack features (Qwen3-VL family): vision features from inner blocks of the tower that the
+text model adds to its hidden states at the image-token positions after its first layers.
+
+The vision graph outputs them as ``deepstack_visual_embeds`` ``[layers, num_image_tokens,
+hidden]`` (the order of ``image_features``); the decoder takes them under the same name, placed
+at their image-token positions, ``[layers, batch, sequence_length, hidden]``, zeros elsewhere
+(``runtime_vlm.place_deepstack``: a decode step passes zeros). Adding zeros changes nothing, so
+the decoder adds the whole tensor where transformers adds the image rows
+(``_deepstack_process``), with no data-dependent selection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from mobius.config import ArchitectureConfig
+
+NAME = "deepstack_visual_embeds"  # transformers' argument name, the contract's input name
+DEEPSTACK_LAYERS = "deepstack_layers"
+
+
+def deepstack_layers(config: ArchitectureConfig) -> int:
+    """How many deepstack feature sets the tower makes (0: none)."""
+    vision = getattr(config.hf_config, "vision_config", None)
+    return len(getattr(vision, "deepstack_visual_indexes", None) or ())
+
+
+def stacked(features: Any) -> torch.Tensor | None:
+    """``get_image_features``' ``deepstack_features`` (per layer: a tensor, or one per image) as
+    ``[layers, num_image_tokens, hidden]``."""
+    if not features:
+        return None
+    rows = []
+    for layer in features:
+        parts = layer if isinstance(layer, (list, tuple)) else [layer]
+        rows.append(torch.cat([p.reshape(-1, p.shape[-1]) for p in parts], dim=0))
+    return torch.stack(rows)
+
+
+def _text_model(model: torch.nn.Module) -> torch.nn.Module:
+    for module in model.modules():
+        forward = getattr(type(module), "forward", None)
+        if forward is not None and NAME in inspect.signature(forward).parameters:
+            return module
+    raise ValueError(f"{type(model).__name__} has no module that takes {NAME}")
+
+
+@contextlib.contextmanager
+def added_deepstack(model: torch.nn.Module, placed: torch.Tensor | None) -> Iterator[None]:
+    """The text model called with ``placed`` (``[layers, batch, sequence, hidden]``) as its
+    deepstack features, each added whole to the hidden states."""
+    if placed is None:
+        yield
+        return
+    text = _text_model(model)
+    forward = text.forward
+
+    def with_deepstack(*args: Any, **kwargs: Any) -> Any:
+        kwargs[NAME] = list(placed.unbind(0))
+        kwargs["visual_pos_masks"] = placed.new_ones(placed.shape[1:3], dtype=torch.bool)
+        return forward(*args, **kwargs)
+
+    def add_whole(hidden: torch.Tensor, mask: Any, embeds: torch.Tensor) -> torch.Tensor:
+        return hidden + embeds.to(hidden.dtype)
+
+    text.forward = with_deepstack
+    text._deepstack_process = add_whole
+    try:
+        yield
+    finally:
+        del text.forward
+        del text._deepstack_process

@@ -1,0 +1,129 @@
+"""The CPU forms of MatMulNBits (``mobius.nbits_cpu``): same values as the form they replace,
+run by onnxruntime before and after the rewrite on random codes, scales and zero points."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+
+from mobius.nbits_cpu import OFFSET_4BIT, SPLIT_8BIT, fast_cpu_forms
+
+MS = "com.microsoft"
+N, K, BLOCK, VOCAB = 40, 96, 32, 40
+
+
+def _initializer(name: str, array: np.ndarray) -> ir.Value:
+    value = ir.Value(
+        name=name,
+        type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
+        shape=ir.Shape(array.shape),
+    )
+    value.const_value = ir.tensor(array, name=name)
+    return value
+
+
+def _nibbles(values: np.ndarray) -> np.ndarray:
+    return (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
+
+
+def _model(bits: int, float_zero_points: bool, rng: np.random.Generator) -> ir.Model:
+    """``logits = hidden @ W^T`` by MatMulNBits and ``embedded = W[ids]`` by GatherBlockQuantized
+    over the same bytes (a tied embedding), as mobius emits them."""
+    kb = K // BLOCK
+    codes = rng.integers(0, 2**bits, (N, kb, BLOCK)).astype(np.uint8)
+    scales = rng.uniform(0.01, 0.1, N * kb).astype(np.float32)
+    if float_zero_points:
+        zero = rng.uniform(0, 15, N * kb).astype(np.float32)
+    else:
+        zero = rng.integers(0, 2**bits, (N, kb)).astype(np.uint8)
+        zero = (zero if bits == 8 else _nibbles(zero)).reshape(-1)
+    parts = [
+        _initializer("W.b", codes if bits == 8 else _nibbles(codes)),
+        _initializer("W.scales", scales),
+        _initializer("W.zero_points", zero),
+    ]
+    hidden = ir.Value(
+        name="hidden", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2, 3, K])
+    )
+    ids = ir.Value(name="ids", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([2, 3]))
+    common = [ir.AttrInt64("block_size", BLOCK), ir.AttrInt64("bits", bits)]
+    matmul = ir.Node(
+        MS,
+        "MatMulNBits",
+        [hidden, *parts],
+        attributes=[
+            *common,
+            ir.AttrInt64("K", K),
+            ir.AttrInt64("N", N),
+            ir.AttrInt64("accuracy_level", 0),
+        ],
+        name="lm_head",
+    )
+    nodes, outputs = [matmul], [matmul.outputs[0]]
+    initializers = list(parts)
+    if not float_zero_points:  # GatherBlockQuantized takes no float zero points
+        rows = _initializer("rows", np.array([N, -1], dtype=np.int64))
+        initializers.append(rows)
+        flat = [ir.Node("", "Reshape", [p, rows], name=f"{p.name}.rows") for p in parts]
+        gather = ir.Node(
+            MS,
+            "GatherBlockQuantized",
+            [flat[0].outputs[0], ids, flat[1].outputs[0], flat[2].outputs[0]],
+            attributes=[*common, ir.AttrInt64("gather_axis", 0), ir.AttrInt64("quantize_axis", 1)],
+            name="embed",
+        )
+        nodes += [*flat, gather]
+        outputs.append(gather.outputs[0])
+    for i, value in enumerate(outputs):
+        value.name, value.type = f"out{i}", ir.TensorType(ir.DataType.FLOAT)
+    graph = ir.Graph(
+        [hidden, ids],
+        outputs,
+        nodes=nodes,
+        initializers=initializers,
+        opset_imports={"": 21, MS: 1},
+    )
+    return ir.Model(graph, ir_version=10)
+
+
+def _run(model: ir.Model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    session = ort.InferenceSession(
+        ir.to_proto(model).SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    names = {i.name for i in session.get_inputs()}
+    return session.run(None, {k: v for k, v in feeds.items() if k in names})
+
+
+@pytest.mark.parametrize(
+    ("bits", "float_zero_points", "form", "kernels"),
+    [(8, False, SPLIT_8BIT, 2), (4, True, OFFSET_4BIT, 1)],
+    ids=["8-bit", "4-bit-float-zero-points"],
+)
+def test_cpu_form_computes_the_same_values(bits, float_zero_points, form, kernels):
+    rng = np.random.default_rng(bits)
+    model = _model(bits, float_zero_points, rng)
+    feeds = {
+        "hidden": rng.standard_normal((2, 3, K)).astype(np.float32),
+        "ids": rng.integers(0, VOCAB, (2, 3)).astype(np.int64),
+    }
+    expected = _run(model, feeds)
+    assert fast_cpu_forms(model) == {"W.b": form}
+    ops = [(n.op_type, n.attributes.get_int("bits", 0)) for n in model.graph]
+    assert ops.count(("MatMulNBits", 4)) == kernels and ("MatMulNBits", 8) not in ops
+    assert not any(op == ("GatherBlockQuantized", 8) for op in ops)
+    actual = _run(model, feeds)
+    for want, got in zip(expected, actual, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # the bytes are stored once: the old 8-bit parts (or float zero points) are gone
+    assert "W.zero_points" not in model.graph.initializers
+
+
+def test_accuracy_level_four_keeps_8_bits():
+    """The int8 kernel (accuracy_level 4) is fast already; its node is left as it is."""
+    model = _model(8, False, np.random.default_rng(0))
+    for node in model.graph:
+        if node.op_type == "MatMulNBits":
+            node.attributes["accuracy_level"] = ir.AttrInt64("accuracy_level", 4)
+    assert fast_cpu_forms(model) == {}
