@@ -89,7 +89,10 @@ def _prepare_graph(
         announce(part.fallbacks)
         return part
     if task.captures_attention:
-        return _prepare_captured(source, arch, graph, dtype)
+        part = _prepare_captured(source, arch, graph, dtype)
+        if getattr(graph, "loops_over_tokens", None):  # traced for one token: run per token
+            part.traced.loop_inputs = graph.looped_inputs(part.traced.inputs)
+        return part
     return Prepared(source, arch, graph, trace(arch, graph, dtype), use_cache=False)
 
 
@@ -317,7 +320,8 @@ def build_graphs(
             traced, binder, name=f"{prepared.arch.model_type}_{name}", use_cache=captured_cache
         )
         if traced.loop_inputs:
-            model = loop_over_tokens(model, traced.loop_inputs, traced.inputs)
+            invariant = getattr(part.task, "loop_invariant", lambda _: set())(traced.inputs)
+            model = loop_over_tokens(model, traced.loop_inputs, traced.inputs, invariant)
         model.metadata_props.update(
             {
                 "mobius.model_type": prepared.arch.model_type,

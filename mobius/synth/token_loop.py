@@ -18,20 +18,25 @@ from __future__ import annotations
 import onnx_ir as ir
 import onnxscript
 
-from mobius.tasks.base import SEQUENCE, TOTAL, TensorSpec
+from mobius.tasks.base import TOTAL, TensorSpec
 
 _TOKEN_AXIS = 1
 
 
 def loop_over_tokens(
-    step: ir.Model, specs: list[TensorSpec], step_specs: list[TensorSpec]
+    step: ir.Model,
+    specs: list[TensorSpec],
+    step_specs: list[TensorSpec],
+    invariant: set[str] | None = None,
 ) -> ir.Model:
     """The model that runs ``step`` (traced for one token) over every new token.
 
     ``specs`` are the contract's inputs with a sequence axis; ``step_specs`` the step's, in the
     same order. Inputs whose sequence axis became 1 are sliced per token; the mask (``TOTAL``)
-    grows by one column per token; the rest (the cache) is carried through the loop.
+    grows by one column per token; ``invariant`` ones (an encoder's keys and values) are read
+    by every step as they are; the rest (the cache) is carried through the loop.
     """
+    invariant = invariant or set()
     old = step.graph
     outer = ir.Graph([], [], nodes=[], opset_imports=dict(old.opset_imports), name=old.name)
     builder = onnxscript.GraphBuilder(outer)
@@ -43,10 +48,14 @@ def loop_over_tokens(
     per_token = [
         s.name
         for s, t in zip(specs, step_specs, strict=True)
-        if SEQUENCE in s.dims and SEQUENCE not in t.dims
+        if s.dims != t.dims  # the sequence axis (SEQUENCE, or a decoder's own) became 1
     ]
     growing = [s.name for s in specs if TOTAL in s.dims]
-    carried = [s.name for s in specs if s.name not in per_token and s.name not in growing]
+    carried = [
+        s.name
+        for s in specs
+        if s.name not in per_token and s.name not in growing and s.name not in invariant
+    ]
     for name, value in list(old.initializers.items()):  # weights stay in the outer graph
         old.initializers.pop(name)
         outer.register_initializer(value)
@@ -83,6 +92,8 @@ def loop_over_tokens(
     old.inputs.clear()
     for n in step_nodes:
         old.remove(n)
+    for name in invariant & set(by_name):
+        replacements[name] = outer_inputs[name]  # read from the outer scope
     for name, value in replacements.items():
         ir.convenience.replace_all_uses_with(by_name[name], value)
     for step_node in step_nodes:  # outer and body values share one namespace (SSA)

@@ -25,6 +25,7 @@ import torch
 from mobius.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, Task, TensorSpec
 from mobius.tasks.causal_lm import cache_argument
+from mobius.tasks.vlm import masks_without_vmap
 
 ENCODER_SEQUENCE = "encoder_sequence_length"
 DECODER_SEQUENCE = "decoder_sequence_length"
@@ -80,9 +81,12 @@ def cross_shape(config: ArchitectureConfig) -> tuple[int, int]:
 
 class _GraphTask(Task):
     """One graph of a seq2seq model, built by the parent's auto class. Attention is captured
-    (``patterns/seq2seq_attention.py``); these implementations are the fallback."""
+    (``patterns/seq2seq_attention.py``); these implementations are the fallback. Eager first:
+    where a query's keys are all masked (T5Gemma 2's bidirectional window over right padding)
+    sdpa returns zeros and eager the mean of the values; eager is what the parity reference
+    runs, and the two agree everywhere else."""
 
-    attention_implementations = ("sdpa", "eager")
+    attention_implementations = ("eager", "sdpa")
 
     def __init__(self, parent: Seq2SeqTask) -> None:
         self.parent = parent
@@ -162,7 +166,7 @@ class EncoderGraph(_GraphTask):
         lengths = (
             tuple(v.shape[-1] for v in inputs.values()) if "attention_mask" in inputs else None
         )
-        with phase(GraphPhase("encoder", padded_lengths=lengths)):
+        with phase(GraphPhase("encoder", padded_lengths=lengths)), masks_without_vmap():
             encoded = model.get_encoder()(**inputs, return_dict=True)
         hidden = encoded[0]  # some encoders return a tuple
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
@@ -171,7 +175,7 @@ class EncoderGraph(_GraphTask):
         token = hidden.new_zeros((hidden.shape[0], 1), dtype=torch.long)
         if not isinstance(encoded, ModelOutput):
             encoded = _encoder_states(hidden)
-        with phase(GraphPhase("placeholder")):
+        with phase(GraphPhase("placeholder")), masks_without_vmap():
             model(
                 encoder_outputs=encoded,  # its own output type: Moonshine reads a compressed mask
                 attention_mask=inputs.get("attention_mask"),
@@ -184,12 +188,44 @@ class EncoderGraph(_GraphTask):
         return (hidden, *[t for layer in cross for t in (layer.keys, layer.values)])
 
 
+# decoders that take one token per call once their cache holds any: the decoder graph is traced
+# for one token and run once per new token by an ONNX Loop (``synth/token_loop.py``)
+ONE_TOKEN_DECODERS = {
+    "prophetnet": "its decoder takes one token per call once the cache holds any (it asserts so)",
+    "xlm-prophetnet": "its decoder takes one token per call once the cache holds any (it asserts so)",
+}
+
+
 class DecoderGraph(_GraphTask):
     name = "decoder_model"
     padding_mask_input = "encoder_attention_mask"  # cross-attention's keys: the encoder's
+    # why the graph is traced for one token and looped over the new ones (None: traced as is)
+    loops_over_tokens: str | None = None
+
+    def for_config(self, config: ArchitectureConfig) -> DecoderGraph:
+        reason = ONE_TOKEN_DECODERS.get(config.model_type)
+        if reason is None:
+            return self
+        looped = DecoderGraph(self.parent)
+        looped.loops_over_tokens = reason
+        return looped
+
+    def looped_inputs(self, step_inputs: list[TensorSpec]) -> list[TensorSpec]:
+        """The contract's inputs of a graph traced for one token (``loops_over_tokens``)."""
+        return [
+            TensorSpec(s.name, s.dtype, (BATCH, DECODER_SEQUENCE)) if s.name == "input_ids" else s
+            for s in step_inputs
+        ]
+
+    def loop_invariant(self, inputs: list[TensorSpec]) -> set[str]:
+        """Inputs every token's step reads unchanged: the encoder's keys, values and mask."""
+        return {
+            s.name for s in inputs if s.name == "encoder_attention_mask" or ".encoder." in s.name
+        }
 
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
-        specs = [TensorSpec("input_ids", torch.int64, (BATCH, DECODER_SEQUENCE))]
+        tokens = 1 if self.loops_over_tokens else DECODER_SEQUENCE
+        specs = [TensorSpec("input_ids", torch.int64, (BATCH, tokens))]
         if any(s.name == "attention_mask" for s in _encoder_inputs(config, model)):
             # text encoders; speech ones read no mask here (CONTRACTS.md)
             specs.append(
@@ -245,7 +281,7 @@ class DecoderGraph(_GraphTask):
                 inputs[f"past_key_values.{i}.encoder.key"].shape[2] for i in range(layers)
             ),
         )
-        with phase(current):
+        with phase(current), masks_without_vmap():
             out = model(
                 encoder_outputs=_encoder_states(hidden),
                 attention_mask=mask,
@@ -280,6 +316,9 @@ def _encoder_states(hidden: torch.Tensor) -> Any:
 
 
 def _hidden_size(hf: Any) -> int:
+    """The width of the encoder states (T5Gemma 2's encoder config keeps it in its text config)."""
+    if getattr(hf, "d_model", None) is None and getattr(hf, "hidden_size", None) is None:
+        hf = hf.get_text_config()
     return getattr(hf, "d_model", None) or hf.hidden_size
 
 

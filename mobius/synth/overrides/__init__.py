@@ -16,6 +16,8 @@ from mobius.synth.overrides import (
     deepseek_v4,
     funnel,
     git,
+    led,
+    prophetnet,
     qwen4_exp,
     reformer,
     rwkv,
@@ -37,6 +39,11 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
         funnel.symbolic_positions
     ),
     "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
+    "transformers.models.led.modeling_led.LEDEncoder": led.no_window_padding,
+    "transformers.models.led.modeling_led.LEDEncoderSelfAttention": led.banded_attention,
+    "transformers.models.prophetnet.modeling_prophetnet.ProphetNetPositionalEmbeddings": (
+        prophetnet.positions_from_cache
+    ),
     "transformers.models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpTextQSAIndexer": (
         qwen4_exp.batched_selection
     ),
