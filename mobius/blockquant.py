@@ -12,10 +12,11 @@ block ``b`` (``block_size`` consecutive K elements), ``w = (q - zero_point) * sc
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
+import onnx_ir as ir
 
 
 @dataclass(frozen=True)
@@ -107,3 +108,23 @@ def quantize_rows(slabs: Iterable[np.ndarray], shape: tuple[int, int], scheme: S
     if row != n or scales is None:
         raise ValueError(f"slabs held {row} rows, the weight has {n}")
     return Packed(b, scales, zero_points)
+
+
+class LazyPacking:
+    """MatMulNBits' parts of one weight (``b``, ``scales``, ``zero_points``), all made by
+    ``_pack`` on the first request for any of them; each part is handed out once and then
+    dropped, so nothing stays in memory after they are written."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, np.ndarray] = {}
+
+    def _pack(self) -> None:
+        raise NotImplementedError
+
+    def getter(self, part: str, name: str) -> Callable[[], ir.TensorProtocol]:
+        def get() -> ir.TensorProtocol:
+            if part not in self.pending:
+                self._pack()
+            return ir.Tensor(self.pending.pop(part), name=name)
+
+        return get

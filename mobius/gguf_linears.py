@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
-from mobius.blockquant import Scheme
+from mobius.blockquant import LazyPacking, Scheme
 from mobius.gguf_blocks import DEQUANTIZED_BECAUSE, FLOAT_TYPES, Layout, decode_rows
 from mobius.gguf_source import SLAB_ROWS, GGUFCheckpoint
 from mobius.quantize import (
     MS_DOMAIN,
-    LazyPacking,
     linear_shape,
     linear_weight,
     packed_initializers,

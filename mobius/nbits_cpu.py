@@ -23,10 +23,13 @@ the same 8-bit bytes is split the same way, so the weight is still stored once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx_ir as ir
 
-from mobius.quantize import MS_DOMAIN, LazyPacking
+from mobius.blockquant import LazyPacking
+from mobius.quantize import MS_DOMAIN
 from mobius.quantize_gather import swap_node
 
 FLOAT = ir.DataType.FLOAT
@@ -93,18 +96,15 @@ class _Planes(LazyPacking):
     def _register(self, plane: str, part: str, dtype: ir.DataType, shape: list[int]) -> ir.Value:
         b = self.sources[0]
         name = f"{b.name[: -len('.b')] if b.name.endswith('.b') else b.name}.{plane}4.{part}"
-        lazy = ir.LazyTensor(
-            self.getter(f"{plane}.{part}", name), dtype=dtype, shape=ir.Shape(shape), name=name
-        )
         source = b.const_value.metadata_props
-        lazy.metadata_props["mobius.source_key"] = source.get("mobius.source_key", b.name)
-        lazy.metadata_props["mobius.transform"] = (
-            f"{source.get('mobius.transform', '8-bit blocks')}; {plane} 4-bit plane ({part})"
-        )
-        value = ir.Value(name=name, type=ir.TensorType(dtype), shape=lazy.shape)
-        value.const_value = lazy
-        b.graph.register_initializer(value)
-        return value
+        metadata = {
+            "mobius.source_key": source.get("mobius.source_key", b.name),
+            "mobius.transform": (
+                f"{source.get('mobius.transform', '8-bit blocks')}; {plane} 4-bit plane ({part})"
+            ),
+        }
+        get = self.getter(f"{plane}.{part}", name)
+        return _lazy_initializer(b.graph, name, dtype, shape, get, metadata)
 
     def _pack(self) -> None:
         b, scales, zero_points = (
@@ -236,12 +236,23 @@ def _register_offsets(
         z = zero_points.const_value.numpy().astype(np.float64).reshape(n, kb)
         return ir.tensor(np.ascontiguousarray(((8.0 - z) * s).T.astype(np.float32)), name=name)
 
-    lazy = ir.LazyTensor(compute, dtype=FLOAT, shape=ir.Shape([kb, n]), name=name)
     # no mobius.source_key: a part of the weight's entry in the weights record, not a weight
-    lazy.metadata_props["mobius.transform"] = (
-        f"per-block offsets (8 − zero point)·scale of {_key(b)}"
-    )
-    value = ir.Value(name=name, type=ir.TensorType(FLOAT), shape=lazy.shape)
+    metadata = {"mobius.transform": f"per-block offsets (8 − zero point)·scale of {_key(b)}"}
+    return _lazy_initializer(b.graph, name, FLOAT, [kb, n], compute, metadata)
+
+
+def _lazy_initializer(
+    graph: ir.Graph,
+    name: str,
+    dtype: ir.DataType,
+    shape: list[int],
+    get: Callable[[], ir.TensorProtocol],
+    metadata: dict[str, str],
+) -> ir.Value:
+    """Register an initializer whose values ``get`` makes when the model is saved."""
+    lazy = ir.LazyTensor(get, dtype=dtype, shape=ir.Shape(shape), name=name)
+    lazy.metadata_props.update(metadata)
+    value = ir.Value(name=name, type=ir.TensorType(dtype), shape=lazy.shape)
     value.const_value = lazy
-    b.graph.register_initializer(value)
+    graph.register_initializer(value)
     return value

@@ -18,7 +18,7 @@ import numpy as np
 import onnx_ir as ir
 import torch
 
-from mobius.blockquant import Packed, Scheme, quantize_rows
+from mobius.blockquant import LazyPacking, Packed, Scheme, quantize_rows
 from mobius.errors import ConfigError, WeightsError
 from mobius.quantize_gather import _lookups, share_with_gathers, swap_node
 from mobius.quantize_moe import quantize_experts
@@ -342,26 +342,6 @@ def _file_slabs(entry) -> Iterator[np.ndarray]:
                     f"{entry.file.name} ended inside tensor '{entry.key}'; re-download or re-save it"
                 )
             yield slab.numpy()
-
-
-class LazyPacking:
-    """MatMulNBits' parts of one weight (``b``, ``scales``, ``zero_points``), all made by
-    ``_pack`` on the first request for any of them; each part is handed out once and then
-    dropped, so nothing stays in memory after they are written."""
-
-    def __init__(self) -> None:
-        self.pending: dict[str, np.ndarray] = {}
-
-    def _pack(self) -> None:
-        raise NotImplementedError
-
-    def getter(self, part: str, name: str) -> Callable[[], ir.TensorProtocol]:
-        def get() -> ir.TensorProtocol:
-            if part not in self.pending:
-                self._pack()
-            return ir.Tensor(self.pending.pop(part), name=name)
-
-        return get
 
 
 class _SharedPacking(LazyPacking):

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from mobius.blockquant import Scheme, quantize
+from mobius.blockquant import LazyPacking, Scheme, quantize
 
 log = logging.getLogger("mobius")
 MS = "com.microsoft"
@@ -30,12 +30,12 @@ FC_INPUTS = {2: (2, 3, 11), 4: (5, 6, 12)}
 BIASES = {3: 4, 5: 7}  # MoE bias input -> QMoE bias input
 
 
-class _ExpertPacking:
+class _ExpertPacking(LazyPacking):
     """The QMoE parts of one stacked ``[E, N, K]`` weight, made on the first request."""
 
     def __init__(self, tensor: ir.TensorProtocol, scheme: Scheme) -> None:
+        super().__init__()
         self.tensor, self.scheme = tensor, scheme
-        self.pending: dict[str, np.ndarray] = {}
 
     def _pack(self) -> None:
         stacked = self.tensor.numpy()
@@ -48,14 +48,6 @@ class _ExpertPacking:
         }
         if not self.scheme.symmetric:
             self.pending["zero_points"] = np.stack([p.zero_points.reshape(n, -1) for p in packs])
-
-    def getter(self, part: str, name: str) -> Callable[[], ir.TensorProtocol]:
-        def get() -> ir.TensorProtocol:
-            if part not in self.pending:
-                self._pack()
-            return ir.Tensor(self.pending.pop(part), name=name)
-
-        return get
 
 
 def _parts(graph: ir.Graph, weight: ir.Value, scheme: Scheme) -> list[ir.Value | None]:
