@@ -71,18 +71,18 @@ def make_checkpoint(directory: Path, layers: int) -> dict:
 def variant(name: str):
     """Switch mobius to one way of emitting the experts for the duration of a build."""
     import patterns
-    from mobius.synth import trace
+    from mobius.synth import meta_model
     from patterns import moe
 
-    saved = (trace.EXPERTS_IMPLEMENTATION, list(patterns.ANCHOR_PATTERNS))
+    saved = (meta_model.EXPERTS_IMPLEMENTATION, list(patterns.ANCHOR_PATTERNS))
     if name == "op_by_op":
-        trace.EXPERTS_IMPLEMENTATION = "batched_mm"
+        meta_model.EXPERTS_IMPLEMENTATION = "batched_mm"
     if name in ("selected", "op_by_op"):
         patterns.ANCHOR_PATTERNS[:] = [p for p in patterns.ANCHOR_PATTERNS if p is not moe.match]
     try:
         yield
     finally:
-        trace.EXPERTS_IMPLEMENTATION = saved[0]
+        meta_model.EXPERTS_IMPLEMENTATION = saved[0]
         patterns.ANCHOR_PATTERNS[:] = saved[1]
 
 

@@ -21,6 +21,7 @@ import torch
 import torch.fx
 
 from lowering.context import LoweringContext
+from mobius import failures
 from mobius.components.moe import SelectedExperts
 from patterns.registry import emits
 
@@ -94,6 +95,7 @@ def identify_gate(module: torch.nn.Module) -> tuple[str, float, float, float] | 
         with torch.no_grad():
             expected = module._apply_gate(probe)
     except Exception as exc:  # a gate that cannot run on a plain CPU tensor
+        failures.raise_if_fatal(exc)  # an interrupt or out-of-memory is not a decline
         return f"the experts' gate function cannot be evaluated on its own ({type(exc).__name__})"
     candidates = [(name, 1.0, 0.0, NO_LIMIT) for name in GATED]
     alpha, limit = getattr(module, "alpha", None), getattr(module, "limit", None)

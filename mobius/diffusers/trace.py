@@ -20,13 +20,12 @@ from mobius.config import ArchitectureConfig
 from mobius.diffusers.config import model_class
 from mobius.errors import ConfigError, UnsupportedError
 from mobius.synth.inline import inline_grad_regions
+from mobius.synth.meta_model import BUILD_ERRORS, quiet
 from mobius.synth.shims import unchecked_distributions
 from mobius.synth.trace import (
-    BUILD_ERRORS,
     SpecialisedShapeError,
     TracedModel,
     _meta_constants,
-    _quiet,
     _TaskWrapper,
     _tied_groups,
 )
@@ -44,7 +43,7 @@ def instantiate(arch: ArchitectureConfig, dtype: torch.dtype, device: str = "met
     cls = model_class(arch.model_type)
     values = arch.hf_config.to_dict()
     try:
-        with init_empty_weights(include_buffers=False), _quiet():
+        with init_empty_weights(include_buffers=False), quiet():
             model = cls.from_config(values)
     except BUILD_ERRORS + (ValueError, KeyError) as exc:
         failures.check(exc)
@@ -54,7 +53,7 @@ def instantiate(arch: ArchitectureConfig, dtype: torch.dtype, device: str = "met
             f"({type(exc).__name__}: {reason}); fix config.json"
         ) from exc
     if dtype != torch.float32:  # diffusers warns on every .to(dtype) of a model
-        with _diffusers_quiet():
+        with _diffusersquiet():
             model = model.to(dtype)
     model = model.eval()
     if device != "meta":
@@ -80,7 +79,7 @@ def _autocast_on_meta() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _diffusers_quiet() -> Iterator[None]:
+def _diffusersquiet() -> Iterator[None]:
     logger = logging.getLogger("diffusers")
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -158,7 +157,7 @@ def export(
         for s in specs
     )
     try:
-        with _quiet(), unchecked_distributions(), _autocast_on_meta():
+        with quiet(), unchecked_distributions(), _autocast_on_meta():
             program = torch.export.export(wrapper, args, dynamic_shapes=(dynamic,), strict=False)
     except Exception as exc:
         failures.check(exc)

@@ -43,7 +43,7 @@ def nested_model_class(hf_config: Any, mapping_names: dict[str, str], mapping: A
 
 
 class FromConfig:
-    """``from_config`` for one model class, the way ``trace.instantiate_on_meta`` calls an auto class."""
+    """``from_config`` for one model class, the way ``meta_model.instantiate_on_meta`` calls an auto class."""
 
     def __init__(self, model_class: type) -> None:
         self.model_class = model_class

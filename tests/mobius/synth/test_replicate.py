@@ -13,7 +13,8 @@ from mobius.package import ModelPackage
 from mobius.registry import get_task
 from mobius.synth import replicate
 from mobius.synth.emit import emit
-from mobius.synth.trace import instantiate_on_meta, trace
+from mobius.synth.meta_model import instantiate_on_meta
+from mobius.synth.trace import trace
 from mobius.testing.parity import max_abs_diff
 from mobius.testing.tiny import make_checkpoint, tiny_config
 from mobius.weights import Checkpoint
