@@ -18,10 +18,9 @@ from mobius.gguf_blocks import DEQUANTIZED_BECAUSE, FLOAT_TYPES, Layout, decode_
 from mobius.gguf_source import SLAB_ROWS, GGUFCheckpoint
 from mobius.quantize import (
     MS_DOMAIN,
+    linear_nodes,
     linear_shape,
-    linear_weight,
     packed_initializers,
-    source_key,
     swap_for_matmulnbits,
 )
 from mobius.quantize_gather import share_with_gathers
@@ -93,12 +92,7 @@ def place_gguf_blocks(
         return report
     placed: dict[str, list[ir.Value]] = {}
     kept_float: set[str] = set()  # also read by an op other than a linear (an embedding lookup)
-    for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
-        found = linear_weight(node)
-        if found is None:
-            continue
-        a, weight, transposed = found
-        key = source_key(weight)
+    for node, a, weight, transposed, key in linear_nodes(model):
         layout = checkpoint.layout(key)
         if layout is None:
             continue

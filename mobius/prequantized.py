@@ -37,10 +37,9 @@ from mobius.errors import ConfigError
 from mobius.quantize import (
     MS_DOMAIN,
     LazyPacking,
+    linear_nodes,
     linear_shape,
-    linear_weight,
     packed_initializers,
-    source_key,
     swap_for_matmulnbits,
 )
 from mobius.safetensors_header import TensorEntry
@@ -236,12 +235,7 @@ def place_prequantized(
             {k: f"--dtype {dtype} (MatMulNBits needs f32/f16)" for k in checkpoint.linears}
         )
         return report
-    for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
-        found = linear_weight(node)
-        if found is None:
-            continue
-        a, weight, transposed = found
-        key = source_key(weight)
+    for node, a, weight, transposed, key in linear_nodes(model):
         linear = checkpoint.linears.get(key)
         if linear is None or linear.block is None:
             continue

@@ -134,12 +134,7 @@ def quantize_linears(
 ) -> QuantizeReport:
     """Replace each linear by a parameter with MatMulNBits, in place; return what was done."""
     report = QuantizeReport(scheme, list(exclude))
-    for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
-        found = linear_weight(node)
-        if found is None:
-            continue
-        a, weight, transposed = found
-        key = source_key(weight)
+    for node, a, weight, transposed, key in linear_nodes(model):
         module = linear_module(node, key)
         name = f"{module}.weight"  # the linear's parameter (a tied one is named by its module)
         if excluded_by(module, key, exclude):
@@ -222,6 +217,16 @@ def linear_weight(node: ir.Node) -> tuple[ir.Value, ir.Value, bool] | None:
     if "mobius.source_key" not in props and "mobius.source_keys" not in props:
         return None  # a buffer or constant made by the trace, not a parameter
     return a, w, transposed
+
+
+def linear_nodes(model: ir.Model) -> Iterator[tuple[ir.Node, ir.Value, ir.Value, bool, str]]:
+    """Each linear by a stored weight, as (node, activation, weight, transposed, the weight's
+    checkpoint key); over a snapshot of the graph, so that callers may replace the nodes."""
+    for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
+        found = linear_weight(node)
+        if found is not None:
+            a, weight, transposed = found
+            yield node, a, weight, transposed, source_key(weight)
 
 
 def source_key(weight: ir.Value) -> str:
