@@ -54,7 +54,7 @@ def fast_cpu_forms(model: ir.Model) -> dict[str, str]:
         accuracy = node.attributes.get_int("accuracy_level", 0)
         if bits == 8 and accuracy <= 1 and (zero_points is None or zero_points.dtype != FLOAT):
             if b.name not in planes:
-                planes[b.name] = _Planes(b, scales, zero_points, node.attributes.get_int("N"))
+                planes[b.name] = _Planes(b, scales, zero_points)
                 _split_gathers(b, planes[b.name])
             _split_matmul(node, a, planes[b.name])
             retired.update(v.name for v in (b, scales, zero_points) if v is not None)
@@ -81,16 +81,18 @@ def _key(value: ir.Value) -> str:
 class _Planes(LazyPacking):
     """The two 4-bit planes (B, scales, packed zero points) of one 8-bit MatMulNBits weight."""
 
-    def __init__(self, b: ir.Value, scales: ir.Value, zero_points: ir.Value | None, n: int) -> None:
+    def __init__(self, b: ir.Value, scales: ir.Value, zero_points: ir.Value | None) -> None:
         super().__init__()
         self.sources = (b, scales, zero_points)
         self.n, self.kb, self.block = (int(d) for d in b.shape)
         self.values: dict[str, list[ir.Value]] = {}
         for plane in ("hi", "lo"):
             self.values[plane] = [
-                self._register(plane, "b", ir.DataType.UINT8, [n, self.kb, self.block // 2]),
-                self._register(plane, "scales", FLOAT, [n * self.kb]),
-                self._register(plane, "zero_points", ir.DataType.UINT8, [n * -(-self.kb // 2)]),
+                self._register(plane, "b", ir.DataType.UINT8, [self.n, self.kb, self.block // 2]),
+                self._register(plane, "scales", FLOAT, [self.n * self.kb]),
+                self._register(
+                    plane, "zero_points", ir.DataType.UINT8, [self.n * -(-self.kb // 2)]
+                ),
             ]
 
     def _register(self, plane: str, part: str, dtype: ir.DataType, shape: list[int]) -> ir.Value:
