@@ -113,8 +113,10 @@ def module_of(key: str) -> str:
 
 def excluded_by(module: str, key: str, patterns: Sequence[str]) -> bool:
     """A glob matches the linear's module path, its weight's checkpoint key or that key's module
-    (a tied ``lm_head`` reads ``model.embed_tokens.weight``: ``lm_head`` and the key both match)."""
-    names = (module, key, module_of(key))
+    (a tied ``lm_head`` reads ``model.embed_tokens.weight``: ``lm_head`` and the key both match);
+    a packed weight (comma-joined keys) is excluded when any of its keys is."""
+    keys = key.split(",")
+    names = (module, key, *keys, *map(module_of, keys))
     return any(fnmatch.fnmatchcase(name, p) for p in patterns for name in names)
 
 
@@ -230,9 +232,10 @@ def linear_nodes(model: ir.Model) -> Iterator[tuple[ir.Node, ir.Value, ir.Value,
 
 
 def source_key(weight: ir.Value) -> str:
-    """The checkpoint key a weight initializer was read from (its name when it has none)."""
+    """The checkpoint key a weight initializer was read from, comma-joined keys for a packed one
+    (``--ep cpu``'s q/k/v), its name when it has none."""
     props = weight.const_value.metadata_props
-    return props.get("mobius.source_key") or weight.name or ""
+    return props.get("mobius.source_key") or props.get("mobius.source_keys") or weight.name or ""
 
 
 def _replace(

@@ -230,3 +230,20 @@ def test_moe_experts_become_qmoe(tmp_path):
     ]
     assert {w["source"] for w in qmoe} == set(record["quantized_experts"])
     assert all((w["bits"], w["block_size"], w["zero_points"]) == (4, 32, True) for w in qmoe)
+
+
+def test_ep_cpu_packs_projections(llama, tmp_path):
+    """``--ep cpu``: q/k/v (packed in float, then quantized as one) and gate/up (packed after
+    quantization, ``mobius.nbits_pack``) are one MatMulNBits each, with the same values; every
+    checkpoint weight still has its entry in the weights record."""
+    directory, model, config = llama
+    out = mobius.build(directory, precision="int4", ep="cpu").save(tmp_path / "q")
+    # per layer: q/k/v, o, gate/up, down; and the lm_head
+    assert ops(out).count("MatMulNBits") == 4 * 2 + 1 and ops(out).count("Split") == 2 * 2
+    info = json.loads((out / "mobius.json").read_text())
+    assert info["matmulnbits_packed"] == [
+        [f"model.layers.{i}.mlp.{p}_proj.weight" for p in ("gate", "up")] for i in range(2)
+    ]
+    keys = [k for w in info["weights"] for k in w["source"].split(",")]
+    assert sorted(keys) == sorted(model.state_dict())
+    assert max_abs_diff(quantized_reference(model, 4, 32, False), out, config) <= ATOL
