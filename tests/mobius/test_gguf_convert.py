@@ -117,24 +117,19 @@ def test_ep_cpu_packs_blocks_that_line_up(tmp_path):
 
     from mobius.runtime import OnnxCausalLM
 
-    qkv = ("attn_q", "attn_k", "attn_v")
-    types = [
-        {**dict.fromkeys(qkv, "Q4_0"), "attn_output": "Q4_K", "ffn_gate": "Q8_0", "ffn_up": "Q8_0"},
-        {**dict.fromkeys(qkv, "Q4_K"), "attn_output": "Q8_0", "ffn_gate": "Q4_1", "ffn_up": "Q4_0"},
-    ]
-    for layer in types:
-        layer["ffn_down"] = "Q4_0"
-    path = write_tiny_llama(tmp_path / "t.gguf", types=types)
+    qkv = {part: "Q4_K" for part in ("attn_q", "attn_k", "attn_v")}  # float zero points
+    mlp = {"ffn_gate": "Q8_0", "ffn_up": "Q8_0", "ffn_down": "Q4_0"}  # 8-bit: two planes
+    path = write_tiny_llama(tmp_path / "t.gguf", types=[{**qkv, "attn_output": "Q4_0", **mlp}])
     out = tmp_path / "onnx"
     argv = ["build", "--model", str(path), "--output", str(out), "-q", "--ep", "cpu"]
     assert main(argv) == 0
     info = json.loads((out / "mobius.json").read_text())
-    attention, mlp = "model.layers.{}.self_attn.{}_proj.weight", "model.layers.0.mlp.{}_proj.weight"
+    layer = "model.layers.0.{}_proj.weight"
     assert info["matmulnbits_packed"] == [
-        [attention.format(0, p) for p in "qkv"],
-        [mlp.format(p) for p in ("gate", "up")],
-        [attention.format(1, p) for p in "qkv"],  # Q4_1 gate and Q4_0 up: zero points differ
+        [layer.format(f"self_attn.{p}") for p in "qkv"],
+        [layer.format(f"mlp.{p}") for p in ("gate", "up")],
     ]
+    assert len(info["matmulnbits_cpu_forms"]) == 3  # the packed q/k/v and gate/up, the lm_head
     hf = AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file="t.gguf", dtype=torch.float32)
     ids = np.random.default_rng(1).integers(0, 64, (2, 7))
     with torch.no_grad():
