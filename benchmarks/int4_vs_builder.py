@@ -11,9 +11,10 @@ subprocess (``convert.measure``: wall time, peak RSS of the process tree), then:
   (``runtime.Driver``, 2 threads); the converters alternate inside each round, each round loads
   the sessions afresh; medians over all rounds.
 
-Variants: ``mobius`` (``--precision int4 --ep cpu``: block 32, asymmetric, ``accuracy_level`` 0,
-q/k/v and gate/up packed), ``mobius-acc4`` (the same with ``--accuracy-level 4``: int8
-activations, as the builder uses on CPU) and ``builder``. Conversions also alternate, over
+Variants: ``mobius-acc0`` (``--precision int4 --ep cpu --accuracy-level 0``: block 32,
+asymmetric, q/k/v and gate/up packed, float32 activations), ``mobius-acc4`` (the same with
+``--accuracy-level 4``, int8 activations, as the builder uses on CPU; mobius's default with
+``--ep cpu`` since this comparison) and ``builder``. Conversions also alternate, over
 ``--convert-rounds`` rounds; the table takes medians of wall and CPU seconds (CPU seconds are the
 fair figure on a loaded machine). ``--model qwen2-0.5b``: the Qwen2.5-0.5B shape with random
 weights (``convert.py``'s checkpoint), where agreement means nothing: size, time and latency only.
@@ -54,7 +55,7 @@ def commands(checkpoint: Path, out: Path) -> dict[str, list[str]]:
         "-o", str(out / "builder"), "-p", "int4", "-e", "cpu", "-c", str(out / "builder.cache"),
     ]  # fmt: skip
     return {
-        "mobius": [*mobius, "--output", str(out / "mobius")],
+        "mobius-acc0": [*mobius, "--output", str(out / "mobius-acc0"), "--accuracy-level", "0"],
         "mobius-acc4": [*mobius, "--output", str(out / "mobius-acc4"), "--accuracy-level", "4"],
         "builder": builder,
     }
@@ -204,9 +205,9 @@ def main(argv: list[str] | None = None) -> int:
         "checkpoint": str(checkpoint),
         "positions": POSITIONS if real else None,
         "agreement_with_float32": agreement or None,
-        "agreement_mobius_with_builder": (
-            float((tops["mobius"] == tops["builder"]).mean())
-            if {"mobius", "builder"} <= set(tops)
+        "agreement_mobius_acc4_with_builder": (
+            float((tops["mobius-acc4"] == tops["builder"]).mean())
+            if {"mobius-acc4", "builder"} <= set(tops)
             else None
         ),
         "size_bytes": sizes,
