@@ -11,10 +11,15 @@ subprocess (``convert.measure``: wall time, peak RSS of the process tree), then:
   (``runtime.Driver``, 2 threads); the converters alternate inside each round, each round loads
   the sessions afresh; medians over all rounds.
 
-Variants: ``mobius`` (its defaults: block 32, asymmetric, ``accuracy_level`` 0), ``mobius-acc4``
-(``--accuracy-level 4``: int8 activations, as the builder uses on CPU) and ``builder``.
+Variants: ``mobius-acc0`` (``--precision int4 --ep cpu --accuracy-level 0``: block 32,
+asymmetric, q/k/v and gate/up packed, float32 activations), ``mobius-acc4`` (the same with
+``--accuracy-level 4``, int8 activations, as the builder uses on CPU; mobius's default with
+``--ep cpu`` since this comparison) and ``builder``. Conversions also alternate, over
+``--convert-rounds`` rounds; the table takes medians of wall and CPU seconds (CPU seconds are the
+fair figure on a loaded machine). ``--model qwen2-0.5b``: the Qwen2.5-0.5B shape with random
+weights (``convert.py``'s checkpoint), where agreement means nothing: size, time and latency only.
 
-    PYTHONPATH=. python benchmarks/int4_vs_builder.py [--checkpoint DIR] [--rounds 3]
+    PYTHONPATH=. python benchmarks/int4_vs_builder.py [--model smollm2|qwen2-0.5b] [--rounds 3]
 
 Results: ``benchmarks/results/int4_vs_builder.json``.
 """
@@ -25,6 +30,7 @@ import argparse
 import datetime
 import gc
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -36,31 +42,37 @@ sys.path.insert(0, str(HERE))
 import convert  # noqa: E402
 from runtime import Driver, stats, timed  # noqa: E402
 
-RESULTS = HERE / "results" / "int4_vs_builder.json"
+RESULTS = HERE / "results"
 POSITIONS = 512
 TEXT = Path(sys.base_prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def commands(checkpoint: Path, out: Path) -> dict[str, list[str]]:
     mobius = [sys.executable, "-m", "mobius", "build", "--model", str(checkpoint), "-q"]
+    mobius += ["--precision", "int4", "--ep", "cpu", "--overwrite"]
     builder = [
         sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(checkpoint),
         "-o", str(out / "builder"), "-p", "int4", "-e", "cpu", "-c", str(out / "builder.cache"),
     ]  # fmt: skip
     return {
-        "mobius": [*mobius, "--output", str(out / "mobius"), "--precision", "int4", "--overwrite"],
-        "mobius-acc4": [
-            *mobius,
-            "--output",
-            str(out / "mobius-acc4"),
-            "--precision",
-            "int4",
-            "--accuracy-level",
-            "4",
-            "--overwrite",
-        ],  # fmt: skip
+        "mobius-acc0": [*mobius, "--output", str(out / "mobius-acc0"), "--accuracy-level", "0"],
+        "mobius-acc4": [*mobius, "--output", str(out / "mobius-acc4"), "--accuracy-level", "4"],
         "builder": builder,
     }
+
+
+def graph_bytes_without_provenance(directory: Path) -> int:
+    """The .onnx file's size once node provenance (``namespace``, ``pkg.onnxscript.*``) and doc
+    strings are dropped, as ``--release`` drops them: the graph the builder's compares with."""
+    import onnx
+
+    model = onnx.load(str(model_file(directory)), load_external_data=False)
+    for node in model.graph.node:
+        keep = [p for p in node.metadata_props if p.key.startswith("mobius.")]
+        del node.metadata_props[:]
+        node.metadata_props.extend(keep)
+        node.doc_string = ""
+    return model.ByteSize()
 
 
 def text_ids(checkpoint: Path) -> np.ndarray:
@@ -95,51 +107,87 @@ def size_bytes(directory: Path) -> int:
     )
 
 
+def prepare_checkpoint(model: str, workdir: Path) -> Path:
+    if model == "smollm2":
+        from mobius.testing.gguf import checkpoint_from_gguf, smollm2_gguf
+
+        checkpoint = workdir / "smollm2-135m-f32"
+        if not (checkpoint / "config.json").exists():
+            checkpoint_from_gguf(smollm2_gguf(), checkpoint)
+        return checkpoint
+    # convert.py's random-weight checkpoint, made once (and shared with convert.py's runs)
+    return convert.make_checkpoint(model, Path("/tmp/mobius-bench"))
+
+
+def convert_all(names_cmds: dict[str, list[str]], rounds: int) -> dict[str, dict]:
+    """Each conversion ``rounds`` times, alternating; medians of wall and CPU seconds."""
+    runs: dict[str, list[dict]] = {name: [] for name in names_cmds}
+    names = list(names_cmds)
+    for index in range(rounds):
+        for name in names[index % len(names) :] + names[: index % len(names)]:
+            run = convert.measure(names_cmds[name], timeout=3600)
+            runs[name].append(run)
+            shown = ("wall_s", "cpu_s", "peak_rss_bytes", "load_1min_before", "exit_code")
+            print(name, {k: run[k] for k in shown}, flush=True)
+            if run["exit_code"] != 0:
+                print(run.get("error", ""))
+    out = {}
+    for name, done in runs.items():
+        ok = [r for r in done if r["exit_code"] == 0]
+        out[name] = {
+            "runs": done,
+            "wall_s": statistics.median(r["wall_s"] for r in ok) if ok else None,
+            "cpu_s": statistics.median(r["cpu_s"] for r in ok) if ok else None,
+            "peak_rss_bytes": max(r["peak_rss_bytes"] for r in ok) if ok else None,
+            "load_1min": statistics.median(r["load_1min_before"] for r in done),
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", choices=["smollm2", "qwen2-0.5b"], default="smollm2")
     parser.add_argument("--checkpoint", type=Path, default=None)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/int4_vs_builder"))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--convert-rounds", type=int, default=3)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    checkpoint = args.checkpoint
-    if checkpoint is None:
-        from mobius.testing.gguf import checkpoint_from_gguf, smollm2_gguf
-
-        checkpoint = args.workdir / "smollm2-135m-f32"
-        if not (checkpoint / "config.json").exists():
-            checkpoint_from_gguf(smollm2_gguf(), checkpoint)
+    workdir = args.workdir / args.model
+    workdir.mkdir(parents=True, exist_ok=True)
+    checkpoint = args.checkpoint or prepare_checkpoint(args.model, args.workdir)
+    real = args.model == "smollm2"
     config = json.loads((checkpoint / "config.json").read_text())
     ids = text_ids(checkpoint)
-    expected = reference_top1(checkpoint, ids)
+    expected = reference_top1(checkpoint, ids) if real else None
 
-    conversions, agreement, sizes = {}, {}, {}
-    tops = {}
-    for name, cmd in commands(checkpoint, args.workdir).items():
-        run = convert.measure(cmd, timeout=3600)
-        conversions[name] = run
-        print(name, {k: run[k] for k in ("wall_s", "peak_rss_bytes", "exit_code")}, flush=True)
-        if run["exit_code"] != 0:
-            print(run.get("error", ""))
+    conversions = convert_all(commands(checkpoint, workdir), args.convert_rounds)
+    agreement, sizes, graph_sizes, tops = {}, {}, {}, {}
+    for name, run in conversions.items():
+        if run["cpu_s"] is None:
             continue
-        directory = args.workdir / name
+        directory = workdir / name
         sizes[name] = size_bytes(directory)
-        drv = Driver(model_file(directory), config, args.threads)
-        logits = drv.run(drv.feeds(ids, None, 0))["logits"]
-        tops[name] = logits.argmax(-1)
-        agreement[name] = float((tops[name] == expected).mean())
-        del drv
-        gc.collect()
-    names = list(tops)
+        graph_sizes[name] = {
+            "onnx_file": model_file(directory).stat().st_size,
+            "without_provenance": graph_bytes_without_provenance(directory),
+        }
+        if real:
+            drv = Driver(model_file(directory), config, args.threads)
+            logits = drv.run(drv.feeds(ids, None, 0))["logits"]
+            tops[name] = logits.argmax(-1)
+            agreement[name] = float((tops[name] == expected).mean())
+            del drv, logits
+            gc.collect()
+    names = list(sizes)
     decode: dict[str, list[float]] = {n: [] for n in names}
     rounds = []
     prompt = ids[:, :128]
     for round_index in range(args.rounds):
         medians = {}
         for name in names[round_index % len(names) :] + names[: round_index % len(names)]:
-            drv = Driver(model_file(args.workdir / name), config, args.threads)
+            drv = Driver(model_file(workdir / name), config, args.threads)
             out = drv.run(drv.feeds(prompt, None, 0))
             past = {n: out[n] for n in drv.cache_out.values()}
             step = drv.feeds(ids[:, 128:129], past, 128)
@@ -147,29 +195,43 @@ def main(argv: list[str] | None = None) -> int:
             ms = timed(drv, step, args.iters)
             decode[name] += ms
             medians[name] = round(statistics.median(ms), 3)
-            del drv
+            del drv, out, past
             gc.collect()
         rounds.append(medians)
-        print(f"round {round_index}: {medians}", flush=True)
+        print(f"round {round_index}: {medians} load {os.getloadavg()[0]:.1f}", flush=True)
     result = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "model": args.model,
         "checkpoint": str(checkpoint),
-        "positions": POSITIONS,
-        "agreement_with_float32": agreement,
-        "agreement_mobius_with_builder": (
-            float((tops["mobius"] == tops["builder"]).mean())
-            if {"mobius", "builder"} <= set(tops)
+        "positions": POSITIONS if real else None,
+        "agreement_with_float32": agreement or None,
+        "agreement_mobius_acc4_with_builder": (
+            float((tops["mobius-acc4"] == tops["builder"]).mean())
+            if {"mobius-acc4", "builder"} <= set(tops)
             else None
         ),
         "size_bytes": sizes,
+        "graph_bytes": graph_sizes,
         "conversion": conversions,
         "decode": {n: stats(decode[n]) for n in names},
         "rounds": rounds,
         "machine": convert.machine(),
     }
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: result[k] for k in ("agreement_with_float32", "size_bytes")}, indent=1))
-    print(json.dumps({n: result["decode"][n]["median_ms"] for n in names}))
+    path = RESULTS / f"int4_vs_builder{'' if real else '_' + args.model}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    summary = {
+        n: {
+            "agreement": agreement.get(n),
+            "size_mb": round(sizes[n] / 1e6, 3),
+            "graph_kb_without_provenance": round(graph_sizes[n]["without_provenance"] / 1e3, 1),
+            "cpu_s": conversions[n]["cpu_s"],
+            "wall_s": conversions[n]["wall_s"],
+            "load": conversions[n]["load_1min"],
+            "decode_ms": result["decode"][n]["median_ms"],
+        }
+        for n in names
+    }
+    print(json.dumps(summary, indent=1))
     return 0
 
 

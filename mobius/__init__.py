@@ -28,7 +28,7 @@ def build(
     precision: str | None = None,
     block_size: int = 32,
     symmetric: bool = False,
-    accuracy_level: int = 0,
+    accuracy_level: int | None = None,
     quant_exclude: Sequence[str] = (),
     component: str | None = None,
     features: Sequence[str] = (),
@@ -48,7 +48,8 @@ def build(
         block_size: weights per scale (a power of two, at least 16).
         symmetric: no zero points (asymmetric, the default, stores one per block).
         accuracy_level: MatMulNBits' compute type: 0 the activation's, 4 int8 (fastest on CPU);
-            also for the blocks a GGUF file's weights keep.
+            also for the blocks a GGUF file's weights keep. None: 4 for ``precision`` with
+            ``ep="cpu"``, else 0 (``mobius.quantize.default_accuracy_level``).
         quant_exclude: globs over module paths (``lm_head``, ``*.mlp.down_proj``) kept in float.
         ep: ``"cpu"``, ``"cuda"``, ``"dml"`` or ``"webgpu"``: tune the graph for that execution
             provider (GroupQueryAttention and SkipSimplifiedLayerNormalization on the GPU ones);
@@ -69,9 +70,11 @@ def build(
         A ModelPackage; call ``.save(directory)`` to write ``model.onnx`` and ``model.onnx.data``.
     """
     from mobius import failures
-    from mobius.quantize import QuantOptions
+    from mobius.quantize import QuantOptions, default_accuracy_level
     from mobius.synth.build import build as _build
 
+    if accuracy_level is None:
+        accuracy_level = default_accuracy_level(ep, precision)
     quantization = None
     if precision is not None:
         quantization = QuantOptions(

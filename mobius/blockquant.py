@@ -50,9 +50,12 @@ def quantize(weight: np.ndarray, scheme: Scheme) -> Packed:
     """Quantize ``weight`` ([N, K], float) to nearest, block by block along K."""
     n, k = weight.shape
     kb, bs = scheme.blocks(k), scheme.block_size
-    w = np.zeros((n, kb * bs), dtype=np.float32)
-    w[:, :k] = weight
-    w = w.reshape(n, kb, bs)
+    if k % bs == 0:  # whole blocks: a view of the weight, no padded copy
+        w = weight.astype(np.float32, copy=False).reshape(n, kb, bs)
+    else:
+        w = np.zeros((n, kb * bs), dtype=np.float32)
+        w[:, :k] = weight
+        w = w.reshape(n, kb, bs)
     qmax = (1 << scheme.bits) - 1
     if scheme.symmetric:
         zero = float(1 << (scheme.bits - 1))
@@ -68,7 +71,12 @@ def quantize(weight: np.ndarray, scheme: Scheme) -> Packed:
     stored = scale.astype(weight.dtype)
     used = stored.astype(np.float32)
     safe = np.where(used == 0, np.float32(1), used)
-    q = np.clip(np.round(w / safe[..., None]) + zp[..., None], 0, qmax).astype(np.uint8)
+    # one temporary, rounded, shifted and clipped in place: w / scale + zero in [0, qmax]
+    t = np.divide(w, safe[..., None])
+    np.round(t, out=t)
+    t += zp[..., None]
+    np.clip(t, 0, qmax, out=t)
+    q = t.astype(np.uint8)
     if scheme.bits == 4:
         b = q[..., 0::2] | (q[..., 1::2] << 4)
     else:

@@ -143,9 +143,10 @@ def _quantization_flags(b: argparse.ArgumentParser) -> None:
     q.add_argument(
         "--accuracy-level",
         type=int,
-        default=0,
+        default=None,
         choices=range(5),
-        help="MatMulNBits compute type: 0 the activation's (default), 4 int8 (fastest on CPU)",
+        help="MatMulNBits compute type: 0 the activation's, 4 int8 (fastest on CPU); "
+        "default 4 with --precision and --ep cpu, else 0",
     )
     q.add_argument(
         "--quant-exclude",

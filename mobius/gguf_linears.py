@@ -40,9 +40,10 @@ class GGUFReport:
 
     def note_forms(self, forms: dict[str, str]) -> None:
         """Add to each weight how it is held for the CPU EP (``mobius.nbits_cpu``)."""
-        for key, form in forms.items():
-            if key in self.weights:
-                self.weights[key]["as"] += f"; {form}"
+        for keys, form in forms.items():
+            for key in keys.split(","):  # a packed weight's keys (``mobius.nbits_pack``)
+                if key in self.weights:
+                    self.weights[key]["as"] += f"; {form}"
 
     def counts(self) -> Counter:
         return Counter(

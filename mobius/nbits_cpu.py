@@ -75,7 +75,9 @@ def _constants(*values: ir.Value | None) -> bool:
 
 
 def _key(value: ir.Value) -> str:
-    return value.const_value.metadata_props.get("mobius.source_key", value.name)
+    """The weight's checkpoint key (comma-joined keys for a packed one, ``mobius.nbits_pack``)."""
+    props = value.const_value.metadata_props
+    return props.get("mobius.source_key") or props.get("mobius.source_keys") or value.name
 
 
 class _Planes(LazyPacking):
@@ -100,7 +102,7 @@ class _Planes(LazyPacking):
         name = f"{b.name[: -len('.b')] if b.name.endswith('.b') else b.name}.{plane}4.{part}"
         source = b.const_value.metadata_props
         metadata = {
-            "mobius.source_key": source.get("mobius.source_key", b.name),
+            "mobius.source_key": _key(b),
             "mobius.transform": (
                 f"{source.get('mobius.transform', '8-bit blocks')}; {plane} 4-bit plane ({part})"
             ),

@@ -18,6 +18,7 @@ from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.genai import genai_files
 from mobius.gguf_linears import place_gguf_blocks
 from mobius.nbits_cpu import fast_cpu_forms
+from mobius.nbits_pack import pack_matmulnbits
 from mobius.package import MODEL_FILE, ModelPackage
 from mobius.prequantized import place_prequantized
 from mobius.quantize import QuantOptions, quantize_linears
@@ -132,6 +133,7 @@ def build(
     gguf = place_gguf_blocks(model, checkpoint, dtype, accuracy_level)
     prequantized = place_prequantized(model, checkpoint, dtype, accuracy_level)
     quantized = quantize_linears(model, scheme, quantization.exclude) if scheme else None
+    packed = pack_matmulnbits(model) if ep == "cpu" else []
     cpu_forms = fast_cpu_forms(model) if ep in (None, "cpu") else {}
     if gguf:
         gguf.note_forms(cpu_forms)
@@ -151,6 +153,7 @@ def build(
                 **labels(prepared),
                 "fallbacks": [f.to_dict() for f in prepared.fallbacks],
                 **({"quantization": quantized.to_json()} if quantized else {}),
+                **({"matmulnbits_packed": packed} if packed else {}),
                 **({"matmulnbits_cpu_forms": cpu_forms} if cpu_forms else {}),
                 **({"gguf": gguf.to_json()} if gguf else {}),
                 **({"prequantized": prequantized.to_json()} if prequantized else {}),

@@ -107,3 +107,34 @@ def test_gguf_q_and_k_rows_are_reordered(tmp_path):
     assert q.rows is not None and k.rows is not None and not q.transformed
     assert sorted(q.rows.tolist()) == list(range(256)) and q.rows.tolist() != list(range(256))
     assert inspect_gguf(path).architecture == "llama"
+
+
+def test_ep_cpu_packs_blocks_that_line_up(tmp_path):
+    """``--ep cpu``: linears of one activation whose blocks line up (same bits, block and kind
+    of zero point) become one MatMulNBits over their blocks, packed before the CPU forms split
+    8-bit codes into planes or float zero points into offsets; logits as transformers'."""
+    from transformers import AutoModelForCausalLM
+
+    from mobius.runtime import OnnxCausalLM
+
+    qkv = {part: "Q4_K" for part in ("attn_q", "attn_k", "attn_v")}  # float zero points
+    mlp = {"ffn_gate": "Q8_0", "ffn_up": "Q8_0", "ffn_down": "Q4_0"}  # 8-bit: two planes
+    path = write_tiny_llama(tmp_path / "t.gguf", types=[{**qkv, "attn_output": "Q4_0", **mlp}])
+    out = tmp_path / "onnx"
+    argv = ["build", "--model", str(path), "--output", str(out), "-q", "--ep", "cpu"]
+    assert main(argv) == 0
+    info = json.loads((out / "mobius.json").read_text())
+    layer = "model.layers.0.{}_proj.weight"
+    assert info["matmulnbits_packed"] == [
+        [layer.format(f"self_attn.{p}") for p in "qkv"],
+        [layer.format(f"mlp.{p}") for p in ("gate", "up")],
+    ]
+    assert len(info["matmulnbits_cpu_forms"]) == 3  # the packed q/k/v and gate/up, the lm_head
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file="t.gguf", dtype=torch.float32)
+    ids = np.random.default_rng(1).integers(0, 64, (2, 7))
+    with torch.no_grad():
+        expected = hf.eval()(input_ids=torch.from_numpy(ids)).logits.numpy()
+    model = OnnxCausalLM(out)
+    positions = np.tile(np.arange(7), (2, 1))
+    actual, _ = model.run(ids, np.ones_like(ids), positions, model.empty_cache(2))
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-4)

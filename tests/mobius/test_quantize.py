@@ -21,6 +21,7 @@ import torch
 import mobius
 import mobius.quantize
 from mobius.cli import main
+from mobius.quantize import default_accuracy_level
 from mobius.report.schema import errors as schema_errors
 from mobius.testing.parity import max_abs_diff
 from mobius.testing.tiny import make_checkpoint
@@ -230,3 +231,28 @@ def test_moe_experts_become_qmoe(tmp_path):
     ]
     assert {w["source"] for w in qmoe} == set(record["quantized_experts"])
     assert all((w["bits"], w["block_size"], w["zero_points"]) == (4, 32, True) for w in qmoe)
+
+
+def test_ep_cpu_packs_projections(llama, tmp_path):
+    """``--ep cpu``: q/k/v (packed in float, then quantized as one) and gate/up (packed after
+    quantization, ``mobius.nbits_pack``) are one MatMulNBits each, with the same values; every
+    checkpoint weight still has its entry in the weights record."""
+    directory, model, config = llama
+    out = mobius.build(directory, precision="int4", ep="cpu", accuracy_level=0).save(tmp_path / "q")
+    # per layer: q/k/v, o, gate/up, down; and the lm_head
+    assert ops(out).count("MatMulNBits") == 4 * 2 + 1 and ops(out).count("Split") == 2 * 2
+    info = json.loads((out / "mobius.json").read_text())
+    assert info["matmulnbits_packed"] == [
+        [f"model.layers.{i}.mlp.{p}_proj.weight" for p in ("gate", "up")] for i in range(2)
+    ]
+    keys = [k for w in info["weights"] for k in w["source"].split(",")]
+    assert sorted(keys) == sorted(model.state_dict())
+    assert max_abs_diff(quantized_reference(model, 4, 32, False), out, config) <= ATOL
+
+
+def test_default_accuracy_level():
+    """int8 activations by default only where the graph is tuned for the CPU and the weights are
+    rounded by ``--precision`` anyway (the choice is measured in docs/benchmarks.md)."""
+    assert default_accuracy_level("cpu", "int4") == 4
+    assert default_accuracy_level(None, "int4") == 0  # the portable graph: exact
+    assert default_accuracy_level("cpu", None) == 0  # GGUF/GPTQ/AWQ blocks: exact

@@ -1,0 +1,149 @@
+"""Linears of one activation in one ``MatMulNBits``: q/k/v, gate/up (``--ep cpu``).
+
+``MatMulNBits`` stores a weight row by row (output feature ``n``): ``B`` ``[N, blocks, blob]``,
+``scales`` ``[N * blocks]``, ``zero_points`` ``[N * bytes per row]``. Two or more of them that read
+the same activation with the same ``K``, bits, block size and ``accuracy_level`` (and the same
+kind of zero points) are therefore one MatMulNBits over their parts concatenated along ``N``,
+whose output a ``Split`` on the last axis hands back: the same codes, scales and zero points,
+so the same values, in one kernel a step instead of three (attention) or two (gated MLP).
+
+Runs after the weights are quantized or placed (``--precision``, GGUF blocks, GPTQ/AWQ tensors),
+so it packs whatever lines up whatever the source. The packed parts are concatenated lazily,
+when saved, from the parts' own lazy tensors; a part read by any other node (a tied lm_head's
+bytes that the embedding lookup shares) keeps its linear apart.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import onnx_ir as ir
+
+from mobius.quantize import MS_DOMAIN
+
+ATTRIBUTES = ("K", "bits", "block_size", "accuracy_level")
+
+
+def _packable(node: ir.Node) -> tuple | None:
+    """The grouping key of a MatMulNBits whose B, scales (and zero points) are initializers read
+    by it alone, else None."""
+    if node.domain != MS_DOMAIN or node.op_type != "MatMulNBits" or len(node.inputs) not in (3, 4):
+        return None
+    a, *parts = node.inputs
+    if a is None or any(
+        p is None or p.const_value is None or not p.is_initializer() for p in parts
+    ):
+        return None
+    if any(len(p.uses()) != 1 or p.is_graph_output() for p in parts):
+        return None
+    attrs = tuple(node.attributes.get_int(name, 0) for name in ATTRIBUTES)
+    kinds = tuple((p.dtype, tuple(int(d) for d in p.shape[1:])) for p in parts)
+    return (id(node.graph), id(a), attrs, kinds)
+
+
+def pack_matmulnbits(model: ir.Model) -> list[list[str]]:
+    """Merge, in place, each group of MatMulNBits nodes that read one activation into one
+    MatMulNBits and a Split; returns the merged groups as lists of their weights' source keys."""
+    groups: dict[tuple, list[ir.Node]] = defaultdict(list)
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        key = _packable(node)
+        if key is not None:
+            groups[key].append(node)
+    merged = []
+    for nodes in groups.values():
+        if len(nodes) > 1:
+            merged.append([_key(n.inputs[1]) for n in nodes])
+            _merge(nodes)
+    return merged
+
+
+def _merge(nodes: list[ir.Node]) -> None:
+    graph = nodes[0].graph
+    order = {id(n): i for i, n in enumerate(graph)}
+    nodes = sorted(nodes, key=lambda n: order[id(n)])
+    first = nodes[0]
+    widths = [n.attributes.get_int("N") for n in nodes]
+    names = [n.inputs[1].name for n in nodes]
+    parts = [
+        _concatenated([n.inputs[i] for n in nodes], _packed_name(names, i))
+        for i in range(1, len(first.inputs))
+    ]
+    attributes = dict(first.attributes.items())
+    attributes["N"] = ir.AttrInt64("N", sum(widths))
+    packed = ir.Node(
+        MS_DOMAIN,
+        "MatMulNBits",
+        [first.inputs[0], *parts],
+        attributes=list(attributes.values()),
+        name=f"{_common_prefix([n.name or '' for n in nodes])}packed.MatMulNBits",
+        metadata_props=dict(first.metadata_props),
+    )
+    sizes = ir.Value(
+        name=f"{parts[0].name}.split_sizes",
+        type=ir.TensorType(ir.DataType.INT64),
+        shape=ir.Shape([len(widths)]),
+        const_value=ir.tensor(np.array(widths, dtype=np.int64)),
+    )
+    graph.register_initializer(sizes)
+    split = ir.Node(
+        "",
+        "Split",
+        [packed.outputs[0], sizes],
+        attributes=[ir.AttrInt64("axis", -1)],
+        num_outputs=len(nodes),
+        name=f"{packed.name}.Split",
+    )
+    graph.insert_before(first, [packed, split])
+    for old, new in zip(nodes, split.outputs, strict=True):
+        value = old.outputs[0]
+        new.shape, new.type = value.shape, value.type
+        name = value.name
+        value.replace_all_uses_with(new, replace_graph_outputs=True)
+        value.name = None
+        new.name = name
+    for old in nodes:
+        retired = [v.name for v in old.inputs[1:]]
+        graph.remove(old, safe=True)
+        for name in retired:
+            graph.initializers.pop(name, None)
+
+
+def _key(value: ir.Value) -> str:
+    props = value.const_value.metadata_props
+    return props.get("mobius.source_key") or props.get("mobius.source_keys") or value.name or ""
+
+
+def _common_prefix(names: list[str]) -> str:
+    prefix = names[0]
+    for name in names[1:]:
+        while not name.startswith(prefix):
+            prefix = prefix[:-1]
+    return prefix
+
+
+def _packed_name(names: list[str], index: int) -> str:
+    """``model.layers.0.self_attn.{q,k,v}_proj...`` -> a name the graph does not have yet."""
+    prefix = _common_prefix(names)
+    tails = "+".join(name[len(prefix) :].split(".")[0] for name in names)
+    return f"{prefix}{tails}.packed.{('b', 'scales', 'zero_points')[index - 1]}"
+
+
+def _concatenated(values: list[ir.Value], name: str) -> ir.Value:
+    """One initializer holding ``values`` one after the other along the first axis, read from
+    them when saved; it records all their source keys."""
+    tensors = [v.const_value for v in values]
+    shape = [sum(int(t.shape[0]) for t in tensors), *(int(d) for d in tensors[0].shape[1:])]
+
+    def concat() -> ir.TensorProtocol:
+        return ir.tensor(np.concatenate([t.numpy() for t in tensors], axis=0), name=name)
+
+    dtype = tensors[0].dtype
+    lazy = ir.LazyTensor(concat, dtype=dtype, shape=ir.Shape(shape), name=name)
+    lazy.metadata_props["mobius.source_keys"] = ",".join(_key(v) for v in values)
+    transform = tensors[0].metadata_props.get("mobius.transform", "")
+    lazy.metadata_props["mobius.transform"] = f"{transform}; rows of {len(values)} linears packed"
+    value = ir.Value(name=name, type=ir.TensorType(dtype), shape=lazy.shape)
+    value.const_value = lazy
+    values[0].graph.register_initializer(value)
+    return value
