@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -90,8 +91,28 @@ def lazy_initializer(
     if copy_from is not None and copy_from.offset >= 0 and _streamable(copy_from.dtype, dtype):
         tensor: ir.LazyTensor = CopiedTensor(materialize, copy_from, dtype, ir_shape, name)
     else:
-        tensor = ir.LazyTensor(materialize, dtype=ir_dtype, shape=ir_shape, name=name)
+        tensor = LoadedTensor(materialize, dtype=ir_dtype, shape=ir_shape, name=name)
     return ir.Value(name=name, type=ir.TensorType(ir_dtype), shape=ir_shape, const_value=tensor)
+
+
+class LoadedTensor(ir.LazyTensor):
+    """An initializer loaded (or assembled) whole from the checkpoint when it is written.
+
+    Each call loads afresh and shares nothing, so the package's writer threads may write several
+    at once (``ModelPackage`` asks ``parallel_write_safe``)."""
+
+    parallel_write_safe = True
+
+
+def _will_need(source, offset: int, length: int) -> None:
+    """Ask the kernel to start reading ``length`` bytes at ``offset`` now, asynchronously: the whole
+    tensor is queued at once instead of one read-ahead window after another."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is not None and length > 0:
+        try:
+            advise(source.fileno(), offset, length, os.POSIX_FADV_WILLNEED)
+        except OSError:  # a file system that does not take the advice: read as usual
+            pass
 
 
 def _read_into(source, view: memoryview) -> int:
@@ -126,6 +147,7 @@ class CopiedTensor(ir.LazyTensor):
     """
 
     CHUNK = 16 << 20
+    parallel_write_safe = True  # reads its own file handle; no state shared between writes
 
     def __init__(
         self,
@@ -151,6 +173,7 @@ class CopiedTensor(ir.LazyTensor):
         view = memoryview(buffer)
         finite = True
         with entry.file.open("rb", buffering=0) as source:
+            _will_need(source, entry.offset, remaining)
             source.seek(entry.offset)
             while remaining:
                 want = min(len(buffer), remaining)
@@ -186,6 +209,7 @@ class CopiedTensor(ir.LazyTensor):
             return True
         view = _scratch(entry.dtype.itemsize * rows * cols)
         with entry.file.open("rb", buffering=0) as source_file:
+            _will_need(source_file, entry.offset, len(view))
             source_file.seek(entry.offset)
             if _read_into(source_file, view) < len(view):
                 raise WeightsError(
