@@ -434,6 +434,7 @@ def _genai_only(data: dict, types: list[str], args) -> int:
         else:
             record["genai"] = genai
             record["genai_s"] = result["seconds"]
+            record["genai_date"] = datetime.date.today().isoformat()
         current["results"][model_type] = record
         data = _save(current, {model_type: record})
         write_report(data)
