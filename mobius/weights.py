@@ -73,11 +73,14 @@ def lazy_initializer(
     load: Callable[[], torch.Tensor],
     *,
     copy_from: TensorEntry | None = None,
+    parallel_safe: bool = True,
 ) -> ir.Value:
     """An initializer whose bytes are produced only when the model is saved.
 
     With ``copy_from`` (a checkpoint tensor in ``dtype``, or in another float type) saving streams
     the tensor from the file in chunks, cast chunk by chunk, instead of building it whole.
+    ``parallel_safe=False``: ``load`` may share state with other loads (a transformers converter),
+    so the package is written by one thread.
     """
     from onnx_ir.tensor_adapters import TorchTensor
 
@@ -90,8 +93,10 @@ def lazy_initializer(
     ir_dtype, ir_shape = onnx_dtype(dtype), ir.Shape(list(shape))
     if copy_from is not None and copy_from.offset >= 0 and _streamable(copy_from.dtype, dtype):
         tensor: ir.LazyTensor = CopiedTensor(materialize, copy_from, dtype, ir_shape, name)
-    else:
+    elif parallel_safe:
         tensor = LoadedTensor(materialize, dtype=ir_dtype, shape=ir_shape, name=name)
+    else:
+        tensor = ir.LazyTensor(materialize, dtype=ir_dtype, shape=ir_shape, name=name)
     return ir.Value(name=name, type=ir.TensorType(ir_dtype), shape=ir_shape, const_value=tensor)
 
 
@@ -410,7 +415,8 @@ class WeightBinder:
                 )
             return tensor
 
-        value = lazy_initializer(name, val.dtype, expected, load)
+        # transformers' converter objects are shared by every parameter they assemble
+        value = lazy_initializer(name, val.dtype, expected, load, parallel_safe=False)
         keys = [k for ks in by_pattern.values() for k in ks]
         value.const_value.metadata_props["mobius.source_keys"] = ",".join(keys)
         self.used_keys.update(keys)
