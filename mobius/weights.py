@@ -101,7 +101,7 @@ def lazy_initializer(
 
 
 class LoadedTensor(ir.LazyTensor):
-    """An initializer loaded (or assembled) whole from the checkpoint when it is written.
+    """An initializer loaded whole from the checkpoint (or kept in memory) when it is written.
 
     Each call loads afresh and shares nothing, so the package's writer threads may write several
     at once (``ModelPackage`` asks ``parallel_write_safe``)."""
