@@ -20,6 +20,11 @@ by type, so ``--only`` re-runs update it) and ``docs/coverage.md``.
     nice -n 10 python benchmarks/coverage.py                 # the full sweep (~1 h on 2 cores)
     python benchmarks/coverage.py --only llama mamba         # some types; merged into the results
     python benchmarks/coverage.py --report                   # rewrite docs/coverage.md only
+    nice python benchmarks/coverage.py --genai-only --only llama qwen2   # the genai column only
+
+``--genai-only`` builds and converts as above but skips the parity checks: only the genai column
+(and ``genai_s``, its seconds) of each type's record is replaced; status, diffs and the rest stay
+those of the last full run.
 """
 
 from __future__ import annotations
@@ -187,8 +192,9 @@ def _hf_model(model_type: str):
     return tiny_causal_lm(model_type)
 
 
-def work(model_type: str) -> dict:
-    """Everything for one model type, in this process; returns the result record."""
+def work(model_type: str, genai_only: bool = False) -> dict:
+    """Everything for one model type, in this process; returns the result record (with
+    ``genai_only``: the conversion and the genai check, no parity)."""
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -255,6 +261,11 @@ def work(model_type: str) -> dict:
             else:
                 result["status"] = "convert-error"
             return result
+        if genai_only:
+            kv_cache = json.loads((out_dir / "mobius.json").read_text()).get("kv_cache")
+            result["genai"] = _genai(out_dir, config) if kv_cache else "no cache"
+            result["status"] = "genai-only"
+            return result
         # 3. parity
         try:
             parity = _parity(model, out_dir, config)
@@ -277,9 +288,9 @@ def work(model_type: str) -> dict:
     return result
 
 
-def _worker_main(model_type: str, out_path: Path) -> None:
+def _worker_main(model_type: str, out_path: Path, genai_only: bool) -> None:
     try:
-        result = work(model_type)
+        result = work(model_type, genai_only)
     except Exception as exc:  # a bug in this script: still a record
         result = {"type": model_type, "status": "convert-error", "error": _exception_line(exc)}
     out_path.write_text(json.dumps(result))
@@ -288,11 +299,12 @@ def _worker_main(model_type: str, out_path: Path) -> None:
 # ------------------------------------------------------------------------------------------ driver
 
 
-def run_one(model_type: str, timeout: float) -> dict:
+def run_one(model_type: str, timeout: float, genai_only: bool = False) -> dict:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="coverage-result-") as tmp:
         out_path = Path(tmp) / "result.json"
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", model_type, str(out_path)]
+        cmd += ["--genai-only"] if genai_only else []
         proc = subprocess.Popen(
             cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,
@@ -359,10 +371,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="types run at the same time")
     parser.add_argument("--timeout", type=float, default=240, help="seconds per type")
     parser.add_argument("--report", action="store_true", help="only rewrite docs/coverage.md")
+    parser.add_argument(
+        "--genai-only",
+        action="store_true",
+        help="convert and run only the genai check; replaces just the genai column of each type",
+    )
     parser.add_argument("--worker", nargs=2, metavar=("TYPE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        _worker_main(args.worker[0], Path(args.worker[1]))
+        _worker_main(args.worker[0], Path(args.worker[1]), args.genai_only)
         return 0
     data = _load()
     if args.report:
@@ -375,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [t for t in types if t not in all_types]
     if unknown:
         parser.error(f"not causal-LM model types: {', '.join(unknown)}")
+    if args.genai_only:
+        return _genai_only(data, types, args)
     data["meta"] = {
         "date": datetime.date.today().isoformat(),
         "versions": _versions(),
@@ -399,6 +418,26 @@ def main(argv: list[str] | None = None) -> int:
             write_report(data)
     counts = {s: sum(r["status"] == s for r in data["results"].values()) for s in STATUSES}
     print(" ".join(f"{k}={v}" for k, v in counts.items()))
+    return 0
+
+
+def _genai_only(data: dict, types: list[str], args) -> int:
+    """Re-run the genai column of ``types``; every other field of their records is kept."""
+    for model_type in types:
+        result = run_one(model_type, args.timeout, genai_only=True)
+        genai = result.get("genai") or f"{result['status']}: {result.get('error', '')}"[:200]
+        print(f"{model_type:28s} {result['seconds']:6.1f}s  genai: {genai}", flush=True)
+        current = _load()
+        record = current["results"].get(model_type, {"type": model_type})
+        if genai == "no cache":
+            record.pop("genai", None)
+        else:
+            record["genai"] = genai
+            record["genai_s"] = result["seconds"]
+            record["genai_date"] = datetime.date.today().isoformat()
+        current["results"][model_type] = record
+        data = _save(current, {model_type: record})
+        write_report(data)
     return 0
 
 

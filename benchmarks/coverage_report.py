@@ -220,6 +220,14 @@ def _genai_totals(results: dict) -> list[str]:
     )
     if other:
         text += "; " + ", ".join(f"{t} ({ran[t]})" for t in other)
+    rerun = sorted(t for t in ran if results[t].get("genai_date"))
+    if rerun:
+        dates = sorted({results[t]["genai_date"] for t in rerun})
+        text += (
+            f". The genai column of {len(rerun)} of them was re-run alone on the code of "
+            f"{', '.join(dates)} (`coverage.py --genai-only`; their other columns are from the run "
+            f"above): {', '.join(rerun)}"
+        )
     return [text + ".", ""]
 
 

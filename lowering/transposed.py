@@ -35,6 +35,13 @@ def transpose(source: np.ndarray) -> np.ndarray:
     return out
 
 
+def _plain(tensor: ir.TensorProtocol) -> bool:
+    """An in-memory tensor (its bytes fixed, nothing computed when written)."""
+    from onnx_ir.tensor_adapters import TorchTensor
+
+    return type(tensor) in (ir.Tensor, TorchTensor)
+
+
 class TransposedTensor(ir.LazyTensor):
     """W^T of a 2-D tensor, made only when needed; ``tofile`` streams it slab by slab, so writing
     holds one slab of the transpose in memory, not a second copy of the whole weight."""
@@ -46,6 +53,11 @@ class TransposedTensor(ir.LazyTensor):
         )
         self._source: Callable[[], np.ndarray] = source.numpy
         self._tensor = source
+
+    @property
+    def parallel_write_safe(self) -> bool:
+        """Whether writer threads may write this while writing others: when its source may."""
+        return getattr(self._tensor, "parallel_write_safe", False) or _plain(self._tensor)
 
     def _materialize(self) -> ir.TensorProtocol:
         return ir.tensor(transpose(self._source()))

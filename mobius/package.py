@@ -261,7 +261,7 @@ class ModelPackage:
                     tmp / file,
                     external_data=data,
                     callback=callback,
-                    max_workers=WRITERS,
+                    max_workers=writers_for(model),
                     max_in_flight_bytes=IN_FLIGHT_BYTES,
                 )
         for path in self.extra_files:
@@ -271,13 +271,27 @@ class ModelPackage:
         os.chmod(tmp, 0o755)
 
 
-# Threads writing weights. With more than one, a read/cast/transpose overlaps a write (file I/O and
-# torch/numpy kernels release the GIL) and tensors held at once are bounded by IN_FLIGHT_BYTES plus
-# one larger tensor (onnx_ir's budget). Two writers measured no faster than one on the loaded
-# 2-core machine (issue 17: 21.7/10.8/9.3 s against 20.8/11.5/7.8 s for qwen2-0.5b's save), and one
-# keeps a failed write's order deterministic (the disk-full tests count the tensors written).
-WRITERS = 1
+# Threads writing weights. With two, one tensor's read and cast/transpose overlap another's write
+# (file I/O and torch kernels release the GIL; each tensor goes to its own offset of the
+# preallocated file, so the bytes are those of one writer), and tensors held at once are bounded by
+# IN_FLIGHT_BYTES plus one larger tensor (onnx_ir's budget). Only where every initializer is
+# safe to write alongside others (``parallel_write_safe``: the checkpoint's own tensors, plain
+# in-memory ones); anything else (quantized, packed, GGUF) is written by one thread.
+WRITERS = 2
 IN_FLIGHT_BYTES = 256 << 20
+
+
+def writers_for(model: ir.Model) -> int:
+    """``WRITERS`` when every initializer of ``model`` may be written alongside others, else 1."""
+    from onnx_ir.tensor_adapters import TorchTensor
+
+    for value in model.graph.initializers.values():
+        tensor = value.const_value
+        if tensor is None or type(tensor) in (ir.Tensor, TorchTensor):
+            continue
+        if not getattr(tensor, "parallel_write_safe", False):
+            return 1
+    return WRITERS
 
 
 @contextlib.contextmanager

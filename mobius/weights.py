@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -72,11 +73,14 @@ def lazy_initializer(
     load: Callable[[], torch.Tensor],
     *,
     copy_from: TensorEntry | None = None,
+    parallel_safe: bool = True,
 ) -> ir.Value:
     """An initializer whose bytes are produced only when the model is saved.
 
     With ``copy_from`` (a checkpoint tensor in ``dtype``, or in another float type) saving streams
     the tensor from the file in chunks, cast chunk by chunk, instead of building it whole.
+    ``parallel_safe=False``: ``load`` may share state with other loads (a transformers converter),
+    so the package is written by one thread.
     """
     from onnx_ir.tensor_adapters import TorchTensor
 
@@ -89,9 +93,31 @@ def lazy_initializer(
     ir_dtype, ir_shape = onnx_dtype(dtype), ir.Shape(list(shape))
     if copy_from is not None and copy_from.offset >= 0 and _streamable(copy_from.dtype, dtype):
         tensor: ir.LazyTensor = CopiedTensor(materialize, copy_from, dtype, ir_shape, name)
+    elif parallel_safe:
+        tensor = LoadedTensor(materialize, dtype=ir_dtype, shape=ir_shape, name=name)
     else:
         tensor = ir.LazyTensor(materialize, dtype=ir_dtype, shape=ir_shape, name=name)
     return ir.Value(name=name, type=ir.TensorType(ir_dtype), shape=ir_shape, const_value=tensor)
+
+
+class LoadedTensor(ir.LazyTensor):
+    """An initializer loaded whole from the checkpoint (or kept in memory) when it is written.
+
+    Each call loads afresh and shares nothing, so the package's writer threads may write several
+    at once (``ModelPackage`` asks ``parallel_write_safe``)."""
+
+    parallel_write_safe = True
+
+
+def _will_need(source, offset: int, length: int) -> None:
+    """Ask the kernel to start reading ``length`` bytes at ``offset`` now, asynchronously: the whole
+    tensor is queued at once instead of one read-ahead window after another."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is not None and length > 0:
+        try:
+            advise(source.fileno(), offset, length, os.POSIX_FADV_WILLNEED)
+        except OSError:  # a file system that does not take the advice: read as usual
+            pass
 
 
 def _read_into(source, view: memoryview) -> int:
@@ -126,6 +152,7 @@ class CopiedTensor(ir.LazyTensor):
     """
 
     CHUNK = 16 << 20
+    parallel_write_safe = True  # reads its own file handle; no state shared between writes
 
     def __init__(
         self,
@@ -151,6 +178,7 @@ class CopiedTensor(ir.LazyTensor):
         view = memoryview(buffer)
         finite = True
         with entry.file.open("rb", buffering=0) as source:
+            _will_need(source, entry.offset, remaining)
             source.seek(entry.offset)
             while remaining:
                 want = min(len(buffer), remaining)
@@ -186,6 +214,7 @@ class CopiedTensor(ir.LazyTensor):
             return True
         view = _scratch(entry.dtype.itemsize * rows * cols)
         with entry.file.open("rb", buffering=0) as source_file:
+            _will_need(source_file, entry.offset, len(view))
             source_file.seek(entry.offset)
             if _read_into(source_file, view) < len(view):
                 raise WeightsError(
@@ -386,7 +415,8 @@ class WeightBinder:
                 )
             return tensor
 
-        value = lazy_initializer(name, val.dtype, expected, load)
+        # transformers' converter objects are shared by every parameter they assemble
+        value = lazy_initializer(name, val.dtype, expected, load, parallel_safe=False)
         keys = [k for ks in by_pattern.values() for k in ks]
         value.const_value.metadata_props["mobius.source_keys"] = ",".join(keys)
         self.used_keys.update(keys)

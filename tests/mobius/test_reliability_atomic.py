@@ -96,7 +96,8 @@ def test_disk_full_while_writing_weights(checkpoints, tmp_path, monkeypatch, cap
     capsys.readouterr()
     code = main(["build", "--model", str(directory), "--output", str(out), "-q"])
     err = capsys.readouterr().err.strip()
-    assert len(calls) == 3
+    # the third write failed; with two writer threads the other may have started one or two more
+    assert len(calls) >= 3
     assert code == 2, err
     assert len(err.splitlines()) == 1 and err.startswith("mobius: error: ")
     assert "disk is full" in err

@@ -1,0 +1,83 @@
+"""Weights written by two threads: the same bytes as one, NaN/Inf still reported, and one thread
+wherever an initializer may share state with another (``mobius.package.writers_for``)."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+import torch
+from safetensors.torch import save_file
+
+import mobius.package
+from lowering.transposed import TransposedTensor
+from mobius.package import ModelPackage, writers_for
+from mobius.safetensors_header import read_header
+from mobius.weights import Checkpoint, lazy_initializer
+
+
+def _model(tmp_path) -> ir.Model:
+    """A graph that adds up a dozen checkpoint tensors (bf16 -> f16, some transposed, one with
+    an Inf) and one in-memory constant."""
+    torch.manual_seed(0)
+    tensors = {f"w{i}": torch.randn(40 + i, 24 + 3 * i).to(torch.bfloat16) for i in range(12)}
+    tensors["w5"][3, 7] = float("inf")
+    path = tmp_path / "model.safetensors"
+    save_file(tensors, str(path))
+    entries = read_header(path)
+    checkpoint = Checkpoint(entries)
+    values = []
+    for key, data in tensors.items():
+        value = lazy_initializer(
+            key,
+            torch.float16,
+            tuple(data.shape),
+            lambda k=key: checkpoint.load(k),
+            copy_from=entries[key],
+        )
+        if key in ("w2", "w7", "w9"):
+            rows, cols = data.shape
+            value = ir.Value(
+                name=f"{key}.T",
+                type=ir.TensorType(ir.DataType.FLOAT16),
+                shape=ir.Shape([cols, rows]),
+                const_value=TransposedTensor(value.const_value, f"{key}.T"),
+            )
+        values.append(value)
+    constant = ir.tensor(torch.arange(6, dtype=torch.float16).numpy(), name="c")
+    values.append(ir.Value(name="c", type=ir.TensorType(ir.DataType.FLOAT16), const_value=constant))
+    outputs = []
+    for value in values:
+        node = ir.node("ReduceSum", [value], attributes={"keepdims": 0})
+        outputs.append(node.outputs[0])
+    total = ir.node("Sum", outputs)
+    total.outputs[0].name = "total"
+    graph = ir.Graph(
+        [],
+        [total.outputs[0]],
+        nodes=[*(o.producer() for o in outputs), total],
+        initializers=values,
+        opset_imports={"": 18},
+    )
+    return ir.Model(graph, ir_version=10)
+
+
+def test_two_writers_write_the_bytes_of_one_and_report_nonfinite(tmp_path, monkeypatch):
+    model = _model(tmp_path)
+    assert writers_for(model) == 2
+    monkeypatch.setattr(mobius.package, "WRITERS", 1)
+    one = ModelPackage(model=model)
+    one.save(tmp_path / "one")
+    monkeypatch.setattr(mobius.package, "WRITERS", 2)
+    two = ModelPackage(model=_model(tmp_path))
+    two.save(tmp_path / "two")
+    for name in ("model.onnx", "model.onnx.data"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    assert one.nonfinite == two.nonfinite == ["w5"]
+
+
+def test_an_initializer_that_may_share_state_keeps_one_writer(tmp_path):
+    model = _model(tmp_path)
+    shared = ir.LazyTensor(lambda: ir.tensor([1.0]), dtype=ir.DataType.FLOAT, shape=ir.Shape([1]))
+    model.graph.initializers["shared"] = ir.Value(
+        name="shared", type=ir.TensorType(ir.DataType.FLOAT), const_value=shared
+    )
+    assert writers_for(model) == 1
