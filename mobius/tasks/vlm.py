@@ -27,6 +27,16 @@ from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask, cache_argument, returned_cache
 from mobius.tasks.vlm_deepstack import NAME as DEEPSTACK
 from mobius.tasks.vlm_deepstack import added_deepstack, deepstack_layers, stacked
+from mobius.tasks.vlm_inputs import (
+    HEIGHT,
+    WIDTH,
+    example_side,
+    extra_vision_inputs,
+    one_image_input,
+    required_arguments,
+    sized_by_pixels,
+    sizes_from_pixels,
+)
 from mobius.tasks.vlm_masks import _as_first_call, _model_positions, masks_without_vmap
 
 IMAGE_TOKENS = "num_image_tokens"
@@ -154,7 +164,26 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             TensorSpec("pixel_values", None, (BATCH, IMAGES, channels, height, width)),
             TensorSpec("pixel_attention_mask", torch.bool, (BATCH, IMAGES, height, width)),
         ]
-    return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
+    if sized_by_pixels(hf, _model_class_method(config)):
+        return one_image_input(config)
+    if arguments[:1] == ["pixel_values"] and not _required_beyond_pixels(config):
+        return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
+    # more than the images (vlm_inputs): an input per required argument, by its HF name
+    return extra_vision_inputs(config, _model_class_method(config))
+
+
+def _model_class_method(config: ArchitectureConfig) -> Any:
+    """``get_image_features`` of the ``...Model`` under the head where it has one (the head's
+    may only pass ``*args`` on), else the head's."""
+    from mobius.tasks.head import auto_mapping
+
+    inner = auto_mapping("MODEL").get(type(config.hf_config), None)
+    method = getattr(inner, "get_image_features", None)
+    return method if method is not None else _model_class(config).get_image_features
+
+
+def _required_beyond_pixels(config: ArchitectureConfig) -> list[str]:
+    return [a for a in required_arguments(_model_class_method(config)) if a != "pixel_values"]
 
 
 class VisionGraph(_VLMGraph):
@@ -166,6 +195,15 @@ class VisionGraph(_VLMGraph):
     def outputs(self, config: ArchitectureConfig) -> list[str]:
         return ["image_features"] + ([DEEPSTACK] if deepstack_layers(config) else [])
 
+    def example_value(
+        self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
+    ) -> torch.Tensor:
+        if HEIGHT not in spec.dims:
+            return super().example_value(spec, config, dtype)
+        sides = {d: example_side(d, spec, config) for d in (HEIGHT, WIDTH)}
+        shape = [sides.get(d, d) for d in spec.dims]
+        return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
+
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
@@ -174,6 +212,8 @@ class VisionGraph(_VLMGraph):
             from mobius.tasks.vlm_grid import symbolic_grid
 
             grid = symbolic_grid(model, inputs["pixel_values"].shape[0])
+        if sized_by_pixels(model.config, type(_inner(model)).get_image_features):
+            inputs = sizes_from_pixels(inputs)
         with grid:
             features, deepstack = vision_outputs(model, inputs)
         return (features,) if deepstack is None else (features, deepstack)

@@ -26,6 +26,17 @@ VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     "qwen2_5_vl": {"vision_config": {"depth": 2, "fullatt_block_indexes": [1], "window_size": 32}},
     # its default feature layers (-2, -5, -8, -11, 6) need a 12-layer tower
     "vipllava": {"vision_feature_layers": [-2, -1]},
+    # the thinker configs have no field for it (real checkpoints' thinker_config sets it), and
+    # the thinkers' get_rope_index finds images by it: a free id of the tiny vocabulary
+    "qwen2_5_omni_thinker": {"vision_start_token_id": 249},
+    "qwen3_omni_moe_thinker": {"vision_start_token_id": 250},
+    # no default image token (real checkpoints set one); the SAM tower's global-attention block
+    # within the tiny tower's two
+    "instructblip": {"image_token_index": 250},
+    "deepseek_vl_hybrid": {"high_res_vision_config": {"global_attn_indexes": [1]}},
+    # images of any size up to image_size: a 64-pixel table leaves room for a non-square image
+    "mistral3": {"vision_config": {"image_size": 64}},
+    "lighton_ocr": {"vision_config": {"image_size": 64}},
 }
 
 
@@ -130,14 +141,40 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         rest = specs["pixel_values"].dims[1:]
         out["pixel_values"] = torch.randn(int(grid.prod(-1).sum()), *rest, generator=gen)
         return out
-    sizes = {"num_images": images, "batch": 1}
+    sizes = {"num_images": images, "batch": 1, "num_patches": 16, "qformer_sequence_length": 5}
+    if "image_height" in specs["pixel_values"].dims:  # one image at its own size, not square
+        side, unit = _pixel_size(model)[0], specs["pixel_values"].multiple_of
+        sizes.update(image_height=max(side - unit, unit), image_width=side)
     for name, spec in specs.items():
         dims = [sizes.get(d, d) for d in spec.dims]
         if spec.dtype == torch.bool:  # every pixel real
             out[name] = torch.ones(*dims, dtype=torch.bool)
+        elif name in _VALUES:
+            out[name] = _VALUES[name](model, dims, gen).to(spec.dtype)
         else:
             out[name] = torch.randn(*dims, generator=gen)
+    if "image_height" in specs["pixel_values"].dims:  # what HF's get_image_features reads
+        out["image_sizes"] = torch.tensor([list(out["pixel_values"].shape[-2:])])
     return out
+
+
+def _full_size(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
+    """Each image's (height, width) in pixels: the whole of ``pixel_values``."""
+    return torch.tensor([list(_pixel_size(model))] * dims[0])
+
+
+def _pixel_size(model: Any) -> tuple[int, int]:
+    size = model.config.vision_config.image_size
+    return tuple(size) if isinstance(size, (list, tuple)) else (size, size)
+
+
+def _qformer_ids(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
+    vocab = model.config.qformer_config.vocab_size
+    return torch.randint(3, vocab, dims, generator=gen)
+
+
+# inputs whose values must agree with the images (vlm_inputs.EXTRA_INPUTS' names)
+_VALUES = {"image_sizes": _full_size, "qformer_input_ids": _qformer_ids}
 
 
 def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
@@ -149,7 +186,10 @@ def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
     pad = getattr(config.get_text_config(), "pad_token_id", None) or 0
     gen = torch.Generator().manual_seed(seed)
     text = torch.randint(3, vocab - 3, (2, length), generator=gen)
-    text[(text == token) | (text == pad)] = 4
+    start = getattr(config, "vision_start_token_id", None)
+    text[(text == token) | (text == pad) | (text == start)] = 4
+    if start is not None:  # the processor opens each image with it (Qwen-Omni finds images by it)
+        text[0, 1] = start
     first = torch.cat([text[0, :2], torch.full((image_tokens,), token), text[0, 2:]])
     width = first.numel()
     second = torch.cat([torch.full((width - length,), pad), text[1]])

@@ -1,0 +1,129 @@
+"""The vision graph's inputs beyond ``pixel_values``: the required arguments of the family's own
+``get_image_features``, under their HF names, found from its signature.
+
+A family's vision tower may need more than the images: the Q-Former's instruction
+(``qformer_input_ids``, InstructBLIP), a second, high-resolution view of the image
+(``high_res_pixel_values``, DeepSeek-VL hybrid), each image's size in patches (``spatial_shapes``,
+``target_sizes``) or pixels (``image_sizes``). What each argument is follows from its name, not
+from the family: the table below says, per HF argument name, its dtype and axes. A name that is
+not in it stops the conversion with the name, so a new family shows what is missing.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from mobius.config import ArchitectureConfig
+from mobius.tasks.base import TensorSpec
+
+IMAGES = "num_images"
+PATCHES = "num_patches"
+QFORMER_SEQUENCE = "qformer_sequence_length"
+HEIGHT, WIDTH = "image_height", "image_width"
+
+
+def required_arguments(method: Any) -> list[str]:
+    """The parameters of ``method`` that have no default (``self`` and ``**kwargs`` left out)."""
+    return [
+        name
+        for name, p in inspect.signature(method).parameters.items()
+        if name != "self"
+        and p.default is inspect.Parameter.empty
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+
+
+def _image_shape(vision: Any) -> tuple[int, int, int]:
+    """(channels, height, width) of one image for a vision sub-config."""
+    channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
+    size = vision.image_size
+    height, width = size if isinstance(size, (list, tuple)) else (size, size)
+    return channels, height, width
+
+
+def _pixels(name: str, config: ArchitectureConfig) -> TensorSpec:
+    """``<view>pixel_values``: images at the size of ``<view>vision_config`` (``pixel_values``:
+    ``vision_config``; ``high_res_pixel_values``: ``high_res_vision_config``)."""
+    prefix = name.removesuffix("pixel_values")
+    vision = getattr(config.hf_config, f"{prefix}vision_config", None)
+    return TensorSpec(name, None, (IMAGES, *_image_shape(vision)))
+
+
+def _per_image_pair(dtype: torch.dtype) -> Callable[[str, ArchitectureConfig], TensorSpec]:
+    """An image's (height, width), in pixels or patches."""
+    return lambda name, config: TensorSpec(name, dtype, (IMAGES, 2))
+
+
+def _flattened_patches(name: str, config: ArchitectureConfig) -> TensorSpec:
+    """Pix2Struct-style patches, padded per image: (row, column, the patch's pixels) each."""
+    return TensorSpec(
+        name, None, (IMAGES, PATCHES, 2 + config.hf_config.vision_config.patch_embed_hidden_size)
+    )
+
+
+def _qformer_ids(name: str, config: ArchitectureConfig) -> TensorSpec:
+    """The instruction the Q-Former reads beside its queries (one row per image)."""
+    return TensorSpec(name, torch.int64, (IMAGES, QFORMER_SEQUENCE))
+
+
+EXTRA_INPUTS: dict[str, Callable[[str, ArchitectureConfig], TensorSpec]] = {
+    "pixel_values": _pixels,
+    "high_res_pixel_values": _pixels,
+    "image_sizes": _per_image_pair(torch.int64),
+    "spatial_shapes": _per_image_pair(torch.int64),
+    "target_sizes": _per_image_pair(torch.int32),
+    "flattened_patches": _flattened_patches,
+    "qformer_input_ids": _qformer_ids,
+}
+
+
+def extra_vision_inputs(config: ArchitectureConfig, method: Any) -> list[TensorSpec]:
+    """One input per required argument of ``get_image_features`` (``method``), by its name."""
+    from mobius.errors import UnsupportedError
+
+    specs = []
+    for name in required_arguments(method):
+        make = EXTRA_INPUTS.get(name)
+        if make is None:
+            raise UnsupportedError(
+                f"{config.hf_config.model_type}: get_image_features takes {name!r}, which the "
+                "vision graph has no input for (mobius/tasks/vlm_inputs.py)"
+            )
+        specs.append(make(name, config))
+    return specs
+
+
+def sized_by_pixels(hf: Any, method: Any) -> bool:
+    """``get_image_features`` takes ``image_sizes`` and the images are not tiled (no anyres
+    ``image_grid_pinpoints``): an image's size is the extent of its own ``pixel_values`` (Pixtral's
+    towers), so the graph takes one image of any size and no ``image_sizes``."""
+    return "image_sizes" in required_arguments(method) and not getattr(
+        hf, "image_grid_pinpoints", None
+    )
+
+
+def one_image_input(config: ArchitectureConfig) -> list[TensorSpec]:
+    """One image at its own size: ``pixel_values`` ``[1, channels, image_height, image_width]``,
+    both sides multiples of the patches the projector merges."""
+    hf = config.hf_config
+    channels = _image_shape(hf.vision_config)[0]
+    unit = hf.vision_config.patch_size * getattr(hf, "spatial_merge_size", 1)
+    return [TensorSpec("pixel_values", None, (1, channels, HEIGHT, WIDTH), unit)]
+
+
+def example_side(dim: str, spec: TensorSpec, config: ArchitectureConfig) -> int:
+    """Distinct example sides within the tower's position table: the full ``image_size``
+    high and one merged patch less wide."""
+    size = _image_shape(config.hf_config.vision_config)[1]
+    return size if dim == HEIGHT else max(size - spec.multiple_of, spec.multiple_of)
+
+
+def sizes_from_pixels(inputs: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The inputs with ``image_sizes`` said by the image's shape (as Python sizes, so that the
+    tower's per-image loops and crops stay symbolic)."""
+    height, width = inputs["pixel_values"].shape[-2:]
+    return {**inputs, "image_sizes": [(height, width)]}
