@@ -30,11 +30,15 @@ from mobius.tasks.vlm_deepstack import added_deepstack, deepstack_layers, stacke
 from mobius.tasks.vlm_inputs import (
     HEIGHT,
     WIDTH,
+    anyres,
+    at_fixed_resolution,
     example_side,
     extra_vision_inputs,
+    fixed_resolution_inputs,
     one_image_input,
     required_arguments,
     sized_by_pixels,
+    sizes_as_tensors,
     sizes_from_pixels,
 )
 from mobius.tasks.vlm_masks import _as_first_call, _model_positions, masks_without_vmap
@@ -114,6 +118,15 @@ def _inner(model: torch.nn.Module) -> torch.nn.Module:
     return inner if hasattr(inner, "get_image_features") else model
 
 
+def language_model(model: torch.nn.Module) -> torch.nn.Module:
+    """What the decoder graph runs: the model, or where its forward cannot run without images
+    (InstructBLIP's requires ``pixel_values``), its ``language_model`` (a causal LM with its head)."""
+    pixels = inspect.signature(model.forward).parameters.get("pixel_values")
+    if pixels is not None and pixels.default is inspect.Parameter.empty:
+        return model.language_model
+    return model
+
+
 class _VLMGraph(Task):
     """One graph of a VLM: built by ``AutoModelForImageTextToText``."""
 
@@ -166,6 +179,8 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         ]
     if sized_by_pixels(hf, _model_class_method(config)):
         return one_image_input(config)
+    if anyres(hf, _model_class_method(config)):
+        return fixed_resolution_inputs(config)
     if arguments[:1] == ["pixel_values"] and not _required_beyond_pixels(config):
         return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
     # more than the images (vlm_inputs): an input per required argument, by its HF name
@@ -174,12 +189,18 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
 
 def _model_class_method(config: ArchitectureConfig) -> Any:
     """``get_image_features`` of the ``...Model`` under the head where it has one (the head's
-    may only pass ``*args`` on), else the head's."""
+    may only pass ``*args`` on, or have none: DeepSeek-VL hybrid), else the head's (or None)."""
     from mobius.tasks.head import auto_mapping
 
+    head = _model_class(config)
     inner = auto_mapping("MODEL").get(type(config.hf_config), None)
-    method = getattr(inner, "get_image_features", None)
-    return method if method is not None else _model_class(config).get_image_features
+    # the head holds the base model as ``model`` (BLIP's holds another, under ``blip``)
+    method = (
+        getattr(inner, "get_image_features", None) if head.base_model_prefix == "model" else None
+    )
+    return (
+        method if method is not None else getattr(_model_class(config), "get_image_features", None)
+    )
 
 
 def _required_beyond_pixels(config: ArchitectureConfig) -> list[str]:
@@ -212,10 +233,15 @@ class VisionGraph(_VLMGraph):
             from mobius.tasks.vlm_grid import symbolic_grid
 
             grid = symbolic_grid(model, inputs["pixel_values"].shape[0])
-        if sized_by_pixels(model.config, type(_inner(model)).get_image_features):
-            inputs = sizes_from_pixels(inputs)
+        method, check = type(_inner(model)).get_image_features, None
+        if sized_by_pixels(model.config, method):
+            inputs, grid = sizes_from_pixels(inputs), sizes_as_tensors()
+        elif anyres(model.config, method):
+            inputs, check = at_fixed_resolution(model.config, inputs)
         with grid:
             features, deepstack = vision_outputs(model, inputs)
+        if check is not None:
+            features = features + check.to(features.dtype)
         return (features,) if deepstack is None else (features, deepstack)
 
 
@@ -380,6 +406,7 @@ class DecoderGraph(CausalLMTask):
     ) -> tuple[torch.Tensor, ...]:
         inputs = dict(inputs)
         deepstack = inputs.pop(DEEPSTACK, None)
+        model = language_model(model)
         with masks_without_vmap(), added_deepstack(model, deepstack):
             out = model(**_model_positions(model, inputs), use_cache=False, return_dict=True)
         return (out.logits,)
@@ -394,6 +421,7 @@ class DecoderGraph(CausalLMTask):
         if not mask_spans_past:
             new = inputs["position_ids"].shape[-1]
             inputs = {**inputs, "attention_mask": inputs["attention_mask"][:, -new:]}
+        model = language_model(model)
         inputs = dict(_model_positions(model, inputs))
         deepstack = inputs.pop(DEEPSTACK, None)
         first_call = (
@@ -421,7 +449,7 @@ def supports_image_text(config: ArchitectureConfig) -> bool:
 
     if type(config.hf_config) not in auto_mapping(MAPPING):
         return False
-    return hasattr(_model_class(config), "get_image_features")
+    return _model_class_method(config) is not None
 
 
 class VisionLanguageTask(Task):

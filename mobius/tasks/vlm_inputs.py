@@ -11,8 +11,9 @@ not in it stops the conversion with the name, so a new family shows what is miss
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -122,8 +123,73 @@ def example_side(dim: str, spec: TensorSpec, config: ArchitectureConfig) -> int:
     return size if dim == HEIGHT else max(size - spec.multiple_of, spec.multiple_of)
 
 
+class ImageSizes(list):
+    """``image_sizes`` as Python sizes ``[(height, width)]``: the tower's per-image loops and
+    crops stay symbolic."""
+
+
 def sizes_from_pixels(inputs: dict[str, torch.Tensor]) -> dict[str, Any]:
-    """The inputs with ``image_sizes`` said by the image's shape (as Python sizes, so that the
-    tower's per-image loops and crops stay symbolic)."""
+    """The inputs with ``image_sizes`` said by the image's shape."""
     height, width = inputs["pixel_values"].shape[-2:]
-    return {**inputs, "image_sizes": [(height, width)]}
+    return {**inputs, "image_sizes": ImageSizes([(height, width)])}
+
+
+@contextlib.contextmanager
+def sizes_as_tensors() -> Iterator[None]:
+    """``torch.as_tensor`` of :class:`ImageSizes` (Mistral 3 counts each image's tokens so) gives
+    a tensor computed from the sizes, where it would otherwise fix them to the traced values."""
+    original = torch.as_tensor
+
+    def as_tensor(data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if not isinstance(data, ImageSizes):
+            return original(data, *args, **kwargs)
+        one = torch.ones((), dtype=torch.int64, device=kwargs.get("device"))
+        return torch.stack([torch.stack([one * h, one * w]) for h, w in data])
+
+    torch.as_tensor = as_tensor
+    try:
+        yield
+    finally:
+        torch.as_tensor = original
+
+
+def anyres(hf: Any, method: Any) -> bool:
+    """``image_sizes`` choose a tiling (``image_grid_pinpoints``: LLaVA-NeXT, OneVision)."""
+    return "image_sizes" in required_arguments(method) and bool(
+        getattr(hf, "image_grid_pinpoints", None)
+    )
+
+
+def fixed_resolution(hf: Any) -> tuple[int, int]:
+    """The one image size an anyres vision graph takes: the first tiling
+    (``image_grid_pinpoints[0]``), which an image of exactly that size is tiled to whole."""
+    height, width = hf.image_grid_pinpoints[0]
+    return int(height), int(width)
+
+
+def fixed_resolution_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    """One image at the fixed resolution, as the processor makes it: the whole image resized to
+    one tile, then the tiles, ``[1, 1 + rows * columns, channels, tile, tile]``; and its
+    ``image_sizes`` ``[1, 2]`` (checked to be the fixed resolution when the graph runs)."""
+    hf = config.hf_config
+    channels, tile, _ = _image_shape(hf.vision_config)
+    height, width = fixed_resolution(hf)
+    tiles = 1 + (height // tile) * (width // tile)
+    return [
+        TensorSpec("pixel_values", None, (1, tiles, channels, tile, tile)),
+        TensorSpec("image_sizes", torch.int64, (1, 2)),
+    ]
+
+
+def at_fixed_resolution(
+    hf: Any, inputs: dict[str, torch.Tensor]
+) -> tuple[dict[str, Any], torch.Tensor]:
+    """The inputs with ``image_sizes`` as the fixed resolution's Python sizes (the tiling and
+    unpadding are then fixed), and a check: a zero that is gathered out of a one-element table's
+    range (ONNX ``Gather`` fails) when the given ``image_sizes`` are another size."""
+    size = fixed_resolution(hf)
+    given = inputs["image_sizes"]
+    other = (given != given.new_tensor([size])).any().to(torch.int64)
+    table = torch.zeros(1, dtype=torch.float32, device=given.device)
+    check = table[(2 * other).view(1)].sum()
+    return {**inputs, "image_sizes": [size]}, check

@@ -12,7 +12,12 @@ import numpy as np
 import torch
 
 from mobius.runtime_vlm import OnnxVisionLanguageModel, next_positions
-from mobius.tasks.vlm import image_token_id, takes_token_type_ids, vision_outputs
+from mobius.tasks.vlm import (
+    image_token_id,
+    language_model,
+    takes_token_type_ids,
+    vision_outputs,
+)
 from mobius.testing.tiny import randomize
 
 NEW_TOKENS = 12
@@ -36,6 +41,10 @@ VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     "deepseek_vl_hybrid": {"high_res_vision_config": {"global_attn_indexes": [1]}},
     # images of any size up to image_size: a 64-pixel table leaves room for a non-square image
     "mistral3": {"vision_config": {"image_size": 64}},
+    # tilings of the tiny 32-pixel tower (the defaults are of 336- or 384-pixel tiles)
+    "llava_next": {"image_grid_pinpoints": [[32, 64], [64, 32], [64, 64]]},
+    "llava_next_video": {"image_grid_pinpoints": [[32, 64], [64, 32], [64, 64]]},
+    "llava_onevision": {"image_grid_pinpoints": [[32, 64], [64, 32], [64, 64]]},
     "lighton_ocr": {"vision_config": {"image_size": 64}},
 }
 
@@ -158,9 +167,11 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
     return out
 
 
-def _full_size(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
-    """Each image's (height, width) in pixels: the whole of ``pixel_values``."""
-    return torch.tensor([list(_pixel_size(model))] * dims[0])
+def _fixed_size(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
+    """Each image's (height, width) in pixels: the anyres graph's fixed resolution."""
+    from mobius.tasks.vlm_inputs import fixed_resolution
+
+    return torch.tensor([list(fixed_resolution(model.config))] * dims[0])
 
 
 def _pixel_size(model: Any) -> tuple[int, int]:
@@ -174,7 +185,7 @@ def _qformer_ids(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
 
 
 # inputs whose values must agree with the images (vlm_inputs.EXTRA_INPUTS' names)
-_VALUES = {"image_sizes": _full_size, "qformer_input_ids": _qformer_ids}
+_VALUES = {"image_sizes": _fixed_size, "qformer_input_ids": _qformer_ids}
 
 
 def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
@@ -221,6 +232,12 @@ def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, 
     return out.sequences[:, width:].numpy(), torch.stack(out.logits, 1).numpy()
 
 
+def _cache_of(out: Any) -> Any:
+    """The cache a forward returned (InstructBLIP's is in its language model's outputs)."""
+    inner = getattr(out, "language_model_outputs", None)
+    return (inner if inner is not None else out).past_key_values
+
+
 def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[str, Any]:
     """Max abs differences (features, prefill, step, generation logits) and whether the greedy
     tokens equal HF's."""
@@ -254,11 +271,11 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
     own = positions.dim() == 3
     with torch.no_grad():
         first = model(**hf_inputs, **({} if own else {"position_ids": positions}), use_cache=True)
-        second = model(
+        second = language_model(model)(
             input_ids=step,
             attention_mask=step_mask,
             position_ids=step_positions,
-            past_key_values=first.past_key_values,
+            past_key_values=_cache_of(first),
             use_cache=True,
         )
     types = {k: v.numpy() for k, v in extra.items()}
