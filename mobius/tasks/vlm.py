@@ -32,9 +32,12 @@ from mobius.tasks.vlm_inputs import (
     WIDTH,
     anyres,
     at_fixed_resolution,
+    checked_size,
     example_side,
     extra_vision_inputs,
     fixed_resolution_inputs,
+    images_per_call,
+    images_per_call_fallbacks,
     one_image_input,
     required_arguments,
     sized_by_pixels,
@@ -216,6 +219,10 @@ class VisionGraph(_VLMGraph):
     def outputs(self, config: ArchitectureConfig) -> list[str]:
         return ["image_features"] + ([DEEPSTACK] if deepstack_layers(config) else [])
 
+    def fallbacks_taken(self, config: ArchitectureConfig) -> list[Any]:
+        """An anyres tower's graph takes one image size only (``vlm_inputs``)."""
+        return images_per_call_fallbacks(config.hf_config, _model_class_method(config))
+
     def example_value(
         self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
     ) -> torch.Tensor:
@@ -233,15 +240,15 @@ class VisionGraph(_VLMGraph):
             from mobius.tasks.vlm_grid import symbolic_grid
 
             grid = symbolic_grid(model, inputs["pixel_values"].shape[0])
-        method, check = type(_inner(model)).get_image_features, None
+        method, given = type(_inner(model)).get_image_features, None
         if sized_by_pixels(model.config, method):
             inputs, grid = sizes_from_pixels(inputs), sizes_as_tensors()
         elif anyres(model.config, method):
-            inputs, check = at_fixed_resolution(model.config, inputs)
+            given, inputs = inputs["image_sizes"], at_fixed_resolution(model.config, inputs)
         with grid:
             features, deepstack = vision_outputs(model, inputs)
-        if check is not None:
-            features = features + check.to(features.dtype)
+        if given is not None:
+            features = checked_size(model.config, features, given)
         return (features,) if deepstack is None else (features, deepstack)
 
 
@@ -476,6 +483,7 @@ class VisionLanguageTask(Task):
             "position_ids": "multi-axis" if multi_axis_positions(hf) else "sequence",
             "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),
         }
+        manifest.update(images_per_call(hf, _model_class_method(config)))
         if multi_axis_positions(hf):  # what runtime_vlm.multi_axis_positions needs
             vision = getattr(hf, "vision_config", None)
             manifest["spatial_merge_size"] = getattr(vision, "spatial_merge_size", 1)

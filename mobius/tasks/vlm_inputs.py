@@ -181,15 +181,41 @@ def fixed_resolution_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     ]
 
 
-def at_fixed_resolution(
-    hf: Any, inputs: dict[str, torch.Tensor]
-) -> tuple[dict[str, Any], torch.Tensor]:
-    """The inputs with ``image_sizes`` as the fixed resolution's Python sizes (the tiling and
-    unpadding are then fixed), and a check: a zero that is gathered out of a one-element table's
-    range (ONNX ``Gather`` fails) when the given ``image_sizes`` are another size."""
-    size = fixed_resolution(hf)
-    given = inputs["image_sizes"]
-    other = (given != given.new_tensor([size])).any().to(torch.int64)
-    table = torch.zeros(1, dtype=torch.float32, device=given.device)
-    check = table[(2 * other).view(1)].sum()
-    return {**inputs, "image_sizes": [size]}, check
+def at_fixed_resolution(hf: Any, inputs: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The inputs with ``image_sizes`` as the fixed resolution's Python sizes: the tiling and
+    unpadding are then fixed."""
+    return {**inputs, "image_sizes": [fixed_resolution(hf)]}
+
+
+def checked_size(hf: Any, features: torch.Tensor, given: torch.Tensor) -> torch.Tensor:
+    """``features`` plus a zero gathered out of a one-element table's range (ONNX ``Gather``
+    fails) when the given ``image_sizes`` are not the fixed resolution."""
+    height, width = fixed_resolution(hf)
+    other = ((given[:, 0] != height) | (given[:, 1] != width)).any().to(torch.int64)
+    table = features.new_zeros(1)
+    return features + table[(2 * other).view(1)].sum()
+
+
+def images_per_call(hf: Any, method: Any) -> dict[str, Any]:
+    """What ``mobius.json`` says of a vision graph that takes one image per call: its
+    ``vision_images_per_call`` (1), and the ``vision_image_size`` it takes (anyres towers)."""
+    if sized_by_pixels(hf, method):
+        return {"vision_images_per_call": 1}
+    if anyres(hf, method):
+        return {"vision_images_per_call": 1, "vision_image_size": list(fixed_resolution(hf))}
+    return {}
+
+
+def images_per_call_fallbacks(hf: Any, method: Any) -> list[Any]:
+    """The fixed-resolution contract of an anyres tower, as a fallback (mobius.json, explain)."""
+    from mobius.synth.fallbacks import ANY_IMAGE_SIZE, FIXED_IMAGE_SIZE, Fallback
+
+    if not anyres(hf, method):
+        return []
+    height, width = fixed_resolution(hf)
+    reason = (
+        f"image_sizes choose the tiling and unpadding (image_grid_pinpoints), so the number of "
+        f"image tokens depends on their values: the graph takes one {height}x{width} image "
+        "(resize it to that size before the processor) and checks image_sizes"
+    )
+    return [Fallback(FIXED_IMAGE_SIZE, reason, (ANY_IMAGE_SIZE,))]

@@ -225,7 +225,13 @@ def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, 
     own, model.generation_config = model.generation_config, settings
     try:
         with torch.no_grad():
-            out = model.generate(**inputs, output_logits=True, return_dict_in_generate=True)
+            # also passed: InstructBLIP's generate hands it on to its language model's
+            out = model.generate(
+                **inputs,
+                generation_config=settings,
+                output_logits=True,
+                return_dict_in_generate=True,
+            )
     finally:
         model.generation_config = own
     width = inputs["input_ids"].shape[1]
