@@ -29,27 +29,26 @@ from mobius.tasks.vlm_deepstack import NAME as DEEPSTACK
 from mobius.tasks.vlm_deepstack import added_deepstack, deepstack_layers, stacked
 from mobius.tasks.vlm_inputs import (
     HEIGHT,
+    IMAGES,
+    MAPPING,
+    PATCHES,
     WIDTH,
     anyres,
     at_fixed_resolution,
     checked_size,
     example_side,
-    extra_vision_inputs,
-    fixed_resolution_inputs,
+    image_features_method,
     images_per_call,
     images_per_call_fallbacks,
-    one_image_input,
-    required_arguments,
+    model_class,
     sized_by_pixels,
     sizes_as_tensors,
     sizes_from_pixels,
+    vision_inputs,
 )
 from mobius.tasks.vlm_masks import _as_first_call, _model_positions, masks_without_vmap
 
 IMAGE_TOKENS = "num_image_tokens"
-IMAGES = "num_images"
-PATCHES = "num_patches"
-MAPPING = "MODEL_FOR_IMAGE_TEXT_TO_TEXT"
 # example sizes: distinct from the base task's (2, 7, 4, 11) so export never unifies two axes
 _SIZES = {IMAGE_TOKENS: 6, IMAGES: 3, PATCHES: 16}
 TEXT_ONLY = "text-only"
@@ -85,22 +84,8 @@ def multi_axis_positions(hf: Any) -> bool:
     )
 
 
-def image_feature_arguments(config: ArchitectureConfig) -> list[str]:
-    """What the family's ``get_image_features`` takes (``pixel_values``, ``image_grid_thw``...)."""
-    method = getattr(_model_class(config), "get_image_features", None)
-    if method is None:
-        return []
-    return [p for p in inspect.signature(method).parameters if p not in ("self", "kwargs")]
-
-
 def text_config_of(hf: Any) -> Any:
     return hf.get_text_config(decoder=True)
-
-
-def _model_class(config: ArchitectureConfig) -> Any:
-    from mobius.tasks.head import auto_mapping
-
-    return auto_mapping(MAPPING)[type(config.hf_config)]
 
 
 def takes_token_type_ids(model: torch.nn.Module | type) -> bool:
@@ -151,65 +136,6 @@ class _VLMGraph(Task):
         return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
 
 
-def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
-    """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
-    hf = config.hf_config
-    vision = getattr(hf, "vision_config", None)
-    channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
-    if "image_grid_thw" in image_feature_arguments(config):
-        # each image's patches, and its (t, h, w) grid of patches: flattened where the tower
-        # stacks frames (temporal_patch_size), else as small images (PaddleOCR-VL)
-        size = vision.patch_size
-        temporal = getattr(vision, "temporal_patch_size", None)
-        pixels = (channels * temporal * size * size,) if temporal else (channels, size, size)
-        merge = getattr(vision, "spatial_merge_size", 1)
-        return [
-            TensorSpec("pixel_values", None, (PATCHES, *pixels), merge * merge),
-            TensorSpec("image_grid_thw", torch.int64, (IMAGES, 3)),
-        ]
-    size = getattr(vision, "image_size", None)
-    if isinstance(size, (list, tuple)):
-        height, width = size
-    else:
-        height = width = size
-    arguments = image_feature_arguments(config)
-    if "pixel_attention_mask" in arguments and len(arguments) == 2:
-        # Idefics-style: a batch of prompts' image lists (all-zero images pad the lists), and a
-        # mask of each image's real pixels
-        return [
-            TensorSpec("pixel_values", None, (BATCH, IMAGES, channels, height, width)),
-            TensorSpec("pixel_attention_mask", torch.bool, (BATCH, IMAGES, height, width)),
-        ]
-    if sized_by_pixels(hf, _model_class_method(config)):
-        return one_image_input(config)
-    if anyres(hf, _model_class_method(config)):
-        return fixed_resolution_inputs(config)
-    if arguments[:1] == ["pixel_values"] and not _required_beyond_pixels(config):
-        return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
-    # more than the images (vlm_inputs): an input per required argument, by its HF name
-    return extra_vision_inputs(config, _model_class_method(config))
-
-
-def _model_class_method(config: ArchitectureConfig) -> Any:
-    """``get_image_features`` of the ``...Model`` under the head where it has one (the head's
-    may only pass ``*args`` on, or have none: DeepSeek-VL hybrid), else the head's (or None)."""
-    from mobius.tasks.head import auto_mapping
-
-    head = _model_class(config)
-    inner = auto_mapping("MODEL").get(type(config.hf_config), None)
-    # the head holds the base model as ``model`` (BLIP's holds another, under ``blip``)
-    method = (
-        getattr(inner, "get_image_features", None) if head.base_model_prefix == "model" else None
-    )
-    return (
-        method if method is not None else getattr(_model_class(config), "get_image_features", None)
-    )
-
-
-def _required_beyond_pixels(config: ArchitectureConfig) -> list[str]:
-    return [a for a in required_arguments(_model_class_method(config)) if a != "pixel_values"]
-
-
 class VisionGraph(_VLMGraph):
     name = "vision_encoder"
 
@@ -221,7 +147,7 @@ class VisionGraph(_VLMGraph):
 
     def fallbacks_taken(self, config: ArchitectureConfig) -> list[Any]:
         """An anyres tower's graph takes one image size only (``vlm_inputs``)."""
-        return images_per_call_fallbacks(config.hf_config, _model_class_method(config))
+        return images_per_call_fallbacks(config.hf_config, image_features_method(config))
 
     def example_value(
         self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
@@ -379,7 +305,7 @@ class DecoderGraph(CausalLMTask):
         """This graph for ``config``: a model that attends both ways within an image's tokens
         (``token_type_ids``) keeps its own attention and masks, with transformers' cache carried
         through the trace (the captured attention knows causal and padding masks only)."""
-        if self.text_only or not takes_token_type_ids(_model_class(config)):
+        if self.text_only or not takes_token_type_ids(model_class(config)):
             return self
         graph = DecoderGraph(self.parent)
         graph.attention_implementations = ("eager",)  # the sdpa pattern would rebuild the mask
@@ -456,7 +382,7 @@ def supports_image_text(config: ArchitectureConfig) -> bool:
 
     if type(config.hf_config) not in auto_mapping(MAPPING):
         return False
-    return _model_class_method(config) is not None
+    return image_features_method(config) is not None
 
 
 class VisionLanguageTask(Task):
@@ -483,7 +409,7 @@ class VisionLanguageTask(Task):
             "position_ids": "multi-axis" if multi_axis_positions(hf) else "sequence",
             "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),
         }
-        manifest.update(images_per_call(hf, _model_class_method(config)))
+        manifest.update(images_per_call(hf, image_features_method(config)))
         if multi_axis_positions(hf):  # what runtime_vlm.multi_axis_positions needs
             vision = getattr(hf, "vision_config", None)
             manifest["spatial_merge_size"] = getattr(vision, "spatial_merge_size", 1)

@@ -19,8 +19,9 @@ from typing import Any
 import torch
 
 from mobius.config import ArchitectureConfig
-from mobius.tasks.base import TensorSpec
+from mobius.tasks.base import BATCH, TensorSpec
 
+MAPPING = "MODEL_FOR_IMAGE_TEXT_TO_TEXT"
 IMAGES = "num_images"
 PATCHES = "num_patches"
 QFORMER_SEQUENCE = "qformer_sequence_length"
@@ -41,7 +42,7 @@ def required_arguments(method: Any) -> list[str]:
 def _image_shape(vision: Any) -> tuple[int, int, int]:
     """(channels, height, width) of one image for a vision sub-config."""
     channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
-    size = vision.image_size
+    size = getattr(vision, "image_size", None)  # None: any size (an axis the trace names)
     height, width = size if isinstance(size, (list, tuple)) else (size, size)
     return channels, height, width
 
@@ -219,3 +220,77 @@ def images_per_call_fallbacks(hf: Any, method: Any) -> list[Any]:
         "(resize it to that size before the processor) and checks image_sizes"
     )
     return [Fallback(FIXED_IMAGE_SIZE, reason, (ANY_IMAGE_SIZE,))]
+
+
+def image_feature_arguments(config: ArchitectureConfig) -> list[str]:
+    """What the family's ``get_image_features`` takes (``pixel_values``, ``image_grid_thw``...)."""
+    method = image_features_method(config)
+    if method is None:
+        return []
+    return [p for p in inspect.signature(method).parameters if p not in ("self", "kwargs")]
+
+
+def model_class(config: ArchitectureConfig) -> Any:
+    """The image-text-to-text head class for the config."""
+    from mobius.tasks.head import auto_mapping
+
+    return auto_mapping(MAPPING)[type(config.hf_config)]
+
+
+def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
+    hf = config.hf_config
+    vision = getattr(hf, "vision_config", None)
+    channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
+    if "image_grid_thw" in image_feature_arguments(config):
+        # each image's patches, and its (t, h, w) grid of patches: flattened where the tower
+        # stacks frames (temporal_patch_size), else as small images (PaddleOCR-VL)
+        size = vision.patch_size
+        temporal = getattr(vision, "temporal_patch_size", None)
+        pixels = (channels * temporal * size * size,) if temporal else (channels, size, size)
+        merge = getattr(vision, "spatial_merge_size", 1)
+        return [
+            TensorSpec("pixel_values", None, (PATCHES, *pixels), merge * merge),
+            TensorSpec("image_grid_thw", torch.int64, (IMAGES, 3)),
+        ]
+    size = getattr(vision, "image_size", None)
+    if isinstance(size, (list, tuple)):
+        height, width = size
+    else:
+        height = width = size
+    arguments = image_feature_arguments(config)
+    if "pixel_attention_mask" in arguments and len(arguments) == 2:
+        # Idefics-style: a batch of prompts' image lists (all-zero images pad the lists), and a
+        # mask of each image's real pixels
+        return [
+            TensorSpec("pixel_values", None, (BATCH, IMAGES, channels, height, width)),
+            TensorSpec("pixel_attention_mask", torch.bool, (BATCH, IMAGES, height, width)),
+        ]
+    if sized_by_pixels(hf, image_features_method(config)):
+        return one_image_input(config)
+    if anyres(hf, image_features_method(config)):
+        return fixed_resolution_inputs(config)
+    if arguments[:1] == ["pixel_values"] and not _required_beyond_pixels(config):
+        return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
+    # more than the images (vlm_inputs): an input per required argument, by its HF name
+    return extra_vision_inputs(config, image_features_method(config))
+
+
+def image_features_method(config: ArchitectureConfig) -> Any:
+    """``get_image_features`` of the ``...Model`` under the head where it has one (the head's
+    may only pass ``*args`` on, or have none: DeepSeek-VL hybrid), else the head's (or None)."""
+    from mobius.tasks.head import auto_mapping
+
+    head = model_class(config)
+    inner = auto_mapping("MODEL").get(type(config.hf_config), None)
+    # the head holds the base model as ``model`` (BLIP's holds another, under ``blip``)
+    method = (
+        getattr(inner, "get_image_features", None) if head.base_model_prefix == "model" else None
+    )
+    return (
+        method if method is not None else getattr(model_class(config), "get_image_features", None)
+    )
+
+
+def _required_beyond_pixels(config: ArchitectureConfig) -> list[str]:
+    return [a for a in required_arguments(image_features_method(config)) if a != "pixel_values"]
