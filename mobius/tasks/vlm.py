@@ -31,6 +31,7 @@ from mobius.tasks.vlm_inputs import (
     HEIGHT,
     IMAGES,
     MAPPING,
+    PACKED_WIDTH,
     PATCHES,
     WIDTH,
     anyres,
@@ -41,6 +42,7 @@ from mobius.tasks.vlm_inputs import (
     images_per_call,
     images_per_call_fallbacks,
     model_class,
+    packed_patch_count,
     sized_by_pixels,
     sizes_as_tensors,
     sizes_from_pixels,
@@ -152,6 +154,9 @@ class VisionGraph(_VLMGraph):
     def example_value(
         self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
     ) -> torch.Tensor:
+        if PACKED_WIDTH in spec.dims:  # three features' patches
+            shape = [3 * spec.multiple_of if d == PACKED_WIDTH else d for d in spec.dims]
+            return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
         if HEIGHT not in spec.dims:
             return super().example_value(spec, config, dtype)
         sides = {d: example_side(d, spec, config) for d in (HEIGHT, WIDTH)}
@@ -166,6 +171,11 @@ class VisionGraph(_VLMGraph):
             from mobius.tasks.vlm_grid import symbolic_grid
 
             grid = symbolic_grid(model, inputs["pixel_values"].shape[0])
+        elif "target_sizes" in inputs:  # packed patches (vlm_inputs.packed_inputs)
+            from mobius.tasks.vlm_grid import symbolic_grid
+
+            patches = packed_patch_count(model.config, inputs["pixel_values"])
+            grid = symbolic_grid(model, patches)
         method, given = type(_inner(model)).get_image_features, None
         if sized_by_pixels(model.config, method):
             inputs, grid = sizes_from_pixels(inputs), sizes_as_tensors()

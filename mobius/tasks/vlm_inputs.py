@@ -26,6 +26,7 @@ IMAGES = "num_images"
 PATCHES = "num_patches"
 QFORMER_SEQUENCE = "qformer_sequence_length"
 HEIGHT, WIDTH = "image_height", "image_width"
+PACKED_WIDTH = "packed_patches_width"
 
 
 def required_arguments(method: Any) -> list[str]:
@@ -154,6 +155,43 @@ def sizes_as_tensors() -> Iterator[None]:
         torch.as_tensor = original
 
 
+def packed_patches(method: Any) -> bool:
+    """``get_image_features`` takes ``target_sizes``: NaViT-style packing (MiniCPM-V 4.6/4.7,
+    MiniCPM-OCR), every image's patches side by side in one row of patches."""
+    return "target_sizes" in required_arguments(method)
+
+
+def _patches_per_feature(hf: Any) -> int:
+    """Patches behind one image feature: the tower's window merge (``window_kernel_size``), then
+    the projector's ``merge_kernel_size`` blocks, ``merger_times`` times."""
+    window = getattr(hf.vision_config, "window_kernel_size", None) or (1, 1)
+    merge = getattr(hf, "merge_kernel_size", None) or (1, 1)
+    return window[0] * window[1] * (merge[0] * merge[1]) ** getattr(hf, "merger_times", 1)
+
+
+def packed_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    """The processor's packed layout: ``pixel_values`` ``[1, channels, patch, patches * patch]``
+    (each image's patches row-major, images one after another) and each image's size in patches,
+    ``target_sizes`` int32 ``[num_images, 2]``."""
+    hf = config.hf_config
+    channels, patch = _image_shape(hf.vision_config)[0], hf.vision_config.patch_size
+    return [
+        TensorSpec(
+            "pixel_values",
+            None,
+            (1, channels, patch, PACKED_WIDTH),
+            patch * _patches_per_feature(hf),
+        ),
+        TensorSpec("target_sizes", torch.int32, (IMAGES, 2)),
+    ]
+
+
+def packed_patch_count(hf: Any, pixel_values: torch.Tensor) -> Any:
+    """How many patches a packed ``pixel_values`` holds (as its patch convolution counts them)."""
+    patch = hf.vision_config.patch_size
+    return (pixel_values.shape[-1] - patch) // patch + 1
+
+
 def anyres(hf: Any, method: Any) -> bool:
     """``image_sizes`` choose a tiling (``image_grid_pinpoints``: LLaVA-NeXT, OneVision)."""
     return "image_sizes" in required_arguments(method) and bool(
@@ -270,6 +308,8 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         return one_image_input(config)
     if anyres(hf, image_features_method(config)):
         return fixed_resolution_inputs(config)
+    if packed_patches(image_features_method(config)):
+        return packed_inputs(config)
     if arguments[:1] == ["pixel_values"] and not _required_beyond_pixels(config):
         return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
     # more than the images (vlm_inputs): an input per required argument, by its HF name

@@ -5,6 +5,7 @@ generation token for token against HF ``generate``."""
 from __future__ import annotations
 
 import inspect
+import math
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,11 @@ VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     "llava_next_video": {"image_grid_pinpoints": [[32, 64], [64, 32], [64, 64]]},
     "llava_onevision": {"image_grid_pinpoints": [[32, 64], [64, 32], [64, 64]]},
     "lighton_ocr": {"vision_config": {"image_size": 64}},
+    # no default image token (real checkpoints set one); the window merger after the first of
+    # the tiny tower's two blocks (its default, block 6, would never run)
+    "minicpmv4_6": {"image_token_id": 250, "vision_config": {"insert_layer_id": 0}},
+    "minicpmv4_7": {"image_token_id": 250, "vision_config": {"insert_layer_id": 0}},
+    "minicpm_ocr": {"image_token_id": 250, "vision_config": {"insert_layer_id": 0}},
 }
 
 
@@ -150,6 +156,8 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         rest = specs["pixel_values"].dims[1:]
         out["pixel_values"] = torch.randn(int(grid.prod(-1).sum()), *rest, generator=gen)
         return out
+    if "target_sizes" in specs:  # packed patches: images of (u, 2u) and (2u, u) patches
+        return _packed_pixels(specs["pixel_values"], model, images, gen)
     sizes = {"num_images": images, "batch": 1, "num_patches": 16, "qformer_sequence_length": 5}
     if "image_height" in specs["pixel_values"].dims:  # one image at its own size, not square
         side, unit = _pixel_size(model)[0], specs["pixel_values"].multiple_of
@@ -165,6 +173,21 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
     if "image_height" in specs["pixel_values"].dims:  # what HF's get_image_features reads
         out["image_sizes"] = torch.tensor([list(out["pixel_values"].shape[-2:])])
     return out
+
+
+def _packed_pixels(
+    spec: Any, model: Any, images: int, gen: torch.Generator
+) -> dict[str, torch.Tensor]:
+    """Packed images (``vlm_inputs.packed_inputs``): each side ``u`` or ``2u`` patches, where
+    ``u * u`` patches make one feature."""
+    patch = model.config.vision_config.patch_size
+    unit = math.isqrt(spec.multiple_of // patch)
+    sizes = torch.tensor(
+        [[unit, 2 * unit] if i % 2 == 0 else [2 * unit, unit] for i in range(images)]
+    )
+    width = int(sizes.prod(-1).sum()) * patch
+    pixels = torch.randn(1, *spec.dims[1:3], width, generator=gen)
+    return {"pixel_values": pixels, "target_sizes": sizes.to(torch.int32)}
 
 
 def _fixed_size(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
