@@ -49,9 +49,9 @@ VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     "lighton_ocr": {"vision_config": {"image_size": 64}},
     # no default image token (real checkpoints set one); the window merger after the first of
     # the tiny tower's two blocks (its default, block 6, would never run)
-    "minicpmv4_6": {"image_token_id": 250, "vision_config": {"insert_layer_id": 0}},
-    "minicpmv4_7": {"image_token_id": 250, "vision_config": {"insert_layer_id": 0}},
-    "minicpm_ocr": {"image_token_id": 250, "vision_config": {"insert_layer_id": 0}},
+    "minicpmv4_6": {"image_token_id": 250, "insert_layer_id": 0},
+    "minicpmv4_7": {"image_token_id": 250, "insert_layer_id": 0},
+    "minicpm_ocr": {"image_token_id": 250, "insert_layer_id": 0},
 }
 
 
