@@ -11,6 +11,7 @@ from typing import Any
 
 from mobius.report.model import SCHEMA_VERSION, STATUSES, VERDICTS
 from mobius.synth.fallbacks import (
+    ANY_IMAGE_SIZE,
     ANY_LENGTH,
     FUSED_ATTENTION,
     KINDS,
@@ -71,7 +72,9 @@ FALLBACK = _object(
         "reason": {"type": "string"},
         "costs": {
             "type": "array",
-            "items": {"enum": [FUSED_ATTENTION, KV_CACHE, PARALLEL_PREFILL, ANY_LENGTH]},
+            "items": {
+                "enum": [FUSED_ATTENTION, KV_CACHE, PARALLEL_PREFILL, ANY_LENGTH, ANY_IMAGE_SIZE]
+            },
         },
     }
 )

@@ -238,6 +238,8 @@ def _bind_placeholders(
             ctx.env[node] = value
             if tspec.name == traced.padding_input:
                 ctx.state["attention_mask"] = value
+        elif spec.kind == InputKind.CONSTANT_TENSOR and not node.users:
+            continue  # made in forward and read by nothing left (LLaVA-NeXT's feature lengths)
         else:
             persistent = (
                 bool(spec.persistent)

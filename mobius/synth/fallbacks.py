@@ -20,12 +20,14 @@ ONE_TOKEN_LOOP = "one-token-loop"  # traced for one token, run in an ONNX Loop o
 NO_CACHE = "no-cache"  # built without a KV cache
 MODEL_ATTENTION = "model-attention"  # transformers' own attention instead of the captured one
 LENGTH_BOUND = "length-bound"  # the graph holds up to a length only (checked when it runs)
-KINDS = (CARRIED_CACHE, ONE_TOKEN_LOOP, NO_CACHE, MODEL_ATTENTION, LENGTH_BOUND)
+FIXED_IMAGE_SIZE = "fixed-image-size"  # a vision graph for one image size (checked when it runs)
+KINDS = (CARRIED_CACHE, ONE_TOKEN_LOOP, NO_CACHE, MODEL_ATTENTION, LENGTH_BOUND, FIXED_IMAGE_SIZE)
 
 FUSED_ATTENTION = "fused attention"
 KV_CACHE = "kv cache"
 PARALLEL_PREFILL = "parallel prefill"
 ANY_LENGTH = "any length"
+ANY_IMAGE_SIZE = "any image size"
 
 _WHAT = {
     CARRIED_CACHE: "the cache is carried through the trace, attention lowered op by op",
@@ -33,6 +35,7 @@ _WHAT = {
     NO_CACHE: "building without a KV cache",
     MODEL_ATTENTION: "tracing transformers' own attention, lowered op by op",
     LENGTH_BOUND: "the graph holds up to a sequence length only; longer inputs fail when run",
+    FIXED_IMAGE_SIZE: "the vision graph takes one image of one size per call; others fail when run",
 }
 
 

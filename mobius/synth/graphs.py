@@ -21,6 +21,7 @@ from mobius.report.weights import to_json as weights_json
 from mobius.report.weights import weight_schemes
 from mobius.source import Source
 from mobius.synth.decompose import decompose_unlowered
+from mobius.synth.fallbacks import announce
 from mobius.synth.trace import trace
 from mobius.tasks import Task
 from patterns import seq2seq_attention
@@ -58,6 +59,10 @@ def prepare_graphs(
         log.info("tracing %s's %s", arch.model_type, graph.name)
         try:
             part = _prepare_graph(source, arch, task, graph, dtype)
+            own = graph.fallbacks_taken(arch) if hasattr(graph, "fallbacks_taken") else []
+            if own:  # the graph's contract narrowed (a VLM's vision graph to one image size)
+                part.fallbacks.extend(own)
+                announce(own)
         except UnsupportedError as exc:
             if task.alternative is None:
                 raise

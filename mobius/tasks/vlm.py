@@ -27,12 +27,30 @@ from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask, cache_argument, returned_cache
 from mobius.tasks.vlm_deepstack import NAME as DEEPSTACK
 from mobius.tasks.vlm_deepstack import added_deepstack, deepstack_layers, stacked
+from mobius.tasks.vlm_inputs import (
+    HEIGHT,
+    IMAGES,
+    MAPPING,
+    PACKED_WIDTH,
+    PATCHES,
+    WIDTH,
+    anyres,
+    at_fixed_resolution,
+    checked_size,
+    example_side,
+    image_features_method,
+    images_per_call,
+    images_per_call_fallbacks,
+    model_class,
+    packed_patch_count,
+    sized_by_pixels,
+    sizes_as_tensors,
+    sizes_from_pixels,
+    vision_inputs,
+)
 from mobius.tasks.vlm_masks import _as_first_call, _model_positions, masks_without_vmap
 
 IMAGE_TOKENS = "num_image_tokens"
-IMAGES = "num_images"
-PATCHES = "num_patches"
-MAPPING = "MODEL_FOR_IMAGE_TEXT_TO_TEXT"
 # example sizes: distinct from the base task's (2, 7, 4, 11) so export never unifies two axes
 _SIZES = {IMAGE_TOKENS: 6, IMAGES: 3, PATCHES: 16}
 TEXT_ONLY = "text-only"
@@ -68,22 +86,8 @@ def multi_axis_positions(hf: Any) -> bool:
     )
 
 
-def image_feature_arguments(config: ArchitectureConfig) -> list[str]:
-    """What the family's ``get_image_features`` takes (``pixel_values``, ``image_grid_thw``...)."""
-    method = getattr(_model_class(config), "get_image_features", None)
-    if method is None:
-        return []
-    return [p for p in inspect.signature(method).parameters if p not in ("self", "kwargs")]
-
-
 def text_config_of(hf: Any) -> Any:
     return hf.get_text_config(decoder=True)
-
-
-def _model_class(config: ArchitectureConfig) -> Any:
-    from mobius.tasks.head import auto_mapping
-
-    return auto_mapping(MAPPING)[type(config.hf_config)]
 
 
 def takes_token_type_ids(model: torch.nn.Module | type) -> bool:
@@ -102,6 +106,15 @@ def _inner(model: torch.nn.Module) -> torch.nn.Module:
     """The ``...Model`` under the head (where ``get_image_features`` lives), else the model."""
     inner = getattr(model, "model", None)
     return inner if hasattr(inner, "get_image_features") else model
+
+
+def language_model(model: torch.nn.Module) -> torch.nn.Module:
+    """What the decoder graph runs: the model, or where its forward cannot run without images
+    (InstructBLIP's requires ``pixel_values``), its ``language_model`` (a causal LM with its head)."""
+    pixels = inspect.signature(model.forward).parameters.get("pixel_values")
+    if pixels is not None and pixels.default is inspect.Parameter.empty:
+        return model.language_model
+    return model
 
 
 class _VLMGraph(Task):
@@ -125,38 +138,6 @@ class _VLMGraph(Task):
         return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
 
 
-def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
-    """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
-    hf = config.hf_config
-    vision = getattr(hf, "vision_config", None)
-    channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
-    if "image_grid_thw" in image_feature_arguments(config):
-        # each image's patches, and its (t, h, w) grid of patches: flattened where the tower
-        # stacks frames (temporal_patch_size), else as small images (PaddleOCR-VL)
-        size = vision.patch_size
-        temporal = getattr(vision, "temporal_patch_size", None)
-        pixels = (channels * temporal * size * size,) if temporal else (channels, size, size)
-        merge = getattr(vision, "spatial_merge_size", 1)
-        return [
-            TensorSpec("pixel_values", None, (PATCHES, *pixels), merge * merge),
-            TensorSpec("image_grid_thw", torch.int64, (IMAGES, 3)),
-        ]
-    size = getattr(vision, "image_size", None)
-    if isinstance(size, (list, tuple)):
-        height, width = size
-    else:
-        height = width = size
-    arguments = image_feature_arguments(config)
-    if "pixel_attention_mask" in arguments and len(arguments) == 2:
-        # Idefics-style: a batch of prompts' image lists (all-zero images pad the lists), and a
-        # mask of each image's real pixels
-        return [
-            TensorSpec("pixel_values", None, (BATCH, IMAGES, channels, height, width)),
-            TensorSpec("pixel_attention_mask", torch.bool, (BATCH, IMAGES, height, width)),
-        ]
-    return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
-
-
 class VisionGraph(_VLMGraph):
     name = "vision_encoder"
 
@@ -166,6 +147,22 @@ class VisionGraph(_VLMGraph):
     def outputs(self, config: ArchitectureConfig) -> list[str]:
         return ["image_features"] + ([DEEPSTACK] if deepstack_layers(config) else [])
 
+    def fallbacks_taken(self, config: ArchitectureConfig) -> list[Any]:
+        """An anyres tower's graph takes one image size only (``vlm_inputs``)."""
+        return images_per_call_fallbacks(config.hf_config, image_features_method(config))
+
+    def example_value(
+        self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
+    ) -> torch.Tensor:
+        if PACKED_WIDTH in spec.dims:  # three features' patches
+            shape = [3 * spec.multiple_of if d == PACKED_WIDTH else d for d in spec.dims]
+            return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
+        if HEIGHT not in spec.dims:
+            return super().example_value(spec, config, dtype)
+        sides = {d: example_side(d, spec, config) for d in (HEIGHT, WIDTH)}
+        shape = [sides.get(d, d) for d in spec.dims]
+        return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
+
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
@@ -174,8 +171,20 @@ class VisionGraph(_VLMGraph):
             from mobius.tasks.vlm_grid import symbolic_grid
 
             grid = symbolic_grid(model, inputs["pixel_values"].shape[0])
+        elif "target_sizes" in inputs:  # packed patches (vlm_inputs.packed_inputs)
+            from mobius.tasks.vlm_grid import symbolic_grid
+
+            patches = packed_patch_count(model.config, inputs["pixel_values"])
+            grid = symbolic_grid(model, patches)
+        method, given = type(_inner(model)).get_image_features, None
+        if sized_by_pixels(model.config, method):
+            inputs, grid = sizes_from_pixels(inputs), sizes_as_tensors()
+        elif anyres(model.config, method):
+            given, inputs = inputs["image_sizes"], at_fixed_resolution(model.config, inputs)
         with grid:
             features, deepstack = vision_outputs(model, inputs)
+        if given is not None:
+            features = checked_size(model.config, features, given)
         return (features,) if deepstack is None else (features, deepstack)
 
 
@@ -306,7 +315,7 @@ class DecoderGraph(CausalLMTask):
         """This graph for ``config``: a model that attends both ways within an image's tokens
         (``token_type_ids``) keeps its own attention and masks, with transformers' cache carried
         through the trace (the captured attention knows causal and padding masks only)."""
-        if self.text_only or not takes_token_type_ids(_model_class(config)):
+        if self.text_only or not takes_token_type_ids(model_class(config)):
             return self
         graph = DecoderGraph(self.parent)
         graph.attention_implementations = ("eager",)  # the sdpa pattern would rebuild the mask
@@ -340,6 +349,7 @@ class DecoderGraph(CausalLMTask):
     ) -> tuple[torch.Tensor, ...]:
         inputs = dict(inputs)
         deepstack = inputs.pop(DEEPSTACK, None)
+        model = language_model(model)
         with masks_without_vmap(), added_deepstack(model, deepstack):
             out = model(**_model_positions(model, inputs), use_cache=False, return_dict=True)
         return (out.logits,)
@@ -354,6 +364,7 @@ class DecoderGraph(CausalLMTask):
         if not mask_spans_past:
             new = inputs["position_ids"].shape[-1]
             inputs = {**inputs, "attention_mask": inputs["attention_mask"][:, -new:]}
+        model = language_model(model)
         inputs = dict(_model_positions(model, inputs))
         deepstack = inputs.pop(DEEPSTACK, None)
         first_call = (
@@ -381,7 +392,7 @@ def supports_image_text(config: ArchitectureConfig) -> bool:
 
     if type(config.hf_config) not in auto_mapping(MAPPING):
         return False
-    return hasattr(_model_class(config), "get_image_features")
+    return image_features_method(config) is not None
 
 
 class VisionLanguageTask(Task):
@@ -408,6 +419,7 @@ class VisionLanguageTask(Task):
             "position_ids": "multi-axis" if multi_axis_positions(hf) else "sequence",
             "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),
         }
+        manifest.update(images_per_call(hf, image_features_method(config)))
         if multi_axis_positions(hf):  # what runtime_vlm.multi_axis_positions needs
             vision = getattr(hf, "vision_config", None)
             manifest["spatial_merge_size"] = getattr(vision, "spatial_merge_size", 1)

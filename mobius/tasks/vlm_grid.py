@@ -40,6 +40,7 @@ _HELPERS = (
     "get_vision_window_index",
     "get_vision_interpolation_indices_and_weights",
     "get_max_seqlen",
+    "get_vision_nearest_position_ids",
 )
 
 
@@ -47,7 +48,7 @@ class WholeSizes(list):
     """What ``tolist()`` of a dynamic-length tensor gives while tracing: 'all of it, in one'."""
 
 
-def _patch_of_image(grid: torch.Tensor, count: Any, unit: Any = 1) -> dict[str, torch.Tensor]:
+def patch_of_image(grid: torch.Tensor, count: Any, unit: Any = 1) -> dict[str, torch.Tensor]:
     """For each of ``count`` positions (patches, or merged tokens of ``unit`` patches): its image
     (by comparison with the cumulative counts), its index within the image, and the image's
     ``t``, ``h``, ``w``."""
@@ -95,7 +96,7 @@ class _Grid:
     ) -> torch.Tensor:
         if kwargs is not None and (given := kwargs.pop("position_ids", None)) is not None:
             return given
-        p = _patch_of_image(grid_thw, self.patches)
+        p = patch_of_image(grid_thw, self.patches)
         merge = spatial_merge_size
         if isinstance(merge, torch.Tensor):
             merge = merge.index_select(0, p["image"])
@@ -159,7 +160,7 @@ class _Grid:
         merge = spatial_merge_size
         unit = merge * merge
         size = window_size // merge // patch_size
-        p = _patch_of_image(grid_thw, self.patches // unit, unit)
+        p = patch_of_image(grid_thw, self.patches // unit, unit)
         height, width = p["h"] // merge, p["w"] // merge
         frame = height * width
         j = p["local"] % frame
@@ -195,7 +196,7 @@ class _Grid:
             )
             if indices is not None and weights is not None:
                 return indices, weights
-        p = _patch_of_image(grid_thw, self.patches)
+        p = patch_of_image(grid_thw, self.patches)
         side = num_grid_per_side
         row, col = _merge_order(p["local"] % (p["h"] * p["w"]), p["w"], spatial_merge_size)
         h_taps, h_weights = _interpolation_axis_taps_weights(
@@ -209,6 +210,24 @@ class _Grid:
         weights = (h_weights[:, :, None] * w_weights[:, None, :]).reshape(-1, n * n)
         return indices, weights
 
+    def nearest_position_ids(
+        self, target_sizes: torch.Tensor, num_patches_per_side: int, kwargs: dict | None = None
+    ) -> torch.Tensor:
+        """NaViT's nearest-bucket positions (MiniCPM-V): patch ``(row, col)`` of an ``h`` x ``w``
+        image reads bucket ``(row / h, col / w)`` of the ``side`` x ``side`` table. The bucket is
+        the number of boundaries at or below the coordinate (``bucketize(right=True)``), the
+        coordinate divided as transformers divides it."""
+        if kwargs is not None and (given := kwargs.pop("position_ids", None)) is not None:
+            return given
+        side = num_patches_per_side
+        grid = torch.nn.functional.pad(target_sizes, (1, 0), value=1).to(torch.int64)
+        p = patch_of_image(grid, self.patches)
+        row, col = p["local"] // p["w"], p["local"] % p["w"]
+        boundaries = torch.arange(1 / side, 1.0, 1 / side, device=grid.device)
+        bucket_h = (row / p["h"])[:, None].ge(boundaries[None, :]).to(torch.int64).sum(-1)
+        bucket_w = (col / p["w"])[:, None].ge(boundaries[None, :]).to(torch.int64).sum(-1)
+        return bucket_h * side + bucket_w
+
     def replacements(self) -> dict[str, Any]:
         return {
             "get_vision_position_ids": self.position_ids,
@@ -217,6 +236,7 @@ class _Grid:
             "get_vision_window_index": self.window_index,
             "get_vision_interpolation_indices_and_weights": self.interpolation,
             "get_max_seqlen": self.max_seqlen,
+            "get_vision_nearest_position_ids": self.nearest_position_ids,
         }
 
 

@@ -5,6 +5,7 @@ generation token for token against HF ``generate``."""
 from __future__ import annotations
 
 import inspect
+import math
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,12 @@ import numpy as np
 import torch
 
 from mobius.runtime_vlm import OnnxVisionLanguageModel, next_positions
-from mobius.tasks.vlm import image_token_id, takes_token_type_ids, vision_outputs
+from mobius.tasks.vlm import (
+    image_token_id,
+    language_model,
+    takes_token_type_ids,
+    vision_outputs,
+)
 from mobius.testing.tiny import randomize
 
 NEW_TOKENS = 12
@@ -26,6 +32,26 @@ VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     "qwen2_5_vl": {"vision_config": {"depth": 2, "fullatt_block_indexes": [1], "window_size": 32}},
     # its default feature layers (-2, -5, -8, -11, 6) need a 12-layer tower
     "vipllava": {"vision_feature_layers": [-2, -1]},
+    # the thinker configs have no field for it (real checkpoints' thinker_config sets it), and
+    # the thinkers' get_rope_index finds images by it: a free id of the tiny vocabulary
+    "qwen2_5_omni_thinker": {"vision_start_token_id": 249},
+    "qwen3_omni_moe_thinker": {"vision_start_token_id": 250},
+    # no default image token (real checkpoints set one); the SAM tower's global-attention block
+    # within the tiny tower's two
+    "instructblip": {"image_token_index": 250},
+    "deepseek_vl_hybrid": {"high_res_vision_config": {"global_attn_indexes": [1]}},
+    # images of any size up to image_size: a 64-pixel table leaves room for a non-square image
+    "mistral3": {"vision_config": {"image_size": 64}},
+    # tilings of the tiny 32-pixel tower (the defaults are of 336- or 384-pixel tiles)
+    "llava_next": {"image_grid_pinpoints": [[32, 64], [64, 32], [64, 64]]},
+    "llava_next_video": {"image_grid_pinpoints": [[32, 64], [64, 32], [64, 64]]},
+    "llava_onevision": {"image_grid_pinpoints": [[32, 64], [64, 32], [64, 64]]},
+    "lighton_ocr": {"vision_config": {"image_size": 64}},
+    # no default image token (real checkpoints set one); the window merger after the first of
+    # the tiny tower's two blocks (its default, block 6, would never run)
+    "minicpmv4_6": {"image_token_id": 250, "insert_layer_id": 0},
+    "minicpmv4_7": {"image_token_id": 250, "insert_layer_id": 0},
+    "minicpm_ocr": {"image_token_id": 250, "insert_layer_id": 0},
 }
 
 
@@ -130,14 +156,59 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         rest = specs["pixel_values"].dims[1:]
         out["pixel_values"] = torch.randn(int(grid.prod(-1).sum()), *rest, generator=gen)
         return out
-    sizes = {"num_images": images, "batch": 1}
+    if "target_sizes" in specs:  # packed patches: images of (u, 2u) and (2u, u) patches
+        return _packed_pixels(specs["pixel_values"], model, images, gen)
+    sizes = {"num_images": images, "batch": 1, "num_patches": 16, "qformer_sequence_length": 5}
+    if "image_height" in specs["pixel_values"].dims:  # one image at its own size, not square
+        side, unit = _pixel_size(model)[0], specs["pixel_values"].multiple_of
+        sizes.update(image_height=max(side - unit, unit), image_width=side)
     for name, spec in specs.items():
         dims = [sizes.get(d, d) for d in spec.dims]
         if spec.dtype == torch.bool:  # every pixel real
             out[name] = torch.ones(*dims, dtype=torch.bool)
+        elif name in _VALUES:
+            out[name] = _VALUES[name](model, dims, gen).to(spec.dtype)
         else:
             out[name] = torch.randn(*dims, generator=gen)
+    if "image_height" in specs["pixel_values"].dims:  # what HF's get_image_features reads
+        out["image_sizes"] = torch.tensor([list(out["pixel_values"].shape[-2:])])
     return out
+
+
+def _packed_pixels(
+    spec: Any, model: Any, images: int, gen: torch.Generator
+) -> dict[str, torch.Tensor]:
+    """Packed images (``vlm_inputs.packed_inputs``): each side ``u`` or ``2u`` patches, where
+    ``u * u`` patches make one feature."""
+    patch = model.config.vision_config.patch_size
+    unit = math.isqrt(spec.multiple_of // patch)
+    sizes = torch.tensor(
+        [[unit, 2 * unit] if i % 2 == 0 else [2 * unit, unit] for i in range(images)]
+    )
+    width = int(sizes.prod(-1).sum()) * patch
+    pixels = torch.randn(1, *spec.dims[1:3], width, generator=gen)
+    return {"pixel_values": pixels, "target_sizes": sizes.to(torch.int32)}
+
+
+def _fixed_size(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
+    """Each image's (height, width) in pixels: the anyres graph's fixed resolution."""
+    from mobius.tasks.vlm_inputs import fixed_resolution
+
+    return torch.tensor([list(fixed_resolution(model.config))] * dims[0])
+
+
+def _pixel_size(model: Any) -> tuple[int, int]:
+    size = model.config.vision_config.image_size
+    return tuple(size) if isinstance(size, (list, tuple)) else (size, size)
+
+
+def _qformer_ids(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
+    vocab = model.config.qformer_config.vocab_size
+    return torch.randint(3, vocab, dims, generator=gen)
+
+
+# inputs whose values must agree with the images (vlm_inputs.EXTRA_INPUTS' names)
+_VALUES = {"image_sizes": _fixed_size, "qformer_input_ids": _qformer_ids}
 
 
 def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
@@ -149,7 +220,10 @@ def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
     pad = getattr(config.get_text_config(), "pad_token_id", None) or 0
     gen = torch.Generator().manual_seed(seed)
     text = torch.randint(3, vocab - 3, (2, length), generator=gen)
-    text[(text == token) | (text == pad)] = 4
+    start = getattr(config, "vision_start_token_id", None)
+    text[(text == token) | (text == pad) | (text == start)] = 4
+    if start is not None:  # the processor opens each image with it (Qwen-Omni finds images by it)
+        text[0, 1] = start
     first = torch.cat([text[0, :2], torch.full((image_tokens,), token), text[0, 2:]])
     width = first.numel()
     second = torch.cat([torch.full((width - length,), pad), text[1]])
@@ -174,11 +248,23 @@ def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, 
     own, model.generation_config = model.generation_config, settings
     try:
         with torch.no_grad():
-            out = model.generate(**inputs, output_logits=True, return_dict_in_generate=True)
+            # also passed: InstructBLIP's generate hands it on to its language model's
+            out = model.generate(
+                **inputs,
+                generation_config=settings,
+                output_logits=True,
+                return_dict_in_generate=True,
+            )
     finally:
         model.generation_config = own
     width = inputs["input_ids"].shape[1]
     return out.sequences[:, width:].numpy(), torch.stack(out.logits, 1).numpy()
+
+
+def _cache_of(out: Any) -> Any:
+    """The cache a forward returned (InstructBLIP's is in its language model's outputs)."""
+    inner = getattr(out, "language_model_outputs", None)
+    return (inner if inner is not None else out).past_key_values
 
 
 def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[str, Any]:
@@ -214,11 +300,11 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
     own = positions.dim() == 3
     with torch.no_grad():
         first = model(**hf_inputs, **({} if own else {"position_ids": positions}), use_cache=True)
-        second = model(
+        second = language_model(model)(
             input_ids=step,
             attention_mask=step_mask,
             position_ids=step_positions,
-            past_key_values=first.past_key_values,
+            past_key_values=_cache_of(first),
             use_cache=True,
         )
     types = {k: v.numpy() for k, v in extra.items()}

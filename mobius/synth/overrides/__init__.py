@@ -17,6 +17,7 @@ from mobius.synth.overrides import (
     funnel,
     git,
     led,
+    minicpmv,
     prophetnet,
     qwen4_exp,
     reformer,
@@ -41,6 +42,18 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
     "transformers.models.led.modeling_led.LEDEncoder": led.no_window_padding,
     "transformers.models.led.modeling_led.LEDEncoderSelfAttention": led.banded_attention,
+    "transformers.models.minicpmv4_6.modeling_minicpmv4_6.MiniCPMV4_6Merger": minicpmv.merged_per_token,
+    "transformers.models.minicpmv4_6.modeling_minicpmv4_6.MiniCPMV4_6ViTWindowAttentionMerger": (
+        minicpmv.full_windows
+    ),
+    "transformers.models.minicpmv4_7.modeling_minicpmv4_7.MiniCPMV4_7Merger": minicpmv.merged_per_token,
+    "transformers.models.minicpmv4_7.modeling_minicpmv4_7.MiniCPMV4_7ViTWindowAttentionMerger": (
+        minicpmv.full_windows
+    ),
+    "transformers.models.minicpm_ocr.modeling_minicpm_ocr.MiniCPMOcrMerger": minicpmv.merged_per_token,
+    "transformers.models.minicpm_ocr.modeling_minicpm_ocr.MiniCPMOcrViTWindowAttentionMerger": (
+        minicpmv.full_windows
+    ),
     "transformers.models.prophetnet.modeling_prophetnet.ProphetNetPositionalEmbeddings": (
         prophetnet.positions_from_cache
     ),

@@ -1,0 +1,336 @@
+"""The vision graph's inputs beyond ``pixel_values``: the required arguments of the family's own
+``get_image_features``, under their HF names, found from its signature.
+
+A family's vision tower may need more than the images: the Q-Former's instruction
+(``qformer_input_ids``, InstructBLIP), a second, high-resolution view of the image
+(``high_res_pixel_values``, DeepSeek-VL hybrid), each image's size in patches (``spatial_shapes``,
+``target_sizes``) or pixels (``image_sizes``). What each argument is follows from its name, not
+from the family: the table below says, per HF argument name, its dtype and axes. A name that is
+not in it stops the conversion with the name, so a new family shows what is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from mobius.config import ArchitectureConfig
+from mobius.tasks.base import BATCH, TensorSpec
+
+MAPPING = "MODEL_FOR_IMAGE_TEXT_TO_TEXT"
+IMAGES = "num_images"
+PATCHES = "num_patches"
+QFORMER_SEQUENCE = "qformer_sequence_length"
+HEIGHT, WIDTH = "image_height", "image_width"
+PACKED_WIDTH = "packed_patches_width"
+
+
+def required_arguments(method: Any) -> list[str]:
+    """The parameters of ``method`` that have no default (``self`` and ``**kwargs`` left out)."""
+    return [
+        name
+        for name, p in inspect.signature(method).parameters.items()
+        if name != "self"
+        and p.default is inspect.Parameter.empty
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+
+
+def _image_shape(vision: Any) -> tuple[int, int, int]:
+    """(channels, height, width) of one image for a vision sub-config."""
+    channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
+    size = getattr(vision, "image_size", None)  # None: any size (an axis the trace names)
+    height, width = size if isinstance(size, (list, tuple)) else (size, size)
+    return channels, height, width
+
+
+def _pixels(name: str, config: ArchitectureConfig) -> TensorSpec:
+    """``<view>pixel_values``: images at the size of ``<view>vision_config`` (``pixel_values``:
+    ``vision_config``; ``high_res_pixel_values``: ``high_res_vision_config``)."""
+    prefix = name.removesuffix("pixel_values")
+    vision = getattr(config.hf_config, f"{prefix}vision_config", None)
+    return TensorSpec(name, None, (IMAGES, *_image_shape(vision)))
+
+
+def _per_image_pair(dtype: torch.dtype) -> Callable[[str, ArchitectureConfig], TensorSpec]:
+    """An image's (height, width), in pixels or patches."""
+    return lambda name, config: TensorSpec(name, dtype, (IMAGES, 2))
+
+
+def _flattened_patches(name: str, config: ArchitectureConfig) -> TensorSpec:
+    """Pix2Struct-style patches, padded per image: (row, column, the patch's pixels) each."""
+    return TensorSpec(
+        name, None, (IMAGES, PATCHES, 2 + config.hf_config.vision_config.patch_embed_hidden_size)
+    )
+
+
+def _qformer_ids(name: str, config: ArchitectureConfig) -> TensorSpec:
+    """The instruction the Q-Former reads beside its queries (one row per image)."""
+    return TensorSpec(name, torch.int64, (IMAGES, QFORMER_SEQUENCE))
+
+
+EXTRA_INPUTS: dict[str, Callable[[str, ArchitectureConfig], TensorSpec]] = {
+    "pixel_values": _pixels,
+    "high_res_pixel_values": _pixels,
+    "image_sizes": _per_image_pair(torch.int64),
+    "spatial_shapes": _per_image_pair(torch.int64),
+    "target_sizes": _per_image_pair(torch.int32),
+    "flattened_patches": _flattened_patches,
+    "qformer_input_ids": _qformer_ids,
+}
+
+
+def extra_vision_inputs(config: ArchitectureConfig, method: Any) -> list[TensorSpec]:
+    """One input per required argument of ``get_image_features`` (``method``), by its name."""
+    from mobius.errors import UnsupportedError
+
+    specs = []
+    for name in required_arguments(method):
+        make = EXTRA_INPUTS.get(name)
+        if make is None:
+            raise UnsupportedError(
+                f"{config.hf_config.model_type}: get_image_features takes {name!r}, which the "
+                "vision graph has no input for (mobius/tasks/vlm_inputs.py)"
+            )
+        specs.append(make(name, config))
+    return specs
+
+
+def sized_by_pixels(hf: Any, method: Any) -> bool:
+    """``get_image_features`` takes ``image_sizes`` and the images are not tiled (no anyres
+    ``image_grid_pinpoints``): an image's size is the extent of its own ``pixel_values`` (Pixtral's
+    towers), so the graph takes one image of any size and no ``image_sizes``."""
+    return "image_sizes" in required_arguments(method) and not getattr(
+        hf, "image_grid_pinpoints", None
+    )
+
+
+def one_image_input(config: ArchitectureConfig) -> list[TensorSpec]:
+    """One image at its own size: ``pixel_values`` ``[1, channels, image_height, image_width]``,
+    both sides multiples of the patches the projector merges."""
+    hf = config.hf_config
+    channels = _image_shape(hf.vision_config)[0]
+    unit = hf.vision_config.patch_size * getattr(hf, "spatial_merge_size", 1)
+    return [TensorSpec("pixel_values", None, (1, channels, HEIGHT, WIDTH), unit)]
+
+
+def example_side(dim: str, spec: TensorSpec, config: ArchitectureConfig) -> int:
+    """Distinct example sides within the tower's position table: the full ``image_size``
+    high and one merged patch less wide."""
+    size = _image_shape(config.hf_config.vision_config)[1]
+    return size if dim == HEIGHT else max(size - spec.multiple_of, spec.multiple_of)
+
+
+class ImageSizes(list):
+    """``image_sizes`` as Python sizes ``[(height, width)]``: the tower's per-image loops and
+    crops stay symbolic."""
+
+
+def sizes_from_pixels(inputs: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The inputs with ``image_sizes`` said by the image's shape."""
+    height, width = inputs["pixel_values"].shape[-2:]
+    return {**inputs, "image_sizes": ImageSizes([(height, width)])}
+
+
+@contextlib.contextmanager
+def sizes_as_tensors() -> Iterator[None]:
+    """``torch.as_tensor`` of :class:`ImageSizes` (Mistral 3 counts each image's tokens so) gives
+    a tensor computed from the sizes, where it would otherwise fix them to the traced values."""
+    original = torch.as_tensor
+
+    def as_tensor(data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if not isinstance(data, ImageSizes):
+            return original(data, *args, **kwargs)
+        one = torch.ones((), dtype=torch.int64, device=kwargs.get("device"))
+        return torch.stack([torch.stack([one * h, one * w]) for h, w in data])
+
+    torch.as_tensor = as_tensor
+    try:
+        yield
+    finally:
+        torch.as_tensor = original
+
+
+def packed_patches(method: Any) -> bool:
+    """``get_image_features`` takes ``target_sizes``: NaViT-style packing (MiniCPM-V 4.6/4.7,
+    MiniCPM-OCR), every image's patches side by side in one row of patches."""
+    return "target_sizes" in required_arguments(method)
+
+
+def _patches_per_feature(hf: Any) -> int:
+    """Patches behind one image feature: the tower's window merge (``window_kernel_size``), then
+    the projector's ``merge_kernel_size`` blocks, ``merger_times`` times."""
+    window = getattr(hf.vision_config, "window_kernel_size", None) or (1, 1)
+    merge = getattr(hf, "merge_kernel_size", None) or (1, 1)
+    return window[0] * window[1] * (merge[0] * merge[1]) ** getattr(hf, "merger_times", 1)
+
+
+def packed_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    """The processor's packed layout: ``pixel_values`` ``[1, channels, patch, patches * patch]``
+    (each image's patches row-major, images one after another) and each image's size in patches,
+    ``target_sizes`` int32 ``[num_images, 2]``."""
+    hf = config.hf_config
+    channels, patch = _image_shape(hf.vision_config)[0], hf.vision_config.patch_size
+    return [
+        TensorSpec(
+            "pixel_values",
+            None,
+            (1, channels, patch, PACKED_WIDTH),
+            patch * _patches_per_feature(hf),
+        ),
+        TensorSpec("target_sizes", torch.int32, (IMAGES, 2)),
+    ]
+
+
+def packed_patch_count(hf: Any, pixel_values: torch.Tensor) -> Any:
+    """How many patches a packed ``pixel_values`` holds (as its patch convolution counts them)."""
+    patch = hf.vision_config.patch_size
+    return (pixel_values.shape[-1] - patch) // patch + 1
+
+
+def anyres(hf: Any, method: Any) -> bool:
+    """``image_sizes`` choose a tiling (``image_grid_pinpoints``: LLaVA-NeXT, OneVision)."""
+    return "image_sizes" in required_arguments(method) and bool(
+        getattr(hf, "image_grid_pinpoints", None)
+    )
+
+
+def fixed_resolution(hf: Any) -> tuple[int, int]:
+    """The one image size an anyres vision graph takes: the first tiling
+    (``image_grid_pinpoints[0]``), which an image of exactly that size is tiled to whole."""
+    height, width = hf.image_grid_pinpoints[0]
+    return int(height), int(width)
+
+
+def fixed_resolution_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    """One image at the fixed resolution, as the processor makes it: the whole image resized to
+    one tile, then the tiles, ``[1, 1 + rows * columns, channels, tile, tile]``; and its
+    ``image_sizes`` ``[1, 2]`` (checked to be the fixed resolution when the graph runs)."""
+    hf = config.hf_config
+    channels, tile, _ = _image_shape(hf.vision_config)
+    height, width = fixed_resolution(hf)
+    tiles = 1 + (height // tile) * (width // tile)
+    return [
+        TensorSpec("pixel_values", None, (1, tiles, channels, tile, tile)),
+        TensorSpec("image_sizes", torch.int64, (1, 2)),
+    ]
+
+
+def at_fixed_resolution(hf: Any, inputs: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The inputs with ``image_sizes`` as the fixed resolution's Python sizes: the tiling and
+    unpadding are then fixed."""
+    return {**inputs, "image_sizes": [fixed_resolution(hf)]}
+
+
+def checked_size(hf: Any, features: torch.Tensor, given: torch.Tensor) -> torch.Tensor:
+    """``features`` plus a zero gathered out of a one-element table's range (ONNX ``Gather``
+    fails) when the given ``image_sizes`` are not the fixed resolution."""
+    height, width = fixed_resolution(hf)
+    other = ((given[:, 0] != height) | (given[:, 1] != width)).any().to(torch.int64)
+    table = features.new_zeros(1)
+    return features + table[(2 * other).view(1)].sum()
+
+
+def images_per_call(hf: Any, method: Any) -> dict[str, Any]:
+    """What ``mobius.json`` says of a vision graph that takes one image per call: its
+    ``vision_images_per_call`` (1), and the ``vision_image_size`` it takes (anyres towers)."""
+    if sized_by_pixels(hf, method):
+        return {"vision_images_per_call": 1}
+    if anyres(hf, method):
+        return {"vision_images_per_call": 1, "vision_image_size": list(fixed_resolution(hf))}
+    return {}
+
+
+def images_per_call_fallbacks(hf: Any, method: Any) -> list[Any]:
+    """The fixed-resolution contract of an anyres tower, as a fallback (mobius.json, explain)."""
+    from mobius.synth.fallbacks import ANY_IMAGE_SIZE, FIXED_IMAGE_SIZE, Fallback
+
+    if not anyres(hf, method):
+        return []
+    height, width = fixed_resolution(hf)
+    reason = (
+        f"image_sizes choose the tiling and unpadding (image_grid_pinpoints), so the number of "
+        f"image tokens depends on their values: the graph takes one {height}x{width} image "
+        "(resize it to that size before the processor) and checks image_sizes"
+    )
+    return [Fallback(FIXED_IMAGE_SIZE, reason, (ANY_IMAGE_SIZE,))]
+
+
+def image_feature_arguments(config: ArchitectureConfig) -> list[str]:
+    """What the family's ``get_image_features`` takes (``pixel_values``, ``image_grid_thw``...)."""
+    method = image_features_method(config)
+    if method is None:
+        return []
+    return [p for p in inspect.signature(method).parameters if p not in ("self", "kwargs")]
+
+
+def model_class(config: ArchitectureConfig) -> Any:
+    """The image-text-to-text head class for the config."""
+    from mobius.tasks.head import auto_mapping
+
+    return auto_mapping(MAPPING)[type(config.hf_config)]
+
+
+def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
+    hf = config.hf_config
+    vision = getattr(hf, "vision_config", None)
+    channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
+    if "image_grid_thw" in image_feature_arguments(config):
+        # each image's patches, and its (t, h, w) grid of patches: flattened where the tower
+        # stacks frames (temporal_patch_size), else as small images (PaddleOCR-VL)
+        size = vision.patch_size
+        temporal = getattr(vision, "temporal_patch_size", None)
+        pixels = (channels * temporal * size * size,) if temporal else (channels, size, size)
+        merge = getattr(vision, "spatial_merge_size", 1)
+        return [
+            TensorSpec("pixel_values", None, (PATCHES, *pixels), merge * merge),
+            TensorSpec("image_grid_thw", torch.int64, (IMAGES, 3)),
+        ]
+    size = getattr(vision, "image_size", None)
+    if isinstance(size, (list, tuple)):
+        height, width = size
+    else:
+        height = width = size
+    arguments = image_feature_arguments(config)
+    if "pixel_attention_mask" in arguments and len(arguments) == 2:
+        # Idefics-style: a batch of prompts' image lists (all-zero images pad the lists), and a
+        # mask of each image's real pixels
+        return [
+            TensorSpec("pixel_values", None, (BATCH, IMAGES, channels, height, width)),
+            TensorSpec("pixel_attention_mask", torch.bool, (BATCH, IMAGES, height, width)),
+        ]
+    if sized_by_pixels(hf, image_features_method(config)):
+        return one_image_input(config)
+    if anyres(hf, image_features_method(config)):
+        return fixed_resolution_inputs(config)
+    if packed_patches(image_features_method(config)):
+        return packed_inputs(config)
+    if arguments[:1] == ["pixel_values"] and not _required_beyond_pixels(config):
+        return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
+    # more than the images (vlm_inputs): an input per required argument, by its HF name
+    return extra_vision_inputs(config, image_features_method(config))
+
+
+def image_features_method(config: ArchitectureConfig) -> Any:
+    """``get_image_features`` of the ``...Model`` under the head where it has one (the head's
+    may only pass ``*args`` on, or have none: DeepSeek-VL hybrid), else the head's (or None)."""
+    from mobius.tasks.head import auto_mapping
+
+    head = model_class(config)
+    inner = auto_mapping("MODEL").get(type(config.hf_config), None)
+    # the head holds the base model as ``model`` (BLIP's holds another, under ``blip``)
+    method = (
+        getattr(inner, "get_image_features", None) if head.base_model_prefix == "model" else None
+    )
+    return (
+        method if method is not None else getattr(model_class(config), "get_image_features", None)
+    )
+
+
+def _required_beyond_pixels(config: ArchitectureConfig) -> list[str]:
+    return [a for a in required_arguments(image_features_method(config)) if a != "pixel_values"]
