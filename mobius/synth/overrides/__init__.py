@@ -17,6 +17,7 @@ from mobius.synth.overrides import (
     funnel,
     git,
     led,
+    paddleocr_vl,
     prophetnet,
     qwen4_exp,
     reformer,
@@ -41,6 +42,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
     "transformers.models.led.modeling_led.LEDEncoder": led.no_window_padding,
     "transformers.models.led.modeling_led.LEDEncoderSelfAttention": led.banded_attention,
+    "transformers.models.paddleocr_vl.modeling_paddleocr_vl.PaddleOCRProjector": (
+        paddleocr_vl.merged_by_gather
+    ),
     "transformers.models.prophetnet.modeling_prophetnet.ProphetNetPositionalEmbeddings": (
         prophetnet.positions_from_cache
     ),
