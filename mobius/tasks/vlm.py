@@ -125,6 +125,12 @@ class _VLMGraph(Task):
         return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
 
 
+def grid_merge_size(vision: Any) -> int:
+    """The side of the patch blocks a grid tower merges (MuseGlimmer calls it ``merge_size``, and
+    its frames per patch ``patch_temporal``)."""
+    return getattr(vision, "spatial_merge_size", None) or getattr(vision, "merge_size", None) or 1
+
+
 def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
     hf = config.hf_config
@@ -134,9 +140,11 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         # each image's patches, and its (t, h, w) grid of patches: flattened where the tower
         # stacks frames (temporal_patch_size), else as small images (PaddleOCR-VL)
         size = vision.patch_size
-        temporal = getattr(vision, "temporal_patch_size", None)
+        temporal = getattr(vision, "temporal_patch_size", None) or getattr(
+            vision, "patch_temporal", None
+        )
         pixels = (channels * temporal * size * size,) if temporal else (channels, size, size)
-        merge = getattr(vision, "spatial_merge_size", 1)
+        merge = grid_merge_size(vision)
         return [
             TensorSpec("pixel_values", None, (PATCHES, *pixels), merge * merge),
             TensorSpec("image_grid_thw", torch.int64, (IMAGES, 3)),

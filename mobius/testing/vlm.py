@@ -12,8 +12,15 @@ import numpy as np
 import torch
 
 from mobius.runtime_vlm import OnnxVisionLanguageModel, next_positions
-from mobius.tasks.vlm import image_token_id, takes_token_type_ids, vision_outputs
+from mobius.tasks.vlm import (
+    grid_merge_size,
+    image_token_id,
+    takes_token_type_ids,
+    vision_outputs,
+)
 from mobius.testing.tiny import randomize
+from mobius.testing.vlm_scale import fan_in_scaled
+from mobius.testing.vlm_tiny_configs import MORE_VLM_OVERRIDES
 
 NEW_TOKENS = 12
 # per type, what keeps the tiny model small or buildable (on top of tiny_config_for's shrinking)
@@ -27,6 +34,7 @@ VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # its default feature layers (-2, -5, -8, -11, 6) need a 12-layer tower
     "vipllava": {"vision_feature_layers": [-2, -1]},
 }
+VLM_OVERRIDES.update(MORE_VLM_OVERRIDES)
 
 
 def auto_class() -> Any:
@@ -44,6 +52,7 @@ def tiny_vlm(model_type: str, directory: Path, *, seed: int = 0, **overrides: An
     torch.manual_seed(seed)
     model = auto_class().from_config(config, attn_implementation="eager").eval()
     randomize(model, seed)
+    fan_in_scaled(model, model_type, seed)  # a few types' vision side: see vlm_scale
     model.save_pretrained(directory)
     loaded = auto_class().from_pretrained(directory, attn_implementation="eager")
     return loaded.eval(), config
@@ -118,17 +127,21 @@ def tiny_llava_with_processor(directory: Path, *, seed: int = 0):
 def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.Tensor]:
     """Random images in the layout the vision graph takes (``vision_inputs``)."""
     from mobius.config import from_hf
-    from mobius.tasks.vlm import vision_inputs
+    from mobius.tasks.vlm import image_feature_arguments, vision_inputs
 
     gen = torch.Generator().manual_seed(seed)
     specs = {s.name: s for s in vision_inputs(from_hf(model.config))}
     out = {}
     if "image_grid_thw" in specs:  # a (1, 2, 3)-block grid of merged patches per image
-        merge = getattr(model.config.vision_config, "spatial_merge_size", 1)
+        merge = grid_merge_size(model.config.vision_config)
         grid = torch.tensor([[1, 2 * merge, 3 * merge]] * images)
         out["image_grid_thw"] = grid
         rest = specs["pixel_values"].dims[1:]
         out["pixel_values"] = torch.randn(int(grid.prod(-1).sum()), *rest, generator=gen)
+        if "image_merge_sizes" in image_feature_arguments(from_hf(model.config)):
+            out["image_merge_sizes"] = torch.ones(
+                images, dtype=torch.int64
+            )  # HF only (VideoLLaMA3)
         return out
     sizes = {"num_images": images, "batch": 1}
     for name, spec in specs.items():
