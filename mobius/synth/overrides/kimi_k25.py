@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -13,15 +14,28 @@ def frame_index_per_patch(module: torch.nn.Module) -> None:
     # Kimi_K25VisionPositionEmbeddings reads get_vision_frame_index, which loops in Python over
     # grid_thw.tolist(): no loop traces for a grid given as an input. HF lets the index be passed
     # precomputed (kwargs "frame_index"); it is computed here per patch from the grid: 0 for a
-    # single-frame item (an image), frame + 1 within a multi-frame one, as HF's loop gives.
-    original = module.forward
+    # single-frame item (an image), frame + 1 within a multi-frame one, as HF's loop gives. The
+    # interpolation taps are summed as a gather and a weighted sum, which is what HF's
+    # F.embedding_bag(mode="sum", per_sample_weights=...) computes (no ONNX lowering of its own).
+    family = sys.modules[type(module).__module__]
 
     def forward(hidden_states: torch.Tensor, grid_thw: torch.Tensor, **kwargs: Any):
-        if kwargs.get("frame_index") is None:
+        table = module.position_embeddings.flatten(0, 1)
+        indices, weights = family.get_vision_interpolation_indices_and_weights(
+            grid_thw,
+            module.num_grid_per_side,
+            mode=module.interpolation_mode,
+            align_corners=module.interpolation_align_corners,
+            kwargs=kwargs,
+        )
+        pos = (table[indices] * weights.to(table.dtype)[..., None]).sum(1)
+        frame_index = kwargs.get("frame_index")
+        if frame_index is None:
             p = patch_of_image(grid_thw, hidden_states.shape[0])
             frame = p["local"] // (p["h"] * p["w"])
-            kwargs["frame_index"] = torch.where(p["t"] > 1, frame + 1, torch.zeros_like(frame))
-        return original(hidden_states, grid_thw, **kwargs)
+            frame_index = torch.where(p["t"] > 1, frame + 1, torch.zeros_like(frame))
+        pos = pos + module.time_position_embeddings[frame_index]
+        return hidden_states + pos.to(hidden_states.dtype)
 
     module.forward = forward
 

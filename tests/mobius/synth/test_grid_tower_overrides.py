@@ -61,6 +61,25 @@ def test_kimi_merge_index_equals_hf_for_images():
     assert got_merged == merged
 
 
+def test_kimi_position_embeddings_equal_hf():
+    from transformers.models.kimi_k25 import modeling_kimi_k25 as kimi
+
+    from mobius.synth.overrides.kimi_k25 import frame_index_per_patch
+    from mobius.testing.configs import tiny_config_for
+
+    torch.manual_seed(0)
+    embeddings = kimi.Kimi_K25VisionPositionEmbeddings(tiny_config_for("kimi_k25").vision_config)
+    torch.nn.init.normal_(embeddings.position_embeddings)
+    grid = GRID.clone()
+    grid[:, 0] = 1
+    hidden = torch.randn(int(grid.prod(-1).sum()), embeddings.dim)
+    with torch.no_grad():
+        expected = embeddings(hidden, grid)
+        frame_index_per_patch(embeddings)
+        got = embeddings(hidden, grid)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
 def test_muse_glimmer_shuffle_index_equals_hf():
     from transformers.models.muse_glimmer.modeling_muse_glimmer import (
         get_vision_pixel_shuffle_index,
