@@ -17,6 +17,9 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # Kimi-K2.5's projector norms the merged vision tokens with projection_hidden_size features,
     # the vision width (1152 in the real config); the shrunk tower is 64 wide
     "kimi_k25": {"projection_hidden_size": 64},
+    # shrinking the vocabulary to 256 clamps LFM3-VL's special ids onto each other: the image
+    # token (125030 in the real config) would land on the pad token (124893); distinct ids below
+    "lfm3_vl": {"image_token_id": 250, "video_token_id": 249},
     # Llama 4's pixel-shuffle MLP reads intermediate_size = hidden_size / ratio**2 features and
     # projects to projector_input_dim = projector_output_dim = vision_output_dim (5632 = 1408 * 4
     # and 4096 in the real config); shrinking the widths one by one breaks those identities
