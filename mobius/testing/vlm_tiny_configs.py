@@ -17,6 +17,9 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # Kimi-K2.5's projector norms the merged vision tokens with projection_hidden_size features,
     # the vision width (1152 in the real config); the shrunk tower is 64 wide
     "kimi_k25": {"projection_hidden_size": 64},
+    # MuseGlimmer's adapter reads out_hidden_size = vision width * merge_size**2 features (6144 =
+    # 1536 * 4 in the real config); the shrunk tower gives 64 * 4. A narrower adapter keeps it small
+    "muse_glimmer": {"out_hidden_size": 256, "projector_hidden_size": 128},
     # shrinking the vocabulary to 256 clamps LFM3-VL's special ids onto each other: the image
     # token (125030 in the real config) would land on the pad token (124893); distinct ids below
     "lfm3_vl": {"image_token_id": 250, "video_token_id": 249},
