@@ -127,7 +127,10 @@ class _VLMGraph(Task):
 
 def grid_merge_size(vision: Any) -> int:
     """The side of the patch blocks a grid tower merges (MuseGlimmer calls it ``merge_size``, and
-    its frames per patch ``patch_temporal``)."""
+    its frames per patch ``patch_temporal``; Kimi-K2.5 ``merge_kernel_size``, square)."""
+    kernel = getattr(vision, "merge_kernel_size", None)
+    if isinstance(kernel, (list, tuple)) and kernel:
+        return int(kernel[0])
     return getattr(vision, "spatial_merge_size", None) or getattr(vision, "merge_size", None) or 1
 
 

@@ -127,7 +127,7 @@ def tiny_llava_with_processor(directory: Path, *, seed: int = 0):
 def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.Tensor]:
     """Random images in the layout the vision graph takes (``vision_inputs``)."""
     from mobius.config import from_hf
-    from mobius.tasks.vlm import image_feature_arguments, vision_inputs
+    from mobius.tasks.vlm import vision_inputs
 
     gen = torch.Generator().manual_seed(seed)
     specs = {s.name: s for s in vision_inputs(from_hf(model.config))}
@@ -138,10 +138,9 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         out["image_grid_thw"] = grid
         rest = specs["pixel_values"].dims[1:]
         out["pixel_values"] = torch.randn(int(grid.prod(-1).sum()), *rest, generator=gen)
-        if "image_merge_sizes" in image_feature_arguments(from_hf(model.config)):
-            out["image_merge_sizes"] = torch.ones(
-                images, dtype=torch.int64
-            )  # HF only (VideoLLaMA3)
+        inner = getattr(model, "model", model)  # VideoLLaMA3: HF's only (images merge at 1)
+        if "image_merge_sizes" in inspect.signature(inner.get_image_features).parameters:
+            out["image_merge_sizes"] = torch.ones(images, dtype=torch.int64)
         return out
     sizes = {"num_images": images, "batch": 1}
     for name, spec in specs.items():
