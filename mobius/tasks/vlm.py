@@ -86,10 +86,31 @@ def _model_class(config: ArchitectureConfig) -> Any:
     return auto_mapping(MAPPING)[type(config.hf_config)]
 
 
-def takes_token_type_ids(model: torch.nn.Module | type) -> bool:
-    """Whether the model's forward reads ``token_type_ids`` (Gemma 3 and PaliGemma attend
-    bidirectionally within an image's tokens)."""
-    return "token_type_ids" in inspect.signature(model.forward).parameters
+def type_ids_argument(model: torch.nn.Module | type, hf: Any = None) -> str | None:
+    """Where the model reads which tokens are an image's, to attend both ways within them: Gemma 3
+    and PaliGemma's ``token_type_ids``; Gemma 4's ``mm_token_type_ids`` where its text config
+    says ``use_bidirectional_attention="vision"``. The graph's input is ``token_type_ids``."""
+    params = inspect.signature(model.forward).parameters
+    if "token_type_ids" in params:
+        return "token_type_ids"
+    hf = hf if hf is not None or isinstance(model, type) else model.config
+    both_ways = getattr(text_config_of(hf), "use_bidirectional_attention", None) if hf else None
+    return "mm_token_type_ids" if "mm_token_type_ids" in params and both_ways == "vision" else None
+
+
+def takes_token_type_ids(model: torch.nn.Module | type, hf: Any = None) -> bool:
+    """Whether the model attends bidirectionally within an image's tokens (``type_ids_argument``)."""
+    return type_ids_argument(model, hf) is not None
+
+
+def _own_type_ids(model: torch.nn.Module, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The graph's ``token_type_ids`` under the name the model reads them by."""
+    name = type_ids_argument(model)
+    if "token_type_ids" not in inputs or name in (None, "token_type_ids"):
+        return inputs
+    inputs = dict(inputs)
+    inputs[name] = inputs.pop("token_type_ids")
+    return inputs
 
 
 def _auto() -> Any:
@@ -152,6 +173,8 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             TensorSpec("pixel_values", None, (PATCHES, *pixels), merge * merge),
             TensorSpec("image_grid_thw", torch.int64, (IMAGES, 3)),
         ]
+    if "image_position_ids" in image_feature_arguments(config):
+        return position_patch_inputs(vision, channels)
     size = getattr(vision, "image_size", None)
     if isinstance(size, (list, tuple)):
         height, width = size
@@ -166,6 +189,18 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             TensorSpec("pixel_attention_mask", torch.bool, (BATCH, IMAGES, height, width)),
         ]
     return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
+
+
+def position_patch_inputs(vision: Any, channels: int) -> list[TensorSpec]:
+    """Gemma 4: each image as a row of flattened patches (``model_patch_size`` where the patches
+    are merged before embedding), with each patch's (x, y) in ``image_position_ids`` (-1, -1 for
+    padding); the patch count is a multiple of the pooled kernel's."""
+    side = getattr(vision, "model_patch_size", None) or vision.patch_size
+    pooled = 1 if hasattr(vision, "model_patch_size") else vision.pooling_kernel_size**2
+    return [
+        TensorSpec("pixel_values", None, (IMAGES, PATCHES, channels * side * side), pooled),
+        TensorSpec("image_position_ids", torch.int64, (IMAGES, PATCHES, 2)),
+    ]
 
 
 class VisionGraph(_VLMGraph):
@@ -317,7 +352,7 @@ class DecoderGraph(CausalLMTask):
         """This graph for ``config``: a model that attends both ways within an image's tokens
         (``token_type_ids``) keeps its own attention and masks, with transformers' cache carried
         through the trace (the captured attention knows causal and padding masks only)."""
-        if self.text_only or not takes_token_type_ids(_model_class(config)):
+        if self.text_only or not takes_token_type_ids(_model_class(config), config.hf_config):
             return self
         graph = DecoderGraph(self.parent)
         graph.attention_implementations = ("eager",)  # the sdpa pattern would rebuild the mask
@@ -349,7 +384,7 @@ class DecoderGraph(CausalLMTask):
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
-        inputs = dict(inputs)
+        inputs = dict(_own_type_ids(model, inputs))
         deepstack = inputs.pop(DEEPSTACK, None)
         with masks_without_vmap(), added_deepstack(model, deepstack):
             out = model(**_model_positions(model, inputs), use_cache=False, return_dict=True)
@@ -365,7 +400,7 @@ class DecoderGraph(CausalLMTask):
         if not mask_spans_past:
             new = inputs["position_ids"].shape[-1]
             inputs = {**inputs, "attention_mask": inputs["attention_mask"][:, -new:]}
-        inputs = dict(_model_positions(model, inputs))
+        inputs = dict(_own_type_ids(model, _model_positions(model, inputs)))
         deepstack = inputs.pop(DEEPSTACK, None)
         first_call = (
             _as_first_call(cache) if "token_type_ids" in inputs else contextlib.nullcontext()

@@ -5,6 +5,7 @@ generation token for token against HF ``generate``."""
 from __future__ import annotations
 
 import inspect
+import math
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from mobius.runtime_vlm import OnnxVisionLanguageModel, next_positions
 from mobius.tasks.vlm import (
     grid_merge_size,
     image_token_id,
-    takes_token_type_ids,
+    type_ids_argument,
     vision_outputs,
 )
 from mobius.testing.tiny import randomize
@@ -142,6 +143,8 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         if "image_merge_sizes" in inspect.signature(inner.get_image_features).parameters:
             out["image_merge_sizes"] = torch.ones(images, dtype=torch.int64)
         return out
+    if "image_position_ids" in specs:
+        return position_patches(specs["pixel_values"], images, gen)
     sizes = {"num_images": images, "batch": 1}
     for name, spec in specs.items():
         dims = [sizes.get(d, d) for d in spec.dims]
@@ -150,6 +153,20 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         else:
             out[name] = torch.randn(*dims, generator=gen)
     return out
+
+
+def position_patches(spec: Any, images: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Gemma 4's patchified images (``vision_inputs``): each a grid of 2u x 3u patches, where
+    u x u patches pool to one feature, in row-major order with (x, y) positions, in [0, 1] as
+    the processor rescales them."""
+    unit = math.isqrt(spec.multiple_of)
+    rows, columns = 2 * unit, 3 * unit
+    y, x = torch.meshgrid(torch.arange(rows), torch.arange(columns), indexing="ij")
+    positions = torch.stack([x.flatten(), y.flatten()], -1)
+    return {
+        "pixel_values": torch.rand(images, rows * columns, spec.dims[-1], generator=gen),
+        "image_position_ids": positions.expand(images, -1, -1).clone(),
+    }
 
 
 def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
@@ -211,7 +228,7 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
         runner.positions(ids.numpy(), mask.numpy(), None if grid is None else grid.numpy())
     )
     extra = {}
-    if takes_token_type_ids(model):
+    if type_ids_argument(model) == "token_type_ids":
         extra["token_type_ids"] = (ids == image_token_id(model.config)).long()
     if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
         extra["mm_token_type_ids"] = (ids == image_token_id(model.config)).int()
@@ -240,7 +257,7 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
         mask.numpy(),
         positions.numpy(),
         runner.empty_cache(2),
-        types.get("token_type_ids"),
+        types.get("token_type_ids", types.get("mm_token_type_ids")),
         runner.place_deepstack(ids.numpy(), deepstack),
     )
     step_logits, _ = runner.decode(
@@ -254,7 +271,7 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
         features,
         new_tokens,
         positions=positions.numpy(),
-        token_type_ids=types.get("token_type_ids"),
+        token_type_ids=types.get("token_type_ids", types.get("mm_token_type_ids")),
         deepstack=deepstack,
     )
     return {

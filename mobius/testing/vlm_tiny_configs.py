@@ -14,6 +14,9 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # extended vocabulary, and the processor repeats it num_query_tokens times. Four queries
     # keep the prompt short.
     "blip-2": {"image_token_index": 255, "num_query_tokens": 4},
+    # Gemma 4 unified embeds merged patches straight to mm_embed_dim and output_proj_dims (3840
+    # each in the real config, not shrunk with the other widths)
+    "gemma4_unified": {"vision_config": {"mm_embed_dim": 64, "output_proj_dims": 64}},
     # Kimi-K2.5's projector norms the merged vision tokens with projection_hidden_size features,
     # the vision width (1152 in the real config); the shrunk tower is 64 wide
     "kimi_k25": {"projection_hidden_size": 64},
