@@ -143,6 +143,11 @@ class _VLMGraph(Task):
     ) -> torch.Tensor:
         sizes = {BATCH: 2, SEQUENCE: 7, **_SIZES}
         shape = [d if isinstance(d, int) else sizes.get(d, 5) for d in spec.dims]
+        if PATCHES in spec.dims and shape[spec.dims.index(PATCHES)] % spec.multiple_of:
+            # whole pooled blocks, at least two (a count of one would be specialised)
+            unit = spec.multiple_of
+            axis = spec.dims.index(PATCHES)
+            shape[axis] = unit * max(2, -(-shape[axis] // unit))
         return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
 
 
@@ -199,7 +204,7 @@ def position_patch_inputs(vision: Any, channels: int) -> list[TensorSpec]:
     pooled = 1 if hasattr(vision, "model_patch_size") else vision.pooling_kernel_size**2
     return [
         TensorSpec("pixel_values", None, (IMAGES, PATCHES, channels * side * side), pooled),
-        TensorSpec("image_position_ids", torch.int64, (IMAGES, PATCHES, 2)),
+        TensorSpec("image_position_ids", torch.int64, (IMAGES, PATCHES, 2), pooled),
     ]
 
 
