@@ -20,8 +20,6 @@ import onnxscript
 
 from mobius.tasks.base import TOTAL, TensorSpec
 
-_TOKEN_AXIS = 1
-
 
 def loop_over_tokens(
     step: ir.Model,
@@ -50,7 +48,15 @@ def loop_over_tokens(
         for s, t in zip(specs, step_specs, strict=True)
         if s.dims != t.dims  # the sequence axis (SEQUENCE, or a decoder's own) became 1
     ]
+    # the axis each input is cut along: where its sequence axis became 1 (position_ids
+    # [3, batch, sequence] for multi-axis rotary: axis 2), and the mask's TOTAL axis
+    axes = {
+        s.name: next(i for i, (d, e) in enumerate(zip(s.dims, t.dims, strict=True)) if d != e)
+        for s, t in zip(specs, step_specs, strict=True)
+        if s.name in per_token
+    }
     growing = [s.name for s in specs if TOTAL in s.dims]
+    axes.update({s.name: list(s.dims).index(TOTAL) for s in specs if s.name in growing})
     carried = [
         s.name
         for s in specs
@@ -59,8 +65,12 @@ def loop_over_tokens(
     for name, value in list(old.initializers.items()):  # weights stay in the outer graph
         old.initializers.pop(name)
         outer.register_initializer(value)
-    tokens = op.Shape(outer_inputs[per_token[0]], start=_TOKEN_AXIS, end=_TOKEN_AXIS + 1)
-    past = {n: op.Sub(op.Shape(outer_inputs[n], start=1, end=2), tokens) for n in growing}
+    first = per_token[0]
+    tokens = op.Shape(outer_inputs[first], start=axes[first], end=axes[first] + 1)
+    past = {
+        n: op.Sub(op.Shape(outer_inputs[n], start=axes[n], end=axes[n] + 1), tokens)
+        for n in growing
+    }
 
     prologue: list[ir.Node] = []
 
@@ -74,12 +84,15 @@ def loop_over_tokens(
     one = node("Constant", value_ints=[1])
     start = node("Reshape", index, one)
     after = node("Add", start, one)
-    axis = node("Constant", value_ints=[_TOKEN_AXIS])
     replacements = {
-        name: node("Slice", outer_inputs[name], start, after, axis) for name in per_token
+        name: node(
+            "Slice", outer_inputs[name], start, after, node("Constant", value_ints=[axes[name]])
+        )
+        for name in per_token
     }
     for name in growing:
         zero = node("Constant", value_ints=[0])
+        axis = node("Constant", value_ints=[axes[name]])
         replacements[name] = node(
             "Slice", outer_inputs[name], zero, node("Add", past[name], after), axis
         )

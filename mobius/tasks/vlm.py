@@ -90,10 +90,31 @@ def text_config_of(hf: Any) -> Any:
     return hf.get_text_config(decoder=True)
 
 
-def takes_token_type_ids(model: torch.nn.Module | type) -> bool:
-    """Whether the model's forward reads ``token_type_ids`` (Gemma 3 and PaliGemma attend
-    bidirectionally within an image's tokens)."""
-    return "token_type_ids" in inspect.signature(model.forward).parameters
+def type_ids_argument(model: torch.nn.Module | type, hf: Any = None) -> str | None:
+    """Where the model reads which tokens are an image's, to attend both ways within them: Gemma 3
+    and PaliGemma's ``token_type_ids``; Gemma 4's ``mm_token_type_ids`` where its text config
+    says ``use_bidirectional_attention="vision"``. The graph's input is ``token_type_ids``."""
+    params = inspect.signature(model.forward).parameters
+    if "token_type_ids" in params:
+        return "token_type_ids"
+    hf = hf if hf is not None or isinstance(model, type) else model.config
+    both_ways = getattr(text_config_of(hf), "use_bidirectional_attention", None) if hf else None
+    return "mm_token_type_ids" if "mm_token_type_ids" in params and both_ways == "vision" else None
+
+
+def takes_token_type_ids(model: torch.nn.Module | type, hf: Any = None) -> bool:
+    """Whether the model attends bidirectionally within an image's tokens (``type_ids_argument``)."""
+    return type_ids_argument(model, hf) is not None
+
+
+def _own_type_ids(model: torch.nn.Module, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The graph's ``token_type_ids`` under the name the model reads them by."""
+    name = type_ids_argument(model)
+    if "token_type_ids" not in inputs or name in (None, "token_type_ids"):
+        return inputs
+    inputs = dict(inputs)
+    inputs[name] = inputs.pop("token_type_ids")
+    return inputs
 
 
 def _auto() -> Any:
@@ -135,6 +156,11 @@ class _VLMGraph(Task):
     ) -> torch.Tensor:
         sizes = {BATCH: 2, SEQUENCE: 7, **_SIZES}
         shape = [d if isinstance(d, int) else sizes.get(d, 5) for d in spec.dims]
+        if PATCHES in spec.dims and shape[spec.dims.index(PATCHES)] % spec.multiple_of:
+            # whole pooled blocks, at least two (a count of one would be specialised)
+            unit = spec.multiple_of
+            axis = spec.dims.index(PATCHES)
+            shape[axis] = unit * max(2, -(-shape[axis] // unit))
         return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
 
 
@@ -315,7 +341,7 @@ class DecoderGraph(CausalLMTask):
         """This graph for ``config``: a model that attends both ways within an image's tokens
         (``token_type_ids``) keeps its own attention and masks, with transformers' cache carried
         through the trace (the captured attention knows causal and padding masks only)."""
-        if self.text_only or not takes_token_type_ids(model_class(config)):
+        if self.text_only or not takes_token_type_ids(model_class(config), config.hf_config):
             return self
         graph = DecoderGraph(self.parent)
         graph.attention_implementations = ("eager",)  # the sdpa pattern would rebuild the mask
@@ -347,7 +373,7 @@ class DecoderGraph(CausalLMTask):
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
-        inputs = dict(inputs)
+        inputs = dict(_own_type_ids(model, inputs))
         deepstack = inputs.pop(DEEPSTACK, None)
         model = language_model(model)
         with masks_without_vmap(), added_deepstack(model, deepstack):
@@ -364,6 +390,7 @@ class DecoderGraph(CausalLMTask):
         if not mask_spans_past:
             new = inputs["position_ids"].shape[-1]
             inputs = {**inputs, "attention_mask": inputs["attention_mask"][:, -new:]}
+        inputs = _own_type_ids(model, inputs)
         model = language_model(model)
         inputs = dict(_model_positions(model, inputs))
         deepstack = inputs.pop(DEEPSTACK, None)

@@ -275,6 +275,27 @@ def model_class(config: ArchitectureConfig) -> Any:
     return auto_mapping(MAPPING)[type(config.hf_config)]
 
 
+def grid_merge_size(vision: Any) -> int:
+    """The side of the patch blocks a grid tower merges (MuseGlimmer calls it ``merge_size``, and
+    its frames per patch ``patch_temporal``; Kimi-K2.5 ``merge_kernel_size``, square)."""
+    kernel = getattr(vision, "merge_kernel_size", None)
+    if isinstance(kernel, (list, tuple)) and kernel:
+        return int(kernel[0])
+    return getattr(vision, "spatial_merge_size", None) or getattr(vision, "merge_size", None) or 1
+
+
+def position_patch_inputs(vision: Any, channels: int) -> list[TensorSpec]:
+    """Gemma 4: each image as a row of flattened patches (``model_patch_size`` where the patches
+    are merged before embedding), with each patch's (x, y) in ``image_position_ids`` (-1, -1 for
+    padding); the patch count is a multiple of the pooled kernel's."""
+    side = getattr(vision, "model_patch_size", None) or vision.patch_size
+    pooled = 1 if hasattr(vision, "model_patch_size") else vision.pooling_kernel_size**2
+    return [
+        TensorSpec("pixel_values", None, (IMAGES, PATCHES, channels * side * side), pooled),
+        TensorSpec("image_position_ids", torch.int64, (IMAGES, PATCHES, 2), pooled),
+    ]
+
+
 def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
     hf = config.hf_config
@@ -284,13 +305,17 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         # each image's patches, and its (t, h, w) grid of patches: flattened where the tower
         # stacks frames (temporal_patch_size), else as small images (PaddleOCR-VL)
         size = vision.patch_size
-        temporal = getattr(vision, "temporal_patch_size", None)
+        temporal = getattr(vision, "temporal_patch_size", None) or getattr(
+            vision, "patch_temporal", None
+        )
         pixels = (channels * temporal * size * size,) if temporal else (channels, size, size)
-        merge = getattr(vision, "spatial_merge_size", 1)
+        merge = grid_merge_size(vision)
         return [
             TensorSpec("pixel_values", None, (PATCHES, *pixels), merge * merge),
             TensorSpec("image_grid_thw", torch.int64, (IMAGES, 3)),
         ]
+    if "image_position_ids" in image_feature_arguments(config):
+        return position_patch_inputs(vision, channels)
     size = getattr(vision, "image_size", None)
     if isinstance(size, (list, tuple)):
         height, width = size

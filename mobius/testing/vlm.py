@@ -16,10 +16,13 @@ from mobius.runtime_vlm import OnnxVisionLanguageModel, next_positions
 from mobius.tasks.vlm import (
     image_token_id,
     language_model,
-    takes_token_type_ids,
+    type_ids_argument,
     vision_outputs,
 )
+from mobius.tasks.vlm_inputs import grid_merge_size
 from mobius.testing.tiny import randomize
+from mobius.testing.vlm_scale import fan_in_scaled
+from mobius.testing.vlm_tiny_configs import MORE_VLM_OVERRIDES
 
 NEW_TOKENS = 12
 # per type, what keeps the tiny model small or buildable (on top of tiny_config_for's shrinking)
@@ -53,6 +56,7 @@ VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     "minicpmv4_7": {"image_token_id": 250, "insert_layer_id": 0},
     "minicpm_ocr": {"image_token_id": 250, "insert_layer_id": 0},
 }
+VLM_OVERRIDES.update(MORE_VLM_OVERRIDES)
 
 
 def auto_class() -> Any:
@@ -70,6 +74,7 @@ def tiny_vlm(model_type: str, directory: Path, *, seed: int = 0, **overrides: An
     torch.manual_seed(seed)
     model = auto_class().from_config(config, attn_implementation="eager").eval()
     randomize(model, seed)
+    fan_in_scaled(model, model_type, seed)  # a few types' vision side: see vlm_scale
     model.save_pretrained(directory)
     loaded = auto_class().from_pretrained(directory, attn_implementation="eager")
     return loaded.eval(), config
@@ -150,12 +155,17 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
     specs = {s.name: s for s in vision_inputs(from_hf(model.config))}
     out = {}
     if "image_grid_thw" in specs:  # a (1, 2, 3)-block grid of merged patches per image
-        merge = getattr(model.config.vision_config, "spatial_merge_size", 1)
+        merge = grid_merge_size(model.config.vision_config)
         grid = torch.tensor([[1, 2 * merge, 3 * merge]] * images)
         out["image_grid_thw"] = grid
         rest = specs["pixel_values"].dims[1:]
         out["pixel_values"] = torch.randn(int(grid.prod(-1).sum()), *rest, generator=gen)
+        inner = getattr(model, "model", model)  # VideoLLaMA3: HF's only (images merge at 1)
+        if "image_merge_sizes" in inspect.signature(inner.get_image_features).parameters:
+            out["image_merge_sizes"] = torch.ones(images, dtype=torch.int64)
         return out
+    if "image_position_ids" in specs:
+        return position_patches(specs["pixel_values"], images, gen)
     if "target_sizes" in specs:  # packed patches: images of (u, 2u) and (2u, u) patches
         return _packed_pixels(specs["pixel_values"], model, images, gen)
     sizes = {"num_images": images, "batch": 1, "num_patches": 16, "qformer_sequence_length": 5}
@@ -209,6 +219,20 @@ def _qformer_ids(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
 
 # inputs whose values must agree with the images (vlm_inputs.EXTRA_INPUTS' names)
 _VALUES = {"image_sizes": _fixed_size, "qformer_input_ids": _qformer_ids}
+
+
+def position_patches(spec: Any, images: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Gemma 4's patchified images (``vision_inputs``): each a grid of 2u x 3u patches, where
+    u x u patches pool to one feature, in row-major order with (x, y) positions, in [0, 1] as
+    the processor rescales them."""
+    unit = math.isqrt(spec.multiple_of)
+    rows, columns = 2 * unit, 3 * unit
+    y, x = torch.meshgrid(torch.arange(rows), torch.arange(columns), indexing="ij")
+    positions = torch.stack([x.flatten(), y.flatten()], -1)
+    return {
+        "pixel_values": torch.rand(images, rows * columns, spec.dims[-1], generator=gen),
+        "image_position_ids": positions.expand(images, -1, -1).clone(),
+    }
 
 
 def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
@@ -285,7 +309,7 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
         runner.positions(ids.numpy(), mask.numpy(), None if grid is None else grid.numpy())
     )
     extra = {}
-    if takes_token_type_ids(model):
+    if type_ids_argument(model) == "token_type_ids":
         extra["token_type_ids"] = (ids == image_token_id(model.config)).long()
     if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
         extra["mm_token_type_ids"] = (ids == image_token_id(model.config)).int()
@@ -314,7 +338,7 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
         mask.numpy(),
         positions.numpy(),
         runner.empty_cache(2),
-        types.get("token_type_ids"),
+        types.get("token_type_ids", types.get("mm_token_type_ids")),
         runner.place_deepstack(ids.numpy(), deepstack),
     )
     step_logits, _ = runner.decode(
@@ -328,7 +352,7 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
         features,
         new_tokens,
         positions=positions.numpy(),
-        token_type_ids=types.get("token_type_ids"),
+        token_type_ids=types.get("token_type_ids", types.get("mm_token_type_ids")),
         deepstack=deepstack,
     )
     return {

@@ -15,13 +15,19 @@ from mobius.synth.overrides import (
     cpmant,
     deepseek_v4,
     funnel,
+    gemma4,
     git,
+    kimi_k25,
     led,
+    lfm3_vl,
     minicpmv,
+    muse_glimmer,
+    paddleocr_vl,
     prophetnet,
     qwen4_exp,
     reformer,
     rwkv,
+    video_llama_3,
 )
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
@@ -39,7 +45,15 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.funnel.modeling_funnel.FunnelAttentionStructure": (
         funnel.symbolic_positions
     ),
+    "transformers.models.gemma4.modeling_gemma4.Gemma4VisionModel": gemma4.pooled_by_kernel,
+    "transformers.models.gemma4.modeling_gemma4.Gemma4TextModel": gemma4.per_layer_ids_by_lookup,
     "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
+    "transformers.models.kimi_k25.modeling_kimi_k25.Kimi_K25VisionPositionEmbeddings": (
+        kimi_k25.frame_index_per_patch
+    ),
+    "transformers.models.kimi_k25.modeling_kimi_k25.Kimi_K25VisionModel": (
+        kimi_k25.merge_index_per_patch
+    ),
     "transformers.models.led.modeling_led.LEDEncoder": led.no_window_padding,
     "transformers.models.led.modeling_led.LEDEncoderSelfAttention": led.banded_attention,
     "transformers.models.minicpmv4_6.modeling_minicpmv4_6.MiniCPMV4_6Merger": minicpmv.merged_per_token,
@@ -54,6 +68,13 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.minicpm_ocr.modeling_minicpm_ocr.MiniCPMOcrViTWindowAttentionMerger": (
         minicpmv.full_windows
     ),
+    "transformers.models.lfm3_vl.modeling_lfm3_vl.Lfm3VlVisionModel": (lfm3_vl.conv_by_neighbours),
+    "transformers.models.muse_glimmer.modeling_muse_glimmer.MuseGlimmerVisionModel": (
+        muse_glimmer.shuffle_index_per_token
+    ),
+    "transformers.models.paddleocr_vl.modeling_paddleocr_vl.PaddleOCRProjector": (
+        paddleocr_vl.merged_by_gather
+    ),
     "transformers.models.prophetnet.modeling_prophetnet.ProphetNetPositionalEmbeddings": (
         prophetnet.positions_from_cache
     ),
@@ -66,6 +87,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.rwkv.modeling_rwkv.RwkvSelfAttention": rwkv.attention_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvFeedForward": rwkv.feed_forward_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvModel": rwkv.rescaled_at_use,
+    "transformers.models.video_llama_3.modeling_video_llama_3.VideoLlama3Model": (
+        video_llama_3.images_unmerged
+    ),
 }
 
 

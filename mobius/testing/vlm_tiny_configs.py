@@ -1,0 +1,40 @@
+"""Per-type settings for tiny VLMs beyond ``VLM_OVERRIDES`` (``mobius.testing.vlm``), each with
+its reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
+    # Aria's projector picks its number of queries by the tower's patch count from this table
+    # (1225 and 4900 patches for the real 490- and 980-pixel images); the tiny tower makes 16
+    "aria": {"projector_patch_to_query_dict": {16: 4}},
+    # BLIP-2's config class leaves image_token_index unset (the legacy layout, query outputs
+    # prepended); every current checkpoint (Salesforce/blip2-*) sets it to the last id of its
+    # extended vocabulary, and the processor repeats it num_query_tokens times. Four queries
+    # keep the prompt short.
+    "blip-2": {"image_token_index": 255, "num_query_tokens": 4},
+    # Gemma 4 unified embeds merged patches straight to mm_embed_dim and output_proj_dims (3840
+    # each in the real config, not shrunk with the other widths)
+    "gemma4_unified": {"vision_config": {"mm_embed_dim": 64, "output_proj_dims": 64}},
+    # Kimi-K2.5's projector norms the merged vision tokens with projection_hidden_size features,
+    # the vision width (1152 in the real config); the shrunk tower is 64 wide
+    "kimi_k25": {"projection_hidden_size": 64},
+    # MuseGlimmer's adapter reads out_hidden_size = vision width * merge_size**2 features (6144 =
+    # 1536 * 4 in the real config); the shrunk tower gives 64 * 4. A narrower adapter keeps it small
+    "muse_glimmer": {"out_hidden_size": 256, "projector_hidden_size": 128},
+    # shrinking the vocabulary to 256 clamps LFM3-VL's special ids onto each other: the image
+    # token (125030 in the real config) would land on the pad token (124893); distinct ids below
+    "lfm3_vl": {"image_token_id": 250, "video_token_id": 249},
+    # Llama 4's pixel-shuffle MLP reads intermediate_size = hidden_size / ratio**2 features and
+    # projects to projector_input_dim = projector_output_dim = vision_output_dim (5632 = 1408 * 4
+    # and 4096 in the real config); shrinking the widths one by one breaks those identities
+    "llama4": {
+        "vision_config": {
+            "intermediate_size": 256,
+            "projector_input_dim": 64,
+            "projector_output_dim": 64,
+            "vision_output_dim": 64,
+        }
+    },
+}
