@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from mobius.tasks.vlm_grid import _patch_of_image as patch_of_image
+from mobius.tasks.vlm_grid import patch_of_image
 
 
 def block_patches(grid_thw: torch.Tensor, patches: Any, m1: int, m2: int) -> torch.Tensor:
