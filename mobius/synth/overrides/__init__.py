@@ -17,6 +17,8 @@ from mobius.synth.overrides import (
     funnel,
     git,
     led,
+    longt5,
+    pegasus_x,
     prophetnet,
     qwen4_exp,
     reformer,
@@ -41,6 +43,8 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
     "transformers.models.led.modeling_led.LEDEncoder": led.no_window_padding,
     "transformers.models.led.modeling_led.LEDEncoderSelfAttention": led.banded_attention,
+    "transformers.models.longt5.modeling_longt5.LongT5Stack": longt5.blocks_without_branch,
+    "transformers.models.pegasus_x.modeling_pegasus_x.PegasusXEncoder": pegasus_x.padded_to_blocks,
     "transformers.models.prophetnet.modeling_prophetnet.ProphetNetPositionalEmbeddings": (
         prophetnet.positions_from_cache
     ),
