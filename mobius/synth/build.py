@@ -84,7 +84,9 @@ def build(
                 f"--ep {ep} is not supported for {prepared.task.name} models yet; the graphs "
                 "are the portable ones (build without --ep, or with --ep cpu)"
             )
-        return build_graphs(prepared, src=str(src), dtype=dtype, weights=weights, task=task)
+        return build_graphs(
+            prepared, src=str(src), dtype=dtype, weights=weights, task=task, strict=strict
+        )
     if strict:
         fallbacks.refuse(prepared.fallbacks)
     if ep not in (None, "cpu") and prepared.source.checkpoint is not None:

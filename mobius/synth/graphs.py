@@ -52,13 +52,21 @@ def prepare_graphs(
     captured as fused calls, and again with transformers' own attention, lowered op by op,
     where the capture does not wholly take it. A graph that cannot be traced is refused with
     what else converts the checkpoint (``task.alternative``)."""
+    from mobius.synth.interface_use import may_call_attention_interface
+
+    refusal = getattr(task, "refusal", lambda _: None)(arch)
+    if refusal:
+        raise UnsupportedError(refusal)
     graphs = {}
+    capturable = not task.captures_attention or may_call_attention_interface(
+        arch, task.graphs[0], dtype
+    )
     for graph in task.graphs:
         if hasattr(graph, "for_config"):  # the graph's settings depend on the model (vlm.py)
             graph = graph.for_config(arch)
         log.info("tracing %s's %s", arch.model_type, graph.name)
         try:
-            part = _prepare_graph(source, arch, task, graph, dtype)
+            part = _prepare_graph(source, arch, task, graph, dtype, capturable)
             own = graph.fallbacks_taken(arch) if hasattr(graph, "fallbacks_taken") else []
             if own:  # the graph's contract narrowed (a VLM's vision graph to one image size)
                 part.fallbacks.extend(own)
@@ -69,12 +77,29 @@ def prepare_graphs(
             raise UnsupportedError(f"{exc}; {task.alternative}") from exc
         _drop_dead_code(part.traced.program)
         part.traced.program = decompose_unlowered(part.traced.program)
+        _record_length_bounds(part)
         graphs[graph.name] = part
     return PreparedGraphs(source, arch, task, graphs)
 
 
+def _record_length_bounds(part: Any) -> None:
+    """A graph kept up to a length only (checked in the graph, ``trace_bounds.guard_lengths``)
+    is a fallback like a single-graph one: in ``mobius.json``, explain, and refused by strict."""
+    from mobius.synth.fallbacks import LENGTH_BOUND, announce
+    from mobius.synth.prepare import length_bound_fallback
+
+    if part.traced.length_bounds and all(f.kind != LENGTH_BOUND for f in part.fallbacks):
+        part.fallbacks.append(length_bound_fallback(part.traced))
+        announce(part.fallbacks[-1:])
+
+
 def _prepare_graph(
-    source: Source, arch: ArchitectureConfig, task: Task, graph: Task, dtype: torch.dtype
+    source: Source,
+    arch: ArchitectureConfig,
+    task: Task,
+    graph: Task,
+    dtype: torch.dtype,
+    capturable: bool = True,
 ) -> Any:
     """One graph traced: a VLM's causal decoder by the causal-LM chain (or with the cache carried
     where the task says the captured attention cannot serve), an encoder-decoder's graphs with
@@ -94,7 +119,7 @@ def _prepare_graph(
         announce(part.fallbacks)
         return part
     if task.captures_attention:
-        part = _prepare_captured(source, arch, graph, dtype)
+        part = _prepare_captured(source, arch, graph, dtype, capturable)
         if getattr(graph, "loops_over_tokens", None):  # traced for one token: run per token
             part.traced.loop_inputs = graph.looped_inputs(part.traced.inputs)
         return part
@@ -102,14 +127,20 @@ def _prepare_graph(
 
 
 def _prepare_captured(
-    source: Source, arch: ArchitectureConfig, graph: Task, dtype: torch.dtype
+    source: Source, arch: ArchitectureConfig, graph: Task, dtype: torch.dtype, capturable: bool
 ) -> Any:
     """The graph traced with its attention captured as fused calls, or, where the capture does
-    not wholly take it, with transformers' own attention (the reasons kept for explain)."""
+    not wholly take it, with transformers' own attention (the reasons kept for explain). Not
+    ``capturable`` (no attention module names the interface): transformers' own attention at
+    once, with the same reasons."""
     from mobius.synth.prepare import Prepared
 
-    traced, reasons = _trace_captured(arch, graph, dtype)
-    if reasons:
+    if not capturable:
+        traced = trace(arch, graph, dtype)
+        reasons = _uncaptured(traced)
+    else:
+        traced, reasons = _trace_captured(arch, graph, dtype)
+    if reasons and capturable:
         log.info("%s: attention op by op: %s", graph.name, "; ".join(sorted(set(reasons.values()))))
         traced = trace(arch, graph, dtype)
     return Prepared(
@@ -216,6 +247,7 @@ def analyze_graphs(prepared: PreparedGraphs) -> Any:
         modules=modules,
         cache_blocker=blocker,
         traced_cache_layers=traced_layers,
+        fallbacks=[f.to_dict() for p in prepared.graphs.values() for f in p.fallbacks],
     )
 
 
@@ -303,14 +335,25 @@ def _writes_into(node: torch.fx.Node, live: set[torch.fx.Node]) -> bool:
 
 
 def build_graphs(
-    prepared: PreparedGraphs, *, src: str, dtype: str, weights: bool, task: str | None
+    prepared: PreparedGraphs,
+    *,
+    src: str,
+    dtype: str,
+    weights: bool,
+    task: str | None,
+    strict: bool = False,
 ) -> ModelPackage:
-    """Emit and bind every graph; one ModelPackage with ``<graph>.onnx`` for each."""
+    """Emit and bind every graph; one ModelPackage with ``<graph>.onnx`` for each. With
+    ``strict``, any graph's fallback is refused (``fallbacks.refuse``)."""
     from mobius.report import ExplainReport
+    from mobius.synth import fallbacks
     from mobius.synth.build import _blocked_message
     from mobius.synth.emit import emit
     from mobius.synth.token_loop import loop_over_tokens
     from mobius.weights import Checkpoint
+
+    if strict:
+        fallbacks.refuse([f for part in prepared.graphs.values() for f in part.fallbacks])
 
     report = ExplainReport.from_analysis(analyze_graphs(prepared), source=str(src))
     if report.summary.unsupported_ops:

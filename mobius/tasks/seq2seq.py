@@ -337,6 +337,21 @@ class Seq2SeqTask(Task):
 
         return config.is_encoder_decoder and type(config.hf_config) in auto_mapping(self.mapping)
 
+    def refusal(self, config: ArchitectureConfig) -> str | None:
+        """Why this model cannot meet the contract, before any trace; None if it may. A decoder
+        whose every step reads several codebook ids (``num_channels`` in its config, Dia's 9)
+        is a text-to-speech model: its ``input_ids`` are ``[batch, steps, channels]``, its logits
+        one row per channel, and its generation its own delay-pattern loop."""
+        channels = getattr(_decoder_config(config), "num_channels", None)
+        if isinstance(channels, int) and channels > 1:
+            return (
+                f"{config.model_type} is a text-to-speech model: its decoder reads {channels} "
+                "audio codebook ids per step ([batch, steps, channels]) and generates them in "
+                "its own delay-pattern loop, which the text2text-generation contract (one token "
+                "per step) does not describe"
+            )
+        return None
+
     def auto_class(self, config: ArchitectureConfig) -> Any:
         from transformers import AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
 

@@ -20,9 +20,11 @@ from mobius.synth.overrides import (
     kimi_k25,
     led,
     lfm3_vl,
+    longt5,
     minicpmv,
     muse_glimmer,
     paddleocr_vl,
+    pegasus_x,
     prophetnet,
     qwen4_exp,
     reformer,
@@ -75,6 +77,8 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.paddleocr_vl.modeling_paddleocr_vl.PaddleOCRProjector": (
         paddleocr_vl.merged_by_gather
     ),
+    "transformers.models.longt5.modeling_longt5.LongT5Stack": longt5.blocks_without_branch,
+    "transformers.models.pegasus_x.modeling_pegasus_x.PegasusXEncoder": pegasus_x.padded_to_blocks,
     "transformers.models.prophetnet.modeling_prophetnet.ProphetNetPositionalEmbeddings": (
         prophetnet.positions_from_cache
     ),
