@@ -17,6 +17,7 @@ from mobius.synth.overrides import (
     funnel,
     git,
     led,
+    longformer,
     prophetnet,
     qwen4_exp,
     reformer,
@@ -41,6 +42,12 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
     "transformers.models.led.modeling_led.LEDEncoder": led.no_window_padding,
     "transformers.models.led.modeling_led.LEDEncoderSelfAttention": led.banded_attention,
+    "transformers.models.longformer.modeling_longformer.LongformerModel": (
+        longformer.no_window_padding
+    ),
+    "transformers.models.longformer.modeling_longformer.LongformerSelfAttention": (
+        longformer.dense_window_and_global
+    ),
     "transformers.models.prophetnet.modeling_prophetnet.ProphetNetPositionalEmbeddings": (
         prophetnet.positions_from_cache
     ),
