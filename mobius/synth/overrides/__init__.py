@@ -12,6 +12,7 @@ import torch
 
 from mobius.synth.overrides import (
     blt,
+    canine,
     cpmant,
     deepseek_v4,
     funnel,
@@ -26,6 +27,8 @@ from mobius.synth.overrides import (
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.blt.modeling_blt.BltModel": blt.traceable,
+    "transformers.models.canine.modeling_canine.CanineAttention": canine.dense_local_chunks,
+    "transformers.models.canine.modeling_canine.CanineModel": canine.molecules_gathered,
     "transformers.models.cpmant.modeling_cpmant.CpmAntModel": cpmant.padding_by_arange,
     "transformers.models.deepseek_v4.modeling_deepseek_v4.DeepseekV4HCACompressor": (
         deepseek_v4.hca_padded_windows
