@@ -217,6 +217,8 @@ def contract_diffs(model: torch.nn.Module, directory: Path, config) -> dict[str,
     Outputs with one row per token (``last_hidden_state``, token logits) are compared on the
     real tokens only; the rest (pooled logits, audio frames, embeddings) everywhere.
     """
+    from mobius.tasks.head import contract_output
+
     sess = session(directory)
     feeds = contract_feeds(sess, config)
     with torch.no_grad():
@@ -226,7 +228,7 @@ def contract_diffs(model: torch.nn.Module, directory: Path, config) -> dict[str,
     mask = feeds.get("attention_mask") if "input_ids" in feeds else None
     diffs = {}
     for name in names:
-        expected = out[name].float().numpy()
+        expected = contract_output(out, name, len(names)).float().numpy()
         assert actual[name].shape == expected.shape, (name, actual[name].shape, expected.shape)
         diff = np.abs(actual[name] - expected)
         if mask is not None and diff.shape[: mask.dim()] == tuple(mask.shape):
