@@ -47,8 +47,8 @@ FAIL_CAUSES = {
     "(from e584f25 kept up to 704 tokens, checked at run time)",
     "funnel": "relative positions were Python lists of the example length (`list(range(seq_len))` "
     "in get_position_embeds) and the pooling used ceil_mode: fixed in f7953f5 (symbolic "
-    "positions, dynamic ceil-mode pooling; fill-mask re-run passes; the re-runs of this "
-    "session exceeded 400 s under load)",
+    "positions, dynamic ceil-mode pooling; every head pair re-run since passes; this pair "
+    "was not re-run)",
     "canine": "local attention chunks come from a Python loop over the length "
     "(`range(start, seq_len, stride)` in CanineAttention): fixed in 20f08d4 (chunk mask, "
     "gathers), not re-run yet for this pair",
