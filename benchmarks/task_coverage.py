@@ -68,7 +68,7 @@ def hf_failure(model, task, config) -> str | None:
     return None
 
 
-def probe(task_name: str, model_type: str, root: Path) -> dict:
+def probe(task_name: str, model_type: str, root: Path, fan_in: bool = False) -> dict:
     import torch
 
     import mobius
@@ -83,7 +83,7 @@ def probe(task_name: str, model_type: str, root: Path) -> dict:
         config = tiny_config_for(model_type)
         torch.manual_seed(0)
         model = task.auto_class(from_hf(config)).from_config(config, attn_implementation="eager")
-        randomize(model.eval())
+        randomize(model.eval(), fan_in=fan_in)
         directory = root / f"{task_name}-{model_type}"
         model.save_pretrained(directory)
     except Exception as exc:  # noqa: BLE001 - recorded, per pair
@@ -213,6 +213,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout", type=int, default=180)
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--log", help="append each result line here as it is made")
+    parser.add_argument(
+        "--fan-in-init",
+        action="store_true",
+        help="random weights at 1/sqrt(fan-in) (randomize(fan_in=True)) instead of 0.3",
+    )
     parser.add_argument("--skip", action="append", default=[], help="skip pairs logged here")
     parser.add_argument(
         "--only-failed",
@@ -226,7 +231,9 @@ def main(argv: list[str]) -> int:
     log = open(args.log, "a", buffering=1) if args.log else None  # noqa: SIM115 - whole run
     if log is not None:
         log.write(
-            f"# revision {revision()} started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+            f"# revision {revision()} started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+            + (" init fan-in" if args.fan_in_init else "")
+            + "\n"
         )
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
@@ -244,7 +251,7 @@ def main(argv: list[str]) -> int:
                 started = time.perf_counter()
                 signal.alarm(args.timeout)
                 try:
-                    result = probe(name, model_type, Path(tmp))
+                    result = probe(name, model_type, Path(tmp), fan_in=args.fan_in_init)
                 except Timeout:
                     result = {"status": "fail", "reason": f"over {args.timeout} s"}
                 finally:

@@ -6,7 +6,7 @@ Several logs may be given; a later line for the same (task, type) wins (a re-run
 A time-out does not replace an earlier result (the machine's load, not the code, decides it).
 One table per task, with its counts; an encoder-decoder refusal counts as ``enc-dec``. Each row
 says the code revision it was measured on (the log's ``# revision`` line before it; ``s6`` for
-lines older than those headers). Only the pairs ``task_coverage.py`` now selects are shown; a
+lines older than those headers; ``+ fan-in`` where the run used ``--fan-in-init``). Only the pairs ``task_coverage.py`` now selects are shown; a
 selected pair without a line counts as ``not run``.
 """
 
@@ -32,15 +32,10 @@ ORDER = [
 
 # what is known of a pair that still mismatches (a diff says nothing by itself)
 MISMATCH_CAUSES = {
-    "mobilebert": "float32 rounding: the random-weight NoNorm stack has no normalisation, logits "
-    "reach 3.8e6 and the diff is 3.7e-6 of them (one FFN per layer and no bottleneck still "
-    "give 1e2: no tiny config makes them O(1))",
-    "efficientnet": "float32 rounding, activations of 1e3..1e6 without normalisation (second probe)",
-    "levit": "float32 rounding, activations of 1e3..1e6 (second probe)",
-    "textnet": "float32 rounding, activations of 1e3..1e6 (second probe)",
-    "mobilevit": "float32 rounding, activations of 1e3..1e6 (second probe)",
-    "perceiver": "float32 rounding per the second probe (logits of 5e1..5e6, diff under 4e-6 "
-    "of them)",
+    name: "float32 rounding of activations of 1e3..1e6 that the random weights at std 0.3 build "
+    "in a stack with no adaptive normalisation; with weights at 1/sqrt(fan-in) "
+    "(`--fan-in-init`) the pair passes where it was re-run (rows marked fan-in)"
+    for name in ("mobilebert", "efficientnet", "levit", "textnet", "mobilevit", "perceiver")
 }
 
 # why a pair still fails, where mobius' first error line does not say it by itself
@@ -52,13 +47,15 @@ FAIL_CAUSES = {
     "(from e584f25 kept up to 704 tokens, checked at run time)",
     "funnel": "relative positions were Python lists of the example length (`list(range(seq_len))` "
     "in get_position_embeds) and the pooling used ceil_mode: fixed in f7953f5 (symbolic "
-    "positions, dynamic ceil-mode pooling; fill-mask re-run passes, this pair was not re-run)",
+    "positions, dynamic ceil-mode pooling; every head pair re-run since passes; this pair "
+    "was not re-run)",
     "canine": "local attention chunks come from a Python loop over the length "
-    "(`range(start, seq_len, stride)` in CanineAttention): one length only",
-    "longformer": "global attention is read from the data and the input is padded to the "
-    "attention window: data-dependent branches torch.export cannot trace",
-    "led": "its encoder is Longformer's (global attention read from the data, padding to the "
-    "attention window): data-dependent branches torch.export cannot trace",
+    "(`range(start, seq_len, stride)` in CanineAttention): fixed in 20f08d4 (chunk mask, "
+    "gathers), not re-run yet for this pair",
+    "longformer": "window padding and global tokens gathered with nonzero: fixed in 796beab "
+    "(dense window and global attention), not re-run yet for this pair",
+    "led": "its encoder is Longformer's: fixed by the LED override (5ceb8e8), not re-run yet for "
+    "this pair",
     "sew-d": "XSoftmax fills with a 0-dim CPU tensor (`torch.tensor(finfo.min)`), which "
     "masked_fill refuses on meta tensors (fixed in e584f25: shims.ScalarFillsOnMeta)",
     "convnext": "the early layer-count check read ConvNeXt's per-stage layer indices as one stack "
@@ -93,8 +90,8 @@ def read(paths: list[str]) -> dict[str, dict[str, dict]]:
         revision = "s6"
         with open(path) as lines:
             for line in lines:
-                if line.startswith("# revision "):
-                    revision = line.split()[2]
+                if line.startswith("# revision "):  # "+ fan-in": weights at 1/sqrt(fan-in)
+                    revision = line.split()[2] + (" fan-in" if "init fan-in" in line else "")
                 parts = line.strip().split(" ", 2)
                 if len(parts) == 3 and parts[0] in ORDER and parts[2].startswith("{"):
                     row = {**json.loads(parts[2]), "revision": revision}

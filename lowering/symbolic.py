@@ -125,3 +125,13 @@ def sym_floor(ctx: LoweringContext, node: torch.fx.Node):
 @lowers(torch.sym_not, operator.not_)
 def sym_not(ctx: LoweringContext, node: torch.fx.Node):
     return ctx.op.Not(ctx.value(node.args[0], torch.bool))
+
+
+@lowers(torch.sym_ite)
+def sym_ite(ctx: LoweringContext, node: torch.fx.Node):
+    """``sym_ite(cond, a, b)``: ``a`` where the symbolic condition holds, else ``b``."""
+    condition, then, otherwise = node.args
+    dtype = ctx.torch_dtype(node)
+    return ctx.op.Where(
+        ctx.value(condition, torch.bool), ctx.value(then, dtype), ctx.value(otherwise, dtype)
+    )

@@ -17,6 +17,7 @@ from mobius.synth import replicate
 from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.init_values import computed_parameters
 from mobius.synth.inline import inline_grad_regions
+from mobius.synth.lifted_constants import match_constants
 from mobius.synth.meta_model import instantiate_on_meta, quiet
 from mobius.synth.shims import (
     ScalarFillsOnMeta,
@@ -232,6 +233,7 @@ def _meta_constants(
 
 
 def _recompute_constants(
+    meta_program: torch.export.ExportedProgram,
     specs: list[TensorSpec],
     config: ArchitectureConfig,
     task: Task,
@@ -240,7 +242,8 @@ def _recompute_constants(
     layout: CacheLayout | None,
     one_token: bool = False,
 ) -> dict[str, torch.Tensor]:
-    """Trace a fresh instance on CPU with uninitialised storage to get in-forward constants' values.
+    """Trace a fresh instance on CPU with uninitialised storage to get in-forward constants' values
+    (by the meta trace's names: ``lifted_constants.match_constants``).
 
     ``to_empty`` reserves address space without touching it, so resident memory stays small; the
     parameters' contents are never read, only the constants that forward() builds from literals.
@@ -248,11 +251,7 @@ def _recompute_constants(
     model = instantiate_on_meta(config, task, dtype, implementations).to_empty(device="cpu")
     wrapper = _TaskWrapper(model, task, _contract_names(specs, layout), layout)
     program = _export(wrapper, specs, config, task, dtype, "cpu", one_token)
-    return {
-        k: v
-        for k, v in program.constants.items()
-        if isinstance(v, torch.Tensor) and v.device.type == "cpu"
-    }
+    return match_constants(meta_program, program)
 
 
 def trace(
@@ -322,7 +321,9 @@ def trace(
     }
     if _meta_constants(program, buffer_values):
         constants.update(
-            _recompute_constants(specs, config, task, dtype, implementations, layout, one_token)
+            _recompute_constants(
+                program, specs, config, task, dtype, implementations, layout, one_token
+            )
         )
     return TracedModel(
         program=program,

@@ -212,7 +212,9 @@ class HeadTask(Task):
             # does without decoder_input_ids; a cache would only add empty tensors to the trace
             extra["use_cache"] = False
         out = model(**inputs, **extra, return_dict=True)
-        return tuple(out[name] for name in self.output_names)
+        return tuple(
+            contract_output(out, name, len(self.output_names)) for name in self.output_names
+        )
 
     def example_value(
         self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
@@ -222,3 +224,15 @@ class HeadTask(Task):
         sizes = {CHOICES: 3, TEXT_BATCH: 3, IMAGE_BATCH: 2, SAMPLES: 4003, FRAMES: 67}
         shape = [sizes.get(d, d) for d in spec.dims]
         return super().example_value(TensorSpec(spec.name, spec.dtype, tuple(shape)), config, dtype)
+
+
+def contract_output(out: Any, name: str, count: int) -> torch.Tensor:
+    """The model output the contract calls ``name``. A head with one output that returns its only
+    tensor under another name (PP-LCNet's classifier gives its scores as ``last_hidden_state``)
+    gives that tensor; anything else must use the contract's name (a KeyError names it)."""
+    if name in out:
+        return out[name]
+    tensors = [value for value in out.values() if isinstance(value, torch.Tensor)]
+    if count == 1 and len(tensors) == 1:
+        return tensors[0]
+    return out[name]

@@ -167,6 +167,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # ESM masks its token dropout by the padding id, which its defaults leave None (real
     # checkpoints use 1)
     "esm": {"pad_token_id": 1},
+    # ShieldGemma2 scores the "Yes"/"No" tokens of Gemma 3's vocabulary (ids 10784 and 3771 when
+    # its config does not say): two ids inside the tiny vocabulary
+    "shieldgemma2": {"yes_token_index": 10, "no_token_index": 11},
     # Mamba-2: num_heads * head_dim must equal expand * hidden_size (= 128)
     "mamba2": {"num_heads": 8, "head_dim": 16},
     # ZAYA validates that it routes each token to exactly one expert

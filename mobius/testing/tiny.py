@@ -143,9 +143,15 @@ def tiny_config(model_type: str, **overrides: Any):
     return AutoConfig.for_model(model_type, **values)
 
 
-def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+def randomize(model: torch.nn.Module, seed: int = 0, *, fan_in: bool = False) -> torch.nn.Module:
     """Give every parameter random values (norm weights away from 1), and every floating persistent
     buffer that starts constant (a router bias at 0).
+
+    Matrices and kernels get a standard deviation of 0.3, or with ``fan_in`` of
+    ``1 / sqrt(fan-in)`` (what trained layers keep: each layer roughly preserves the scale).
+    Without it a deep stack with no normalisation that adapts to the data (MobileBERT's NoNorm,
+    batch norms with fixed running statistics, Perceiver's cross-attention) grows activations
+    to 1e3..1e6, where float32 rounding alone differs by more than 1e-4.
 
     A buffer that starts with varying values is a table the model derives from its config (decay
     rates, say) and reads in several consistent forms; random values would break what the model
@@ -164,6 +170,8 @@ def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
         for tensor in [*model.parameters(), *floating_buffers]:  # e.g. DeepSeek's router bias
             noise = torch.randn(tensor.shape, generator=gen, dtype=torch.float32)
             scale = 0.5 if tensor.dim() <= 1 else 0.3
+            if fan_in and tensor.dim() >= 2:
+                scale = tensor[0].numel() ** -0.5
             start = float(tensor.flatten()[0]) if tensor.numel() and _constant(tensor) else 0.0
             if 0 < abs(start) < 0.1:
                 # a learned scale that starts small because the model multiplies it by the

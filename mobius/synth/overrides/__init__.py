@@ -12,6 +12,7 @@ import torch
 
 from mobius.synth.overrides import (
     blt,
+    canine,
     cpmant,
     deepseek_v4,
     funnel,
@@ -20,6 +21,7 @@ from mobius.synth.overrides import (
     kimi_k25,
     led,
     lfm3_vl,
+    longformer,
     longt5,
     minicpmv,
     muse_glimmer,
@@ -34,6 +36,8 @@ from mobius.synth.overrides import (
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.blt.modeling_blt.BltModel": blt.traceable,
+    "transformers.models.canine.modeling_canine.CanineAttention": canine.dense_local_chunks,
+    "transformers.models.canine.modeling_canine.CanineModel": canine.molecules_gathered,
     "transformers.models.cpmant.modeling_cpmant.CpmAntModel": cpmant.padding_by_arange,
     "transformers.models.deepseek_v4.modeling_deepseek_v4.DeepseekV4HCACompressor": (
         deepseek_v4.hca_padded_windows
@@ -79,6 +83,12 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     "transformers.models.longt5.modeling_longt5.LongT5Stack": longt5.blocks_without_branch,
     "transformers.models.pegasus_x.modeling_pegasus_x.PegasusXEncoder": pegasus_x.padded_to_blocks,
+    "transformers.models.longformer.modeling_longformer.LongformerModel": (
+        longformer.no_window_padding
+    ),
+    "transformers.models.longformer.modeling_longformer.LongformerSelfAttention": (
+        longformer.dense_window_and_global
+    ),
     "transformers.models.prophetnet.modeling_prophetnet.ProphetNetPositionalEmbeddings": (
         prophetnet.positions_from_cache
     ),
