@@ -26,6 +26,7 @@ from mobius.synth.analysis import Analysis, ModuleAnalysis, analyze
 from mobius.synth.decompose import decompose_unlowered, mutates
 from mobius.synth.graphs import _drop_dead_code
 from mobius.synth.prepare import Prepared
+from mobius.synth.trace import SpecialisedShapeError
 from mobius.tasks import Task
 
 log = logging.getLogger("mobius")
@@ -73,6 +74,16 @@ def prepare_graph(
     with failures.phase(f"tracing {arch.model_type}"):
         try:
             traced = trace_component(arch, task, dtype)
+        except SpecialisedShapeError as exc:
+            if getattr(exc, "axes", None) != {dt.FRAMES}:
+                raise
+            # a Python loop over the frames (causal video VAEs decode frame by frame with a
+            # cache) or a branch on their count: one frame count per graph, batch, height and
+            # width stay dynamic
+            frames = dt.EXAMPLE_SIZES[dt.FRAMES]
+            log.warning("%s's %s: num_frames fixed to %d (%s)", arch.model_type, task.name,
+                        frames, exc)  # fmt: skip
+            traced = trace_component(arch, dt.fixed_axes(task, arch, {dt.FRAMES: frames}), dtype)
         except UnsupportedError as exc:
             fixed = dt.fixed_size(task, arch)
             if fixed is None:
