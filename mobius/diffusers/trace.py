@@ -188,12 +188,12 @@ def _shape_error(message: str, found: list[str], specs: list) -> SpecialisedShap
     """The error, with ``axes``: the names of the contract axes ``found`` mentions (``batch``,
     ``num_frames``, ...), so that a caller can retrace with those fixed."""
     exc = SpecialisedShapeError(message)
-    words = " ".join(found).replace("=", " ")
+    words = " " + " ".join(found).replace("=", " ") + " "
     exc.axes = {
         d
         for s in specs
         for axis, d in enumerate(s.dims)
-        if isinstance(d, str) and f"{s.name}[{axis}] " in words + " "
+        if isinstance(d, str) and f" {s.name}[{axis}] " in words
     }
     return exc
 
