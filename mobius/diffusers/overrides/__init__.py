@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from mobius.diffusers.overrides import chroma, cosmos, mochi
+from mobius.diffusers.overrides import chroma, cosmos, joyimage, mochi
 from mobius.synth.overrides import install_overrides
 
 _M = "diffusers.models"
@@ -24,6 +24,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.transformers.transformer_cosmos.CosmosRotaryPosEmbed": (
         cosmos.rotary_positions_by_arange
+    ),
+    f"{_M}.transformers.transformer_joyimage.JoyImageEditTransformer3DModel": (
+        joyimage.symbolic_rotary_positions
     ),
     f"{_M}.attention_processor.MochiAttention": mochi.masked_joint_attention,
 }
