@@ -46,10 +46,14 @@ def feeds(task, arch, session, seed: int = 0) -> dict:
     sigma_timesteps = arch.model_type in SIGMA_TIMESTEPS
     gen = torch.Generator().manual_seed(seed)
     graph = {i.name: i.shape for i in session.get_inputs()}
+    # a model whose config fixes its frame count (Latte's temporal position table) takes only it
+    sizes = RUN_SIZES | {
+        "num_frames": arch.hf_config.get("video_length") or RUN_SIZES["num_frames"]
+    }
     out = {}
     for spec in task.inputs(arch, None):
         shape = [
-            g if isinstance(g, int) else d if isinstance(d, int) else RUN_SIZES[d]
+            g if isinstance(g, int) else d if isinstance(d, int) else sizes[d]
             for d, g in zip(spec.dims, graph[spec.name], strict=True)
         ]
         if spec.name == "timestep" and sigma_timesteps:
