@@ -29,6 +29,7 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
         joyimage.symbolic_rotary_positions
     ),
     f"{_M}.attention_processor.MochiAttention": mochi.masked_joint_attention,
+    f"{_M}.transformers.transformer_mochi.MochiRoPE": mochi.centers_by_arange,
 }
 
 

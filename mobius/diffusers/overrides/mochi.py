@@ -86,3 +86,19 @@ def _rotary(x: torch.Tensor, freqs_cos: torch.Tensor, freqs_sin: torch.Tensor) -
 
 def masked_joint_attention(module: torch.nn.Module) -> None:
     module.processor = MaskedJointAttnProcessor()
+
+
+def centers_by_arange(module: torch.nn.Module) -> None:
+    # MochiRoPE._centers takes the midpoints of `linspace(start, stop, num + 1)`, with `num` the
+    # latents' height or width in patches and `start`, `stop` symbolic floats: the graph kept the
+    # traced count (positions for 12x20 patches at every size). The midpoints are
+    # `start + (i + 1/2) * step` for `i` in `arange(num)`, the same values (within float32's
+    # rounding of linspace's own steps).
+    def _centers(self: Any, start: Any, stop: Any, num: Any, device: Any, dtype: Any) -> Any:
+        step = (stop - start) / num
+        index = torch.arange(num, device=device, dtype=torch.float32)
+        return ((index + 0.5) * step + start).to(dtype or torch.float32)
+
+    import types
+
+    module._centers = types.MethodType(_centers, module)
