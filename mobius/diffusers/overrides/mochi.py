@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import torch
@@ -98,7 +99,5 @@ def centers_by_arange(module: torch.nn.Module) -> None:
         step = (stop - start) / num
         index = torch.arange(num, device=device, dtype=torch.float32)
         return ((index + 0.5) * step + start).to(dtype or torch.float32)
-
-    import types
 
     module._centers = types.MethodType(_centers, module)
