@@ -65,6 +65,8 @@ NOTES = [
     "Where the detail says `num_frames fixed to 5`, the trace fixes or bounds the frame count "
     "(a Python loop over frames or chunks of frames, as causal video VAEs decode) and the graph "
     "is traced again at 5 frames (batch, height and width dynamic); the parity run feeds 5.",
+    "AutoencoderKLWan (frame fallback: its 5-frame decoder loop unrolled) did not finish in "
+    "2400 s niced on this machine; AutoencoderKLQwenImage shares its code and was stopped.",
     "AutoencoderKLCogVideoX's decoder loops over pairs of latent frames in Python "
     "(`range(num_frames // 2)`): the trace keeps the frame axis symbolic but unrolls the loop, "
     "and neither mobius check (fixed dimensions, bounds) catches that guard; its graph is wrong "
