@@ -46,10 +46,14 @@ def feeds(task, arch, session, seed: int = 0) -> dict:
     sigma_timesteps = arch.model_type in SIGMA_TIMESTEPS
     gen = torch.Generator().manual_seed(seed)
     graph = {i.name: i.shape for i in session.get_inputs()}
+    # a model whose config fixes its frame count (Latte's temporal position table) takes only it
+    sizes = RUN_SIZES | {
+        "num_frames": arch.hf_config.get("video_length") or RUN_SIZES["num_frames"]
+    }
     out = {}
     for spec in task.inputs(arch, None):
         shape = [
-            g if isinstance(g, int) else d if isinstance(d, int) else RUN_SIZES[d]
+            g if isinstance(g, int) else d if isinstance(d, int) else sizes[d]
             for d, g in zip(spec.dims, graph[spec.name], strict=True)
         ]
         if spec.name == "timestep" and sigma_timesteps:
@@ -92,22 +96,31 @@ def run_one(label: str) -> dict:
         model.eval().save_pretrained(work / "model")
     except Exception as exc:  # noqa: BLE001 - any failure of diffusers itself is the status
         return {"status": "build-error", "detail": f"{type(exc).__name__}: {exc}"[:300]}
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), _children_cpu()
     proc = subprocess.run(
         [sys.executable, "-m", "mobius", "build", "--model", str(work / "model"),
          "--output", str(work / "onnx"), "-q"],
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     seconds = round(time.perf_counter() - started, 1)
+    cpu = round(_children_cpu() - cpu_before, 1)  # wall far above it: the machine was loaded
     if proc.returncode != 0:
-        return {"status": "convert-error", "detail": proc.stderr.strip()[-300:], "seconds": seconds}
+        return {"status": "convert-error", "detail": proc.stderr.strip()[-300:], "seconds": seconds,
+                "cpu_seconds": cpu}  # fmt: skip
     config = json.loads((work / "model" / "config.json").read_text())
     arch = architecture(config)
-    worst, graphs = 0.0, []
+    worst, graphs, fixed = 0.0, [], []
     for task in component_tasks(cls_name):
         folder = work / "onnx" / task.name
         folder = folder if folder.is_dir() else work / "onnx"
         session = ort.InferenceSession(str(folder / "model.onnx"))
+        shapes = {i.name: i.shape for i in session.get_inputs()}
+        fixed += sorted({
+            f"{task.name}: {d} fixed to {g}"
+            for spec in task.inputs(arch, None)
+            for d, g in zip(spec.dims, shapes[spec.name], strict=True)
+            if isinstance(d, str) and isinstance(g, int)
+        })  # fmt: skip
         inputs = feeds(task, arch, session)
         with torch.no_grad():
             expected = [t.numpy() for t in task.call(model, dict(inputs))]
@@ -124,7 +137,17 @@ def run_one(label: str) -> dict:
             if diff > limit:
                 return {"status": "mismatch", "detail": f"{task.name}: max diff {diff:.2e}"}
         graphs.append(task.name)
-    return {"status": "pass", "max_abs_diff": worst, "graphs": graphs, "seconds": seconds}
+    result = {"status": "pass", "max_abs_diff": worst, "graphs": graphs, "seconds": seconds,
+              "cpu_seconds": cpu}  # fmt: skip
+    return result | ({"detail": "; ".join(fixed)} if fixed else {})
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def class_counts(results: dict) -> tuple[int, int]:
@@ -154,15 +177,16 @@ def report(results: dict) -> str:
         f"**{classes_passed} of the {classes} classes swept pass ({share}); {passed} of "
         f"{len(results)} configs.** Every other model class diffusers exports is listed below "
         "with the reason it is not swept.", "",
-        "| class | status | graphs | max diff (scaled to 1e-4) | convert s | detail |",
+        "| class | status | graphs | max diff (scaled to 1e-4) | convert s (CPU s) | detail |",
         "| --- | --- | --- | --- | --- | --- |",
     ]  # fmt: skip
     for label, r in results.items():
         diff = f"{r['max_abs_diff']:.1e}" if "max_abs_diff" in r else ""
         detail = (r.get("detail") or "").replace("|", "/").replace("\n", " ")
+        cpu = f" ({r['cpu_seconds']})" if "cpu_seconds" in r else ""
         lines.append(
             f"| {label} | {r['status']} | {', '.join(r.get('graphs', []))} | {diff} | "
-            f"{r.get('seconds', '')} | {detail} |"
+            f"{r.get('seconds', '')}{cpu} | {detail} |"
         )
     from diffusers_unswept import NOTES  # beside this script
 

@@ -58,12 +58,20 @@ def reason(name: str) -> str | None:
 
 # what the last run's table cannot say (shown under it)
 NOTES = [
-    "The sweep ran niced at a 1-minute load of 12-22 on 2 shared cores: `timeout` (600 s) is "
-    "this machine's verdict, not the class's. WanTransformer3DModel shares its config and code "
-    "path with SkyReelsV2 and ChronoEdit (both pass on the rerun); its CLI rerun timed out, and "
-    "the same build through `mobius.build` in-process matched PyTorch within 6.0e-7 at the "
-    "sweep's sizes (and at 1 frame).",
-    "MochiTransformer3DModel's row predates the autocast shim: traced again, it fails later, "
-    "its attention processor loops over the batch in Python (each prompt's valid length), so "
-    "the trace fixes the batch.",
+    "The sweep ran niced at a 1-minute load of 12-22 on 2 shared cores. The rows with a CPU "
+    "figure come from reruns of this session: a conversion's CPU seconds are a small part of "
+    "its wall time (AutoencoderKLCogVideoX: 59 s of CPU in 930 s), so `timeout` is this "
+    "machine's verdict, not the class's.",
+    "Where the detail says `num_frames fixed to 5`, the trace fixes or bounds the frame count "
+    "(a Python loop over frames or chunks of frames, as causal video VAEs decode) and the graph "
+    "is traced again at 5 frames (batch, height and width dynamic); the parity run feeds 5.",
+    "AutoencoderKLWan (frame fallback: its 5-frame decoder loop unrolled) did not finish in "
+    "2400 s niced on this machine; AutoencoderKLQwenImage shares its code and was stopped.",
+    "AutoencoderKLCogVideoX's decoder loops over pairs of latent frames in Python "
+    "(`range(num_frames // 2)`): the trace keeps the frame axis symbolic but unrolls the loop, "
+    "and neither mobius check (fixed dimensions, bounds) catches that guard; its graph is wrong "
+    "at other frame counts (the mismatch row). To fix: find the guard in the program's "
+    "range constraints and fix the frames as for the others.",
+    "LatteTransformer3DModel adds a temporal position table of `video_length` frames: PyTorch "
+    "itself takes no other count, so the sweep feeds that count.",
 ]

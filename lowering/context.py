@@ -62,10 +62,10 @@ class LoweringContext:
         """torch's type promotion over tensors and scalars (what an elementwise op computes in)."""
         dummies = [_meta_dummy(a) for a in args if a is not None]
         tensors = [d for d in dummies if isinstance(d, torch.Tensor)]
-        if not tensors:
+        if not tensors:  # Python scalars: a float is a double (as torch_dtype says a SymFloat is)
             kinds = [type(d) for d in dummies]
             return (
-                torch.float32
+                torch.float64
                 if float in kinds
                 else torch.bool
                 if all(k is bool for k in kinds)

@@ -298,10 +298,11 @@ def _roll_axis(ctx: LoweringContext, value, shift: int, axis: int):
 
 @lowers(aten.repeat_interleave)
 def repeat_interleave(ctx: LoweringContext, node: torch.fx.Node):
-    """x.repeat_interleave(r, dim) with an integer r: each slice along dim repeated r times in place."""
+    """x.repeat_interleave(r, dim) with an integer r (or a symbolic size): each slice along dim
+    repeated r times in place."""
     x, repeats = node.args[0], node.args[1]
     dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim")
-    if not isinstance(repeats, int):
+    if isinstance(ctx.val(repeats), torch.Tensor):
         raise NotImplementedError("repeat_interleave with a tensor of repeats")
     value = ctx.value(x)
     if dim is None:

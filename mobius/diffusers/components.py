@@ -26,6 +26,7 @@ from mobius.synth.analysis import Analysis, ModuleAnalysis, analyze
 from mobius.synth.decompose import decompose_unlowered, mutates
 from mobius.synth.graphs import _drop_dead_code
 from mobius.synth.prepare import Prepared
+from mobius.synth.trace import SpecialisedShapeError
 from mobius.tasks import Task
 
 log = logging.getLogger("mobius")
@@ -74,15 +75,25 @@ def prepare_graph(
         try:
             traced = trace_component(arch, task, dtype)
         except UnsupportedError as exc:
-            fixed = dt.fixed_size(task, arch)
-            if fixed is None:
-                raise
-            # DiT-style unpatchifying takes the square root of the token count in Python
-            log.warning(
-                "%s: height and width fixed to the config's sample_size %s (the dynamic trace "
-                "failed: %s)", arch.model_type, arch.hf_config.get("sample_size"), exc,
-            )  # fmt: skip
-            traced = trace_component(arch, fixed, dtype)
+            if isinstance(exc, SpecialisedShapeError) and getattr(exc, "axes", None) == {dt.FRAMES}:
+                # a Python loop over the frames (causal video VAEs decode frame by frame with a
+                # cache) or a branch on their count: one frame count per graph, batch, height
+                # and width stay dynamic
+                frames = dt.EXAMPLE_SIZES[dt.FRAMES]
+                log.warning("%s's %s: num_frames fixed to %d (%s)", arch.model_type, task.name,
+                            frames, exc)  # fmt: skip
+                retrace = dt.fixed_axes(task, arch, {dt.FRAMES: frames})
+            else:
+                fixed = dt.fixed_size(task, arch)
+                if fixed is None:
+                    raise
+                # DiT-style unpatchifying takes the square root of the token count in Python
+                log.warning(
+                    "%s: height and width fixed to the config's sample_size %s (the dynamic "
+                    "trace failed: %s)", arch.model_type, arch.hf_config.get("sample_size"), exc,
+                )  # fmt: skip
+                retrace = fixed
+            traced = trace_component(arch, retrace, dtype)
         if any(mutates(n) for n in traced.program.graph.nodes):
             # functional first: an in-place write through a view (diffusers' rotary embeddings
             # fill ``empty_like`` by slices) has no user, and dead-code removal would drop it

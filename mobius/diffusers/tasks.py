@@ -226,10 +226,18 @@ def fixed_size(task: DiffusersTask, arch: ArchitectureConfig) -> DiffusersTask |
     specs = task.inputs(arch, None)
     if not any(HEIGHT in s.dims for s in specs):
         return None
-    sizes = {HEIGHT: int(size[0]), WIDTH: int(size[1])}
+    return fixed_axes(task, arch, {HEIGHT: int(size[0]), WIDTH: int(size[1])})
+
+
+def fixed_axes(
+    task: DiffusersTask, arch: ArchitectureConfig, sizes: dict[str, int]
+) -> DiffusersTask:
+    """``task`` with the named axes of ``sizes`` fixed to those sizes."""
 
     def inputs(cfg: Any) -> list[TensorSpec]:
-        return [TensorSpec(s.name, s.dtype, tuple(sizes.get(d, d) for d in s.dims)) for s in specs]
+        return [
+            TensorSpec(s.name, s.dtype, tuple(sizes.get(d, d) for d in s.dims))
+            for s in task._inputs(cfg)
+        ]
 
-    fixed = DiffusersTask(task.name, inputs, task.call, tuple(task.outputs(arch)))
-    return fixed
+    return DiffusersTask(task.name, inputs, task.call, tuple(task.outputs(arch)))

@@ -18,6 +18,7 @@ import torch
 from mobius import failures
 from mobius.config import ArchitectureConfig
 from mobius.diffusers.config import model_class
+from mobius.diffusers.overrides import install as install_overrides
 from mobius.errors import ConfigError, UnsupportedError
 from mobius.synth.inline import inline_grad_regions
 from mobius.synth.meta_model import BUILD_ERRORS, quiet
@@ -56,6 +57,7 @@ def instantiate(arch: ArchitectureConfig, dtype: torch.dtype, device: str = "met
         with _diffusersquiet():
             model = model.to(dtype)
     model = model.eval()
+    install_overrides(model)
     if device != "meta":
         model = model.to_empty(device=device)
     return model
@@ -167,17 +169,33 @@ def export(
         ) from exc
     fixed = specialised_dims(program, specs)
     if fixed:
-        raise SpecialisedShapeError(
+        raise _shape_error(
             f"torch.export fixed dynamic dimensions of {arch.model_type} to constants: "
-            + ", ".join(fixed)
+            + ", ".join(fixed),
+            fixed,
+            specs,
         )
     batch_axes = {f"{s.name}[{axis}]" for s in specs for axis, d in enumerate(s.dims) if d == BATCH}
     bounded = [b for b in bounded_dims(program, specs, LENGTH_LIMIT) if not _neutral(b, batch_axes)]
     if bounded:
-        raise SpecialisedShapeError(
-            f"the trace of {arch.model_type} holds only for " + ", ".join(bounded)
+        raise _shape_error(
+            f"the trace of {arch.model_type} holds only for " + ", ".join(bounded), bounded, specs
         )
     return inline_grad_regions(program)
+
+
+def _shape_error(message: str, found: list[str], specs: list) -> SpecialisedShapeError:
+    """The error, with ``axes``: the names of the contract axes ``found`` mentions (``batch``,
+    ``num_frames``, ...), so that a caller can retrace with those fixed."""
+    exc = SpecialisedShapeError(message)
+    words = " " + " ".join(found).replace("=", " ") + " "
+    exc.axes = {
+        d
+        for s in specs
+        for axis, d in enumerate(s.dims)
+        if isinstance(d, str) and f" {s.name}[{axis}] " in words
+    }
+    return exc
 
 
 def _neutral(bound: str, batch_axes: set[str]) -> bool:

@@ -166,3 +166,19 @@ def test_repeat_interleave_dynamic(dim):
     check_lowering(
         _RepeatInterleave(dim), [torch.randn(2, 5, 4)], [{0: "b", 1: "s"}], [torch.randn(3, 2, 4)]
     )
+
+
+class _RepeatInterleaveBySize(torch.nn.Module):
+    def forward(self, x):  # HunyuanVideo's VAE: frame indices repeated height * width times
+        return torch.arange(x.shape[0]).repeat_interleave(x.shape[1] * x.shape[2])
+
+
+def test_repeat_interleave_by_a_symbolic_size():
+    from mobius.testing.lowering import check_lowering
+
+    check_lowering(
+        _RepeatInterleaveBySize(),
+        [torch.randn(2, 5, 4)],
+        [{0: "b", 1: "s", 2: "w"}],
+        [torch.randn(3, 2, 6)],
+    )

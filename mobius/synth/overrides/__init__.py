@@ -107,10 +107,14 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
 }
 
 
-def install_overrides(model: torch.nn.Module) -> None:
-    """Install every entry that names the class of one of ``model``'s modules."""
+def install_overrides(
+    model: torch.nn.Module, table: dict[str, Callable[[torch.nn.Module], None]] | None = None
+) -> None:
+    """Install every entry of ``table`` (default: the transformers table) that names the class
+    of one of ``model``'s modules."""
+    table = OVERRIDES if table is None else table
     for module in model.modules():
         cls = type(module)
-        found = OVERRIDES.get(f"{cls.__module__}.{cls.__qualname__}")
+        found = table.get(f"{cls.__module__}.{cls.__qualname__}")
         if found is not None:
             found(module)

@@ -125,3 +125,27 @@ def test_explain_a_pipeline_component(converted, tmp_path):
         for use in module.get("components", [])
     }
     assert {"GroupNormalization", "Attention"} <= components
+
+
+def test_float16_unet_is_as_close_to_float64_as_pytorchs(converted, tmp_path):
+    """``--dtype f16``: the UNet's weights, activations and I/O in float16 (timestep stays
+    float32). The tolerance comes from a float64 reference: onnxruntime's float16 graph may be
+    off it by at most twice what PyTorch's own float16 UNet is (max abs, at 2e-3 here)."""
+    pipe, out = converted
+    code = main(["build", "--model", str(out.parent / "pipeline"), "--component", "unet",
+                 "--dtype", "f16", "--output", str(tmp_path / "unet"), "-q"])  # fmt: skip
+    assert code == 0
+    gen = torch.Generator().manual_seed(0)
+    sample, text = torch.randn(2, 4, 16, 24, generator=gen), torch.randn(2, 5, 16, generator=gen)
+    timestep = torch.tensor([1.0, 40.5])
+    with torch.no_grad():
+        exact = pipe.unet.double()(sample.double(), timestep.double(), text.double()).sample
+        half = pipe.unet.half()(sample.half(), timestep, text.half()).sample.double()
+        pipe.unet.float()
+    feeds = {"sample": sample.half().numpy(), "timestep": timestep.numpy(),
+             "encoder_hidden_states": text.half().numpy()}  # fmt: skip
+    got = session(tmp_path / "unet").run(None, feeds)[0]
+    assert got.dtype == np.float16
+    torch_error = float((half - exact).abs().max())
+    assert 0 < torch_error < 0.05
+    assert float((torch.from_numpy(got).double() - exact).abs().max()) <= 2 * torch_error

@@ -1,0 +1,103 @@
+"""Mochi: joint attention over the valid prompt tokens as one masked attention over the batch."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+class MaskedJointAttnProcessor:
+    """``MochiAttnProcessor2_0`` without its Python loop over the batch.
+
+    diffusers' processor loops over the rows of the batch (so torch.export fixes the batch): for
+    each row it attends over the image tokens and that row's valid prompt tokens (``nonzero`` of
+    the mask), and pads the output with zeros to the full length, so the prompt outputs come
+    first, compacted, in prompt order. Here every row attends at once with the invalid prompt keys
+    masked out (the same softmax: masked keys weigh 0), and the prompt outputs are compacted by a
+    0/1 matrix (``P[b, j, i] = 1`` when token ``i`` is row ``b``'s ``j``-th valid one), which
+    moves each value unchanged and leaves zeros after the last valid token."""
+
+    def __call__(
+        self,
+        attn: Any,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor,
+        image_rotary_emb: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        query, key, value = (
+            proj(hidden_states).unflatten(2, (attn.heads, -1))
+            for proj in (attn.to_q, attn.to_k, attn.to_v)
+        )
+        if attn.norm_q is not None:
+            query = attn.norm_q(query)
+        if attn.norm_k is not None:
+            key = attn.norm_k(key)
+        encoder_query, encoder_key, encoder_value = (
+            proj(encoder_hidden_states).unflatten(2, (attn.heads, -1))
+            for proj in (attn.add_q_proj, attn.add_k_proj, attn.add_v_proj)
+        )
+        if attn.norm_added_q is not None:
+            encoder_query = attn.norm_added_q(encoder_query)
+        if attn.norm_added_k is not None:
+            encoder_key = attn.norm_added_k(encoder_key)
+        if image_rotary_emb is not None:
+            query = _rotary(query, *image_rotary_emb)
+            key = _rotary(key, *image_rotary_emb)
+
+        sequence_length = query.size(1)
+        encoder_sequence_length = encoder_query.size(1)
+        valid = attention_mask != 0  # [batch, prompt]
+        keep = torch.cat([torch.ones_like(valid[:, :1]).expand(-1, sequence_length), valid], 1)
+        out = F.scaled_dot_product_attention(
+            torch.cat([query, encoder_query], 1).transpose(1, 2),
+            torch.cat([key, encoder_key], 1).transpose(1, 2),
+            torch.cat([value, encoder_value], 1).transpose(1, 2),
+            attn_mask=keep[:, None, None, :],
+            dropout_p=0.0,
+            is_causal=False,
+        )  # [batch, heads, tokens, dim]
+        image_out, prompt_out = out.split_with_sizes(
+            (sequence_length, encoder_sequence_length), dim=2
+        )
+        rank = torch.cumsum(valid.to(torch.int64), dim=1) - 1  # j for the j-th valid token
+        slots = torch.arange(encoder_sequence_length, device=rank.device)
+        moves = (rank[:, None, :] == slots[None, :, None]) & valid[:, None, :]  # [b, j, i]
+        prompt_out = torch.einsum("bji,bhid->bhjd", moves.to(prompt_out.dtype), prompt_out)
+
+        hidden_states = image_out.transpose(1, 2).flatten(2, 3)
+        encoder_hidden_states = prompt_out.transpose(1, 2).flatten(2, 3)
+        hidden_states = attn.to_out[1](attn.to_out[0](hidden_states))
+        if hasattr(attn, "to_add_out"):
+            encoder_hidden_states = attn.to_add_out(encoder_hidden_states)
+        return hidden_states, encoder_hidden_states
+
+
+def _rotary(x: torch.Tensor, freqs_cos: torch.Tensor, freqs_sin: torch.Tensor) -> torch.Tensor:
+    """Mochi's interleaved rotary embedding, as its processor applies it."""
+    x_even = x[..., 0::2].float()
+    x_odd = x[..., 1::2].float()
+    cos = (x_even * freqs_cos - x_odd * freqs_sin).to(x.dtype)
+    sin = (x_even * freqs_sin + x_odd * freqs_cos).to(x.dtype)
+    return torch.stack([cos, sin], dim=-1).flatten(-2)
+
+
+def masked_joint_attention(module: torch.nn.Module) -> None:
+    module.processor = MaskedJointAttnProcessor()
+
+
+def centers_by_arange(module: torch.nn.Module) -> None:
+    # MochiRoPE._centers takes the midpoints of `linspace(start, stop, num + 1)`, with `num` the
+    # latents' height or width in patches and `start`, `stop` symbolic floats: the graph kept the
+    # traced count (positions for 12x20 patches at every size). The midpoints are
+    # `start + (i + 1/2) * step` for `i` in `arange(num)`, the same values (within float32's
+    # rounding of linspace's own steps).
+    def _centers(self: Any, start: Any, stop: Any, num: Any, device: Any, dtype: Any) -> Any:
+        step = (stop - start) / num
+        index = torch.arange(num, device=device, dtype=torch.float32)
+        return ((index + 0.5) * step + start).to(dtype or torch.float32)
+
+    module._centers = types.MethodType(_centers, module)
