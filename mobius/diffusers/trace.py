@@ -21,6 +21,7 @@ from mobius.diffusers.config import model_class
 from mobius.diffusers.overrides import install as install_overrides
 from mobius.errors import ConfigError, UnsupportedError
 from mobius.synth.inline import inline_grad_regions
+from mobius.synth.lifted_constants import match_constants
 from mobius.synth.meta_model import BUILD_ERRORS, quiet
 from mobius.synth.shims import unchecked_distributions
 from mobius.synth.trace import (
@@ -114,7 +115,7 @@ def trace_component(arch: ArchitectureConfig, task: Task, dtype: torch.dtype) ->
     if _meta_constants(program, buffer_values):  # tensors built inside forward: values on CPU
         real = instantiate(arch, dtype, device="cpu")
         again = export(_TaskWrapper(real, task, names, None), specs, arch, task, dtype, "cpu")
-        constants.update({k: v for k, v in again.constants.items() if isinstance(v, torch.Tensor)})
+        constants.update(match_constants(program, again))  # by order, shape and dtype
     return TracedModel(
         program=program,
         inputs=specs,
