@@ -99,12 +99,12 @@ def test_detected_from_the_architecture(model_type, architecture):
 
 
 def test_a_split_that_cannot_be_traced_names_the_text_only_way(tmp_path, capsys):
-    """Gemma 4's vision side does not trace yet: detected as image-text-to-text, the build is
-    refused in one line that says how to convert its text decoder instead."""
-    from mobius.testing.causal_lm import tiny_causal_lm
+    """LFM2-VL's vision graph has no input for its ``pixel_attention_mask`` yet: detected as
+    image-text-to-text, the build is refused in one line that says how to convert its text
+    decoder instead."""
+    from mobius.testing.vlm import tiny_vlm
 
-    model, _ = tiny_causal_lm("gemma4")
-    model.save_pretrained(tmp_path / "ckpt")
+    tiny_vlm("lfm2_vl", tmp_path / "ckpt")
     capsys.readouterr()  # transformers' own progress output while saving
     args = ["build", "--model", str(tmp_path / "ckpt"), "--output", str(tmp_path / "onnx")]
     assert main(args) == 2
