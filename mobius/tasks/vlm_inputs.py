@@ -300,8 +300,10 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
     hf = config.hf_config
     vision = getattr(hf, "vision_config", None)
-    channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
-    if "image_grid_thw" in image_feature_arguments(config):
+    method = image_features_method(config)
+    arguments = image_feature_arguments(config)
+    channels, height, width = _image_shape(vision)
+    if "image_grid_thw" in arguments:
         # each image's patches, and its (t, h, w) grid of patches: flattened where the tower
         # stacks frames (temporal_patch_size), else as small images (PaddleOCR-VL)
         size = vision.patch_size
@@ -314,14 +316,8 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             TensorSpec("pixel_values", None, (PATCHES, *pixels), merge * merge),
             TensorSpec("image_grid_thw", torch.int64, (IMAGES, 3)),
         ]
-    if "image_position_ids" in image_feature_arguments(config):
+    if "image_position_ids" in arguments:
         return position_patch_inputs(vision, channels)
-    size = getattr(vision, "image_size", None)
-    if isinstance(size, (list, tuple)):
-        height, width = size
-    else:
-        height = width = size
-    arguments = image_feature_arguments(config)
     if "pixel_attention_mask" in arguments and len(arguments) == 2:
         # Idefics-style: a batch of prompts' image lists (all-zero images pad the lists), and a
         # mask of each image's real pixels
@@ -329,16 +325,16 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             TensorSpec("pixel_values", None, (BATCH, IMAGES, channels, height, width)),
             TensorSpec("pixel_attention_mask", torch.bool, (BATCH, IMAGES, height, width)),
         ]
-    if sized_by_pixels(hf, image_features_method(config)):
+    if sized_by_pixels(hf, method):
         return one_image_input(config)
-    if anyres(hf, image_features_method(config)):
+    if anyres(hf, method):
         return fixed_resolution_inputs(config)
-    if packed_patches(image_features_method(config)):
+    if packed_patches(method):
         return packed_inputs(config)
-    if arguments[:1] == ["pixel_values"] and not _required_beyond_pixels(config):
+    if arguments[:1] == ["pixel_values"] and set(required_arguments(method)) <= {"pixel_values"}:
         return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
     # more than the images (vlm_inputs): an input per required argument, by its HF name
-    return extra_vision_inputs(config, image_features_method(config))
+    return extra_vision_inputs(config, method)
 
 
 def image_features_method(config: ArchitectureConfig) -> Any:
@@ -355,7 +351,3 @@ def image_features_method(config: ArchitectureConfig) -> Any:
     return (
         method if method is not None else getattr(model_class(config), "get_image_features", None)
     )
-
-
-def _required_beyond_pixels(config: ArchitectureConfig) -> list[str]:
-    return [a for a in required_arguments(image_features_method(config)) if a != "pixel_values"]
