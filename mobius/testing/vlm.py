@@ -25,6 +25,8 @@ from mobius.testing.vlm_scale import fan_in_scaled
 from mobius.testing.vlm_tiny_configs import MORE_VLM_OVERRIDES
 
 NEW_TOKENS = 12
+# types whose tiny checkpoint is written with the model's own parameter names (see tiny_vlm)
+NATIVE_LAYOUT = {"shieldgemma2"}
 # per type, what keeps the tiny model small or buildable (on top of tiny_config_for's shrinking)
 VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # its pooling makes mm_tokens_per_image out of the patch grid: 16 patches -> 4 tokens
@@ -75,7 +77,10 @@ def tiny_vlm(model_type: str, directory: Path, *, seed: int = 0, **overrides: An
     model = auto_class().from_config(config, attn_implementation="eager").eval()
     randomize(model, seed)
     fan_in_scaled(model, model_type, seed)  # a few types' vision side: see vlm_scale
-    model.save_pretrained(directory)
+    # HF's original-format writer for ShieldGemma 2 renames the text model to Gemma 3's legacy
+    # layout (model.language_model.model.*), which its own loader does not read back: the
+    # tiny checkpoint keeps the model's own names instead
+    model.save_pretrained(directory, save_original_format=model_type not in NATIVE_LAYOUT)
     loaded = auto_class().from_pretrained(directory, attn_implementation="eager")
     return loaded.eval(), config
 
@@ -168,7 +173,13 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         return position_patches(specs["pixel_values"], images, gen)
     if "target_sizes" in specs:  # packed patches: images of (u, 2u) and (2u, u) patches
         return _packed_pixels(specs["pixel_values"], model, images, gen)
-    sizes = {"num_images": images, "batch": 1, "num_patches": 16, "qformer_sequence_length": 5}
+    sizes = {
+        "num_images": images,
+        "batch": 1,
+        "num_patches": 16,
+        "qformer_sequence_length": 5,
+        "num_frames": 2,  # a video's frames (a model that takes videos only)
+    }
     if "image_height" in specs["pixel_values"].dims:  # one image at its own size, not square
         side, unit = _pixel_size(model)[0], specs["pixel_values"].multiple_of
         sizes.update(image_height=max(side - unit, unit), image_width=side)
@@ -322,6 +333,9 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
     # multi-axis models compute their own prompt positions (get_rope_index): the recipe is
     # checked on them (and on the later steps' through generate)
     own = positions.dim() == 3
+    # a forward with no position_ids (the BLIP family) hands its kwargs to the Q-Former as well,
+    # whose own positions they are not: its language model counts positions from the mask
+    own = own or "position_ids" not in inspect.signature(model.forward).parameters
     with torch.no_grad():
         first = model(**hf_inputs, **({} if own else {"position_ids": positions}), use_cache=True)
         second = language_model(model)(
