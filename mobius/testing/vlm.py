@@ -85,6 +85,26 @@ def tiny_vlm(model_type: str, directory: Path, *, seed: int = 0, **overrides: An
     return loaded.eval(), config
 
 
+def not_image_text_generation(model: Any) -> str | None:
+    """Why a type of the image-text-to-text mapping is no image-to-text generator (the sweep's
+    ``not-image-text``), else None: it cannot generate (PI0 predicts robot actions by flow
+    matching), or it is a decoder-only model with no sub-configs and no features method
+    (Mistral 4's entry is its text-only causal LM)."""
+    from mobius.tasks.vlm_inputs import features_method
+
+    name = type(model).__name__
+    if not model.can_generate():
+        return f"{name} cannot generate text (no GenerationMixin: it is not a text generator)"
+    config = model.config
+    sub_configs = [
+        k for k, v in config.to_dict().items() if isinstance(v, dict) and k.endswith("config")
+    ]
+    if not sub_configs and not config.is_encoder_decoder:
+        if features_method(getattr(model, "model", model)) is None:
+            return f"{name} is a text-only decoder: no sub-configs, no features method"
+    return None
+
+
 def _small_vision_and_rope(config: Any) -> None:
     """Shrinks what ``tiny_config_for`` leaves full size in a VLM: a vision tower's ``depth``
     (two blocks, and the deepstack layers within them), its ``out_hidden_size`` (the text
