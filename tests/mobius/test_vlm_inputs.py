@@ -40,8 +40,10 @@ def test_extra_inputs_by_their_hf_names():
     }
 
 
-def test_a_video_only_model_takes_clips_and_places_them_at_its_video_token():
+def test_models_outside_get_image_features():
     # InstructBLIP-Video has get_video_features only: clips of frames, the video token placed
+    from mobius.errors import ConfigError
+    from mobius.registry import get_task
     from mobius.tasks.vlm import image_token_id
 
     config = from_hf(tiny_config_for("instructblipvideo", video_token_index=250))
@@ -54,6 +56,9 @@ def test_a_video_only_model_takes_clips_and_places_them_at_its_video_token():
     # a model with an image token keeps it (Qwen2-VL also has a video token)
     qwen = tiny_config_for("qwen2_vl")
     assert image_token_id(qwen) == qwen.image_token_id != qwen.video_token_id
+    # Mllama cross-attends to the image: --task image-text-to-text says why, and the way out
+    with pytest.raises(ConfigError, match="cross-attends.*--task text-generation"):
+        get_task("image-text-to-text", from_hf(tiny_config_for("mllama")))
 
 
 def test_an_argument_without_an_input_is_named():
