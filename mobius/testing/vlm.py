@@ -27,6 +27,13 @@ from mobius.testing.vlm_tiny_configs import MORE_VLM_OVERRIDES
 NEW_TOKENS = 12
 # types whose tiny checkpoint is written with the model's own parameter names (see tiny_vlm)
 NATIVE_LAYOUT = {"shieldgemma2"}
+# types whose HF reference runs with the conversion's own override installed: Llama 4's forward
+# raises in this transformers at its return (synth/overrides/llama4.py), and its
+# get_image_features stops before the projector its forward applies; the override fixes the
+# return and gives the projected rows as the features (the forward still projects its own)
+REFERENCE_OVERRIDES = {
+    "llama4": "transformers.models.llama4.modeling_llama4.Llama4ForConditionalGeneration"
+}
 # per type, what keeps the tiny model small or buildable (on top of tiny_config_for's shrinking)
 VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # its pooling makes mm_tokens_per_image out of the patch grid: 16 patches -> 4 tokens
@@ -82,6 +89,10 @@ def tiny_vlm(model_type: str, directory: Path, *, seed: int = 0, **overrides: An
     # tiny checkpoint keeps the model's own names instead
     model.save_pretrained(directory, save_original_format=model_type not in NATIVE_LAYOUT)
     loaded = auto_class().from_pretrained(directory, attn_implementation="eager")
+    if model_type in REFERENCE_OVERRIDES:  # see REFERENCE_OVERRIDES
+        from mobius.synth.overrides import OVERRIDES
+
+        OVERRIDES[REFERENCE_OVERRIDES[model_type]](loaded)
     return loaded.eval(), config
 
 
