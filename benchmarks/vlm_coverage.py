@@ -44,7 +44,16 @@ try:
     model, _ = tiny_vlm(model_type, work / "hf")
 except Exception as exc:
     done("hf-build-error", error=first_line(exc))
+from mobius.testing.vlm import not_image_text_generation
+reason = not_image_text_generation(model)
+if reason:
+    done("not-image-text", error=reason)
 import mobius
+from mobius.config import from_hf
+from mobius.tasks.vlm_unsplit import why_not_split
+unsplit = why_not_split(from_hf(model.config))  # what --task image-text-to-text refuses with
+if unsplit:
+    done("convert-error", error=unsplit)
 from mobius.testing.vlm import vlm_parity
 try:
     package = mobius.build(work / "hf")
@@ -104,9 +113,16 @@ def summary(results: dict) -> str:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     built = len(results) - counts.get("hf-build-error", 0)
     passed = counts.get("pass", 0)
-    rate = f"{passed}/{built} = {100 * passed / built:.0f}%" if built else "n/a"
+    generators = built - counts.get("not-image-text", 0)
+
+    def rate(total: int) -> str:
+        return f"{passed}/{total} = {100 * passed / total:.0f}%" if total else "n/a"
+
     shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    return f"{len(results)} types swept: {shown}; pass rate over buildable types {rate}"
+    return (
+        f"{len(results)} types swept: {shown}; pass rate over buildable types {rate(built)}, "
+        f"over buildable image-text generators {rate(generators)}"
+    )
 
 
 def main() -> None:

@@ -164,10 +164,15 @@ def warn_text_only(hf_config: Any, directory: Path, task: str) -> None:
         if missing
         else ""
     )
+    from mobius.config import from_hf
+    from mobius.tasks.vlm_unsplit import why_not_split
+
+    unsplit = why_not_split(from_hf(hf_config))
     log.warning(
         "%s is a vision-language model: mobius converts its text path only (task %s, no "
-        "image inputs; --task image-text-to-text converts the image path too)%s",
+        "image inputs; %s)%s",
         hf_config.model_type,
         task,
+        unsplit or "--task image-text-to-text converts the image path too",
         processor,
     )

@@ -105,6 +105,13 @@ def get_task(name: str | None, config: ArchitectureConfig) -> Task:
     if isinstance(task, HeadTask) and config.is_encoder_decoder:
         task = task.on_encoder_decoder()
     if not task.supports(config):
+        from mobius.tasks.vlm_unsplit import why_not_split
+
+        unsplit = why_not_split(config) if canonical == "image-text-to-text" else None
+        if unsplit:
+            text = "text-generation" in supported_tasks(config)
+            way = "; --task text-generation converts its text decoder" if text else ""
+            raise ConfigError(unsplit + way)
         has = ", ".join(supported_tasks(config)) or "none"
         raise ConfigError(
             f"'{config.model_type}' has no {canonical} head in transformers; its tasks: {has}"

@@ -38,6 +38,7 @@ from mobius.tasks.vlm_inputs import (
     at_fixed_resolution,
     checked_size,
     example_side,
+    features_method,
     image_features_method,
     images_per_call,
     images_per_call_fallbacks,
@@ -46,6 +47,7 @@ from mobius.tasks.vlm_inputs import (
     sized_by_pixels,
     sizes_as_tensors,
     sizes_from_pixels,
+    video_token_id,
     vision_inputs,
 )
 from mobius.tasks.vlm_masks import _as_first_call, _model_positions, masks_without_vmap
@@ -66,7 +68,7 @@ def image_token_id(hf: Any) -> int | None:
         value = getattr(hf, name, None)
         if isinstance(value, int):
             return value
-    return None
+    return video_token_id(hf)  # a model that takes videos only: its video token
 
 
 def multi_axis_positions(hf: Any) -> bool:
@@ -133,9 +135,8 @@ def language_model(model: torch.nn.Module) -> torch.nn.Module:
     """What the decoder graph runs: the model, or where its forward cannot run without images
     (InstructBLIP's requires ``pixel_values``), its ``language_model`` (a causal LM with its head)."""
     pixels = inspect.signature(model.forward).parameters.get("pixel_values")
-    if pixels is not None and pixels.default is inspect.Parameter.empty:
-        return model.language_model
-    return model
+    required = pixels is not None and pixels.default is inspect.Parameter.empty
+    return model.language_model if required else model
 
 
 class _VLMGraph(Task):
@@ -202,7 +203,7 @@ class VisionGraph(_VLMGraph):
 
             patches = packed_patch_count(model.config, inputs["pixel_values"])
             grid = symbolic_grid(model, patches)
-        method, given = type(_inner(model)).get_image_features, None
+        method, given = features_method(type(_inner(model))), None
         if sized_by_pixels(model.config, method):
             inputs, grid = sizes_from_pixels(inputs), sizes_as_tensors()
         elif anyres(model.config, method):
@@ -227,7 +228,7 @@ def vision_outputs(
     from mobius.tasks.vlm_grid import whole_sizes
 
     with _whole_when_iterated(), whole_sizes():
-        out = _inner(model).get_image_features(**inputs, return_dict=True)
+        out = features_method(_inner(model))(**inputs, return_dict=True)
     return _features(out), stacked(getattr(out, "deepstack_features", None))
 
 
@@ -413,13 +414,12 @@ class DecoderGraph(CausalLMTask):
 
 
 def supports_image_text(config: ArchitectureConfig) -> bool:
-    """The config has an image-text-to-text class that exposes the split's boundaries: its own
-    ``get_image_features`` (GIT, for one, has none: it stays a text-generation model)."""
+    """The config has an image-text-to-text class with its own features method (``vlm_inputs``'s
+    ``FEATURE_METHODS``; GIT has none: it stays a text-generation model)."""
     from mobius.tasks.head import auto_mapping
 
-    if type(config.hf_config) not in auto_mapping(MAPPING):
-        return False
-    return image_features_method(config) is not None
+    in_mapping = type(config.hf_config) in auto_mapping(MAPPING)
+    return in_mapping and image_features_method(config) is not None
 
 
 class VisionLanguageTask(Task):

@@ -27,6 +27,9 @@ PATCHES = "num_patches"
 QFORMER_SEQUENCE = "qformer_sequence_length"
 HEIGHT, WIDTH = "image_height", "image_width"
 PACKED_WIDTH = "packed_patches_width"
+FRAMES = "num_frames"
+# where a model makes the features it scatters into its placeholder tokens, in order of preference
+FEATURE_METHODS = ("get_image_features", "get_video_features")
 
 
 def required_arguments(method: Any) -> list[str]:
@@ -50,10 +53,12 @@ def _image_shape(vision: Any) -> tuple[int, int, int]:
 
 def _pixels(name: str, config: ArchitectureConfig) -> TensorSpec:
     """``<view>pixel_values``: images at the size of ``<view>vision_config`` (``pixel_values``:
-    ``vision_config``; ``high_res_pixel_values``: ``high_res_vision_config``)."""
+    ``vision_config``; ``high_res_pixel_values``: ``high_res_vision_config``); for a model that
+    takes videos only (``takes_videos``), clips of frames ``[num_images, num_frames, ...]``."""
     prefix = name.removesuffix("pixel_values")
     vision = getattr(config.hf_config, f"{prefix}vision_config", None)
-    return TensorSpec(name, None, (IMAGES, *_image_shape(vision)))
+    frames = (FRAMES,) if takes_videos(image_features_method(config)) else ()
+    return TensorSpec(name, None, (IMAGES, *frames, *_image_shape(vision)))
 
 
 def _per_image_pair(dtype: torch.dtype) -> Callable[[str, ArchitectureConfig], TensorSpec]:
@@ -337,6 +342,33 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     return extra_vision_inputs(config, method)
 
 
+def features_method(owner: Any) -> Any:
+    """``owner``'s features method (a class or a model): ``get_image_features``, or where it has
+    none and takes videos only (InstructBLIP-Video), ``get_video_features``; else None."""
+    for name in FEATURE_METHODS:
+        method = getattr(owner, name, None)
+        if method is not None:
+            return method
+    return None
+
+
+def takes_videos(method: Any) -> bool:
+    """The features method is ``get_video_features``: its ``pixel_values`` are clips of frames,
+    and its placeholder is the video token."""
+    return getattr(method, "__name__", None) == "get_video_features"
+
+
+def video_token_id(hf: Any) -> int | None:
+    """The placeholder token of a model that takes videos only (``takes_videos``), else None."""
+    from mobius.tasks.head import auto_mapping
+
+    head = auto_mapping(MAPPING).get(type(hf), None)
+    if head is None or not takes_videos(features_method(head)):
+        return None
+    value = getattr(hf, "video_token_id", None)
+    return value if isinstance(value, int) else None
+
+
 def image_features_method(config: ArchitectureConfig) -> Any:
     """``get_image_features`` of the ``...Model`` under the head where it has one (the head's
     may only pass ``*args`` on, or have none: DeepSeek-VL hybrid), else the head's (or None)."""
@@ -345,9 +377,5 @@ def image_features_method(config: ArchitectureConfig) -> Any:
     head = model_class(config)
     inner = auto_mapping("MODEL").get(type(config.hf_config), None)
     # the head holds the base model as ``model`` (BLIP's holds another, under ``blip``)
-    method = (
-        getattr(inner, "get_image_features", None) if head.base_model_prefix == "model" else None
-    )
-    return (
-        method if method is not None else getattr(model_class(config), "get_image_features", None)
-    )
+    method = features_method(inner) if head.base_model_prefix == "model" else None
+    return method if method is not None else features_method(head)

@@ -25,6 +25,15 @@ from mobius.testing.vlm_scale import fan_in_scaled
 from mobius.testing.vlm_tiny_configs import MORE_VLM_OVERRIDES
 
 NEW_TOKENS = 12
+# types whose tiny checkpoint is written with the model's own parameter names (see tiny_vlm)
+NATIVE_LAYOUT = {"shieldgemma2"}
+# types whose HF reference runs with the conversion's own override installed: Llama 4's forward
+# raises in this transformers at its return (synth/overrides/llama4.py), and its
+# get_image_features stops before the projector its forward applies; the override fixes the
+# return and gives the projected rows as the features (the forward still projects its own)
+REFERENCE_OVERRIDES = {
+    "llama4": "transformers.models.llama4.modeling_llama4.Llama4ForConditionalGeneration"
+}
 # per type, what keeps the tiny model small or buildable (on top of tiny_config_for's shrinking)
 VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # its pooling makes mm_tokens_per_image out of the patch grid: 16 patches -> 4 tokens
@@ -75,9 +84,36 @@ def tiny_vlm(model_type: str, directory: Path, *, seed: int = 0, **overrides: An
     model = auto_class().from_config(config, attn_implementation="eager").eval()
     randomize(model, seed)
     fan_in_scaled(model, model_type, seed)  # a few types' vision side: see vlm_scale
-    model.save_pretrained(directory)
+    # HF's original-format writer for ShieldGemma 2 renames the text model to Gemma 3's legacy
+    # layout (model.language_model.model.*), which its own loader does not read back: the
+    # tiny checkpoint keeps the model's own names instead
+    model.save_pretrained(directory, save_original_format=model_type not in NATIVE_LAYOUT)
     loaded = auto_class().from_pretrained(directory, attn_implementation="eager")
+    if model_type in REFERENCE_OVERRIDES:  # see REFERENCE_OVERRIDES
+        from mobius.synth.overrides import OVERRIDES
+
+        OVERRIDES[REFERENCE_OVERRIDES[model_type]](loaded)
     return loaded.eval(), config
+
+
+def not_image_text_generation(model: Any) -> str | None:
+    """Why a type of the image-text-to-text mapping is no image-to-text generator (the sweep's
+    ``not-image-text``), else None: it cannot generate (PI0 predicts robot actions by flow
+    matching), or it is a decoder-only model with no sub-configs and no features method
+    (Mistral 4's entry is its text-only causal LM)."""
+    from mobius.tasks.vlm_inputs import features_method
+
+    name = type(model).__name__
+    if not model.can_generate():
+        return f"{name} cannot generate text (no GenerationMixin: it is not a text generator)"
+    config = model.config
+    sub_configs = [
+        k for k, v in config.to_dict().items() if isinstance(v, dict) and k.endswith("config")
+    ]
+    if not sub_configs and not config.is_encoder_decoder:
+        if features_method(getattr(model, "model", model)) is None:
+            return f"{name} is a text-only decoder: no sub-configs, no features method"
+    return None
 
 
 def _small_vision_and_rope(config: Any) -> None:
@@ -168,7 +204,13 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         return position_patches(specs["pixel_values"], images, gen)
     if "target_sizes" in specs:  # packed patches: images of (u, 2u) and (2u, u) patches
         return _packed_pixels(specs["pixel_values"], model, images, gen)
-    sizes = {"num_images": images, "batch": 1, "num_patches": 16, "qformer_sequence_length": 5}
+    sizes = {
+        "num_images": images,
+        "batch": 1,
+        "num_patches": 16,
+        "qformer_sequence_length": 5,
+        "num_frames": 2,  # a video's frames (a model that takes videos only)
+    }
     if "image_height" in specs["pixel_values"].dims:  # one image at its own size, not square
         side, unit = _pixel_size(model)[0], specs["pixel_values"].multiple_of
         sizes.update(image_height=max(side - unit, unit), image_width=side)
@@ -322,6 +364,9 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
     # multi-axis models compute their own prompt positions (get_rope_index): the recipe is
     # checked on them (and on the later steps' through generate)
     own = positions.dim() == 3
+    # a forward with no position_ids (the BLIP family) hands its kwargs to the Q-Former as well,
+    # whose own positions they are not: its language model counts positions from the mask
+    own = own or "position_ids" not in inspect.signature(model.forward).parameters
     with torch.no_grad():
         first = model(**hf_inputs, **({} if own else {"position_ids": positions}), use_cache=True)
         second = language_model(model)(

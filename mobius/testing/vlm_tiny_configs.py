@@ -14,6 +14,9 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # extended vocabulary, and the processor repeats it num_query_tokens times. Four queries
     # keep the prompt short.
     "blip-2": {"image_token_index": 255, "num_query_tokens": 4},
+    # InstructBLIP-Video, like BLIP-2: the config class leaves its placeholder (the video token)
+    # unset, which every checkpoint sets; each frame makes num_query_tokens features
+    "instructblipvideo": {"video_token_index": 250, "num_query_tokens": 4},
     # Gemma 4 unified embeds merged patches straight to mm_embed_dim and output_proj_dims (3840
     # each in the real config, not shrunk with the other widths)
     "gemma4_unified": {"vision_config": {"mm_embed_dim": 64, "output_proj_dims": 64}},
@@ -26,6 +29,9 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # shrinking the vocabulary to 256 clamps LFM3-VL's special ids onto each other: the image
     # token (125030 in the real config) would land on the pad token (124893); distinct ids below
     "lfm3_vl": {"image_token_id": 250, "video_token_id": 249},
+    # the same clamping puts dots.ocr-3's image token (151660) on its pad token (151659): the
+    # padded text-only row of the parity prompt then counts as image tokens in HF's own forward
+    "dots3_note": {"image_token_id": 250, "video_token_id": 249, "audio_token_id": 248},
     # Llama 4's pixel-shuffle MLP reads intermediate_size = hidden_size / ratio**2 features and
     # projects to projector_input_dim = projector_output_dim = vision_output_dim (5632 = 1408 * 4
     # and 4096 in the real config); shrinking the widths one by one breaks those identities

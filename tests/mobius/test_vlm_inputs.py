@@ -40,6 +40,27 @@ def test_extra_inputs_by_their_hf_names():
     }
 
 
+def test_models_outside_get_image_features():
+    # InstructBLIP-Video has get_video_features only: clips of frames, the video token placed
+    from mobius.errors import ConfigError
+    from mobius.registry import get_task
+    from mobius.tasks.vlm import image_token_id
+
+    config = from_hf(tiny_config_for("instructblipvideo", video_token_index=250))
+    assert IMAGE_TEXT_TO_TEXT.supports(config)
+    assert {s.name: s.dims for s in vision_inputs(config)} == {
+        "pixel_values": ("num_images", "num_frames", 3, 32, 32),
+        "qformer_input_ids": ("num_images", "qformer_sequence_length"),
+    }
+    assert image_token_id(config.hf_config) == 250
+    # a model with an image token keeps it (Qwen2-VL also has a video token)
+    qwen = tiny_config_for("qwen2_vl")
+    assert image_token_id(qwen) == qwen.image_token_id != qwen.video_token_id
+    # Mllama cross-attends to the image: --task image-text-to-text says why, and the way out
+    with pytest.raises(ConfigError, match="cross-attends.*--task text-generation"):
+        get_task("image-text-to-text", from_hf(tiny_config_for("mllama")))
+
+
 def test_an_argument_without_an_input_is_named():
     def get_image_features(self, pixel_values, crop_boxes, scale=1.0, **kwargs): ...
 

@@ -21,6 +21,7 @@ from mobius.synth.overrides import (
     kimi_k25,
     led,
     lfm3_vl,
+    llama4,
     longformer,
     longt5,
     minicpmv,
@@ -75,6 +76,12 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
         minicpmv.full_windows
     ),
     "transformers.models.lfm3_vl.modeling_lfm3_vl.Lfm3VlVisionModel": (lfm3_vl.conv_by_neighbours),
+    "transformers.models.llama4.modeling_llama4.Llama4ForConditionalGeneration": (
+        llama4.projected_features
+    ),
+    "transformers.models.llama4.modeling_llama4.Llama4VisionRotaryEmbedding": (
+        llama4.rotary_made_in_graph
+    ),
     "transformers.models.muse_glimmer.modeling_muse_glimmer.MuseGlimmerVisionModel": (
         muse_glimmer.shuffle_index_per_token
     ),
