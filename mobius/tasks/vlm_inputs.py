@@ -42,10 +42,23 @@ def required_arguments(method: Any) -> list[str]:
 
 def _image_shape(vision: Any) -> tuple[int, int, int]:
     """(channels, height, width) of one image for a vision sub-config."""
+    if vision is not None and getattr(vision, "image_size", None) is None:
+        vision = _pixel_sub_config(vision)
     channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
     size = getattr(vision, "image_size", None)  # None: any size (an axis the trace names)
     height, width = size if isinstance(size, (list, tuple)) else (size, size)
     return channels, height, width
+
+
+def _pixel_sub_config(vision: Any) -> Any:
+    """A vision config made of towers in sequence names its image size on the first tower's
+    sub-config (Unlimited-OCR: SAM, then a CLIP encoder on SAM's features), the one that reads
+    the pixels; ``vision`` itself where no sub-config names one."""
+    for key in getattr(vision, "sub_configs", None) or {}:
+        sub = getattr(vision, key, None)
+        if getattr(sub, "image_size", None) is not None:
+            return sub
+    return vision
 
 
 def _pixels(name: str, config: ArchitectureConfig) -> TensorSpec:
@@ -296,6 +309,16 @@ def position_patch_inputs(vision: Any, channels: int) -> list[TensorSpec]:
     ]
 
 
+def flat_patch_inputs(hf: Any) -> list[TensorSpec] | None:
+    """No vision tower: the model embeds the processor's flattened patches itself (Fuyu's
+    ``patch_size`` and ``num_channels`` on the top config, a linear patch embedding), so
+    ``pixel_values`` is ``[num_images, num_patches, patch * patch * channels]``. None otherwise."""
+    if getattr(hf, "vision_config", None) is not None or not getattr(hf, "patch_size", None):
+        return None
+    width = hf.patch_size * hf.patch_size * getattr(hf, "num_channels", 3)
+    return [TensorSpec("pixel_values", None, (IMAGES, PATCHES, width))]
+
+
 def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
     hf = config.hf_config
@@ -331,6 +354,8 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         return fixed_resolution_inputs(config)
     if packed_patches(method):
         return packed_inputs(config)
+    if (flat := flat_patch_inputs(hf)) is not None:
+        return flat
     if arguments[:1] == ["pixel_values"] and set(required_arguments(method)) <= {"pixel_values"}:
         return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
     # more than the images (vlm_inputs): an input per required argument, by its HF name

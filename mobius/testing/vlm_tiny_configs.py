@@ -37,4 +37,19 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
             "vision_output_dim": 64,
         }
     },
+    # Unlimited-OCR's CLIP encoder reads SAM's features, downsampled 4x: its position table
+    # (image_size / patch_size per side) must match SAM's image_size / patch_size / 4, as the
+    # real 1024/16 -> 16 and 224/14 -> 16 do; shrunk separately they disagree. 64/8/4 = 16/8 = 2.
+    # Its embedding takes SAM's last downsample channels as the patch embeddings (1024 = the CLIP
+    # width in the real config): the shrunk width, 64
+    "unlimited_ocr": {
+        "vision_config": {
+            "sam_config": {
+                "image_size": 64,
+                "global_attn_indexes": [1],
+                "downsample_channels": [32, 64],
+            },
+            "encoder_config": {"image_size": 16},
+        }
+    },
 }
