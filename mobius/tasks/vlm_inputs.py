@@ -319,6 +319,22 @@ def flat_patch_inputs(hf: Any) -> list[TensorSpec] | None:
     return [TensorSpec("pixel_values", None, (IMAGES, PATCHES, width))]
 
 
+def patch_sequence_inputs(hf: Any, method: Any) -> list[TensorSpec] | None:
+    """``get_image_features`` takes ``spatial_shapes`` and ``pixel_attention_mask`` (Siglip2's
+    NaFlex layout, LFM2-VL): each image as a row of flattened patches padded to a common count,
+    its grid of patches in ``spatial_shapes`` (the tower resizes its position table to it) and
+    its real patches in ``pixel_attention_mask`` (int32, as the processor makes it). None
+    otherwise."""
+    if not {"spatial_shapes", "pixel_attention_mask"} <= set(required_arguments(method)):
+        return None
+    channels, patch = _image_shape(hf.vision_config)[0], hf.vision_config.patch_size
+    return [
+        TensorSpec("pixel_values", None, (IMAGES, PATCHES, channels * patch * patch)),
+        TensorSpec("spatial_shapes", torch.int64, (IMAGES, 2)),
+        TensorSpec("pixel_attention_mask", torch.int32, (IMAGES, PATCHES)),
+    ]
+
+
 def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
     hf = config.hf_config
@@ -356,6 +372,8 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         return packed_inputs(config)
     if (flat := flat_patch_inputs(hf)) is not None:
         return flat
+    if (sequence := patch_sequence_inputs(hf, method)) is not None:
+        return sequence
     if arguments[:1] == ["pixel_values"] and set(required_arguments(method)) <= {"pixel_values"}:
         return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
     # more than the images (vlm_inputs): an input per required argument, by its HF name

@@ -178,6 +178,8 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         return position_patches(specs["pixel_values"], images, gen)
     if "target_sizes" in specs:  # packed patches: images of (u, 2u) and (2u, u) patches
         return _packed_pixels(specs["pixel_values"], model, images, gen)
+    if "spatial_shapes" in specs:  # patch rows padded to 16: images of 2 x 6 patches
+        return _patch_rows(specs["pixel_values"], images, gen)
     sizes = {"num_images": images, "batch": 1, "num_patches": 16, "qformer_sequence_length": 5}
     if "image_height" in specs["pixel_values"].dims:  # one image at its own size, not square
         side, unit = _pixel_size(model)[0], specs["pixel_values"].multiple_of
@@ -208,6 +210,19 @@ def _packed_pixels(
     width = int(sizes.prod(-1).sum()) * patch
     pixels = torch.randn(1, *spec.dims[1:3], width, generator=gen)
     return {"pixel_values": pixels, "target_sizes": sizes.to(torch.int32)}
+
+
+def _patch_rows(spec: Any, images: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Siglip2's NaFlex layout (``vlm_inputs.patch_sequence_inputs``): 12 real patches of a
+    2 x 6 grid in rows of 16, the rest padding (zeros, masked out)."""
+    rows, columns, width = 2, 6, 16
+    pixels = torch.randn(images, width, spec.dims[-1], generator=gen)
+    mask = (torch.arange(width) < rows * columns).to(torch.int32).expand(images, -1).clone()
+    return {
+        "pixel_values": pixels * mask[..., None],
+        "spatial_shapes": torch.tensor([[rows, columns]] * images),
+        "pixel_attention_mask": mask,
+    }
 
 
 def _fixed_size(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:

@@ -31,6 +31,7 @@ from mobius.synth.overrides import (
     qwen4_exp,
     reformer,
     rwkv,
+    unlimited_ocr,
     video_llama_3,
 )
 
@@ -101,6 +102,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.rwkv.modeling_rwkv.RwkvSelfAttention": rwkv.attention_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvFeedForward": rwkv.feed_forward_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvModel": rwkv.rescaled_at_use,
+    "transformers.models.unlimited_ocr.modeling_unlimited_ocr.UnlimitedOcrModel": (
+        unlimited_ocr.global_views_batched
+    ),
     "transformers.models.video_llama_3.modeling_video_llama_3.VideoLlama3Model": (
         video_llama_3.images_unmerged
     ),
