@@ -10,6 +10,12 @@ atol 1e-4 measures rounding, not conversion. Trained models keep activations O(1
 types the vision side's matrices (everything outside the language model) are redrawn with std
 ``1 / sqrt(fan_in)``, the scale that keeps activations O(1), so features stay where float32 holds
 1e-4. The tolerance is unchanged.
+
+MiniCPM-V 4.6 (features up to 24) is the same case one step later: its text model (Qwen3.5,
+gated delta rule) amplifies the features' float32 rounding at the prompt's last position. Against
+HF's float64 forward (measured): the graph's features 1.4e-5 off, its prefill logits 1.7e-4 (HF's
+own float32 logits 4.8e-5); the graph's decoder given the float64 features 6.2e-5. So the excess
+is the features' rounding, not the conversion.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ import math
 import torch
 
 # types whose tiny features exceed float32's 1e-4 resolution with std-0.3 weights (measured above)
-FAN_IN_SCALED = frozenset({"cohere2_vision", "got_ocr2", "pp_chart2table", "minimax_m3_vl"})
+FAN_IN_SCALED = frozenset(
+    {"cohere2_vision", "got_ocr2", "pp_chart2table", "minimax_m3_vl", "minicpmv4_6"}
+)
 
 
 def _language_side(model: torch.nn.Module) -> set[int]:

@@ -31,6 +31,7 @@ from mobius.synth.overrides import (
     qwen4_exp,
     reformer,
     rwkv,
+    step3p7,
     unlimited_ocr,
     video_llama_3,
 )
@@ -102,6 +103,10 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.rwkv.modeling_rwkv.RwkvSelfAttention": rwkv.attention_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvFeedForward": rwkv.feed_forward_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvModel": rwkv.rescaled_at_use,
+    "transformers.models.step3p7.modeling_step3p7.Step3p7VisionModel": (
+        step3p7.positions_from_shape
+    ),
+    "transformers.models.step3p7.modeling_step3p7.Step3p7Model": step3p7.global_views_batched,
     "transformers.models.unlimited_ocr.modeling_unlimited_ocr.UnlimitedOcrModel": (
         unlimited_ocr.global_views_batched
     ),
