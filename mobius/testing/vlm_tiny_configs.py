@@ -46,8 +46,10 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # (image_size / patch_size per side) must match SAM's image_size / patch_size / 4, as the
     # real 1024/16 -> 16 and 224/14 -> 16 do; shrunk separately they disagree. 64/8/4 = 16/8 = 2.
     # Its embedding takes SAM's last downsample channels as the patch embeddings (1024 = the CLIP
-    # width in the real config): the shrunk width, 64
+    # width in the real config): the shrunk width, 64. Its eager attention does not repeat
+    # key/value heads: as many as the query heads (10 and 10 in the real config)
     "unlimited_ocr": {
+        "text_config": {"num_key_value_heads": 4},
         "vision_config": {
             "sam_config": {
                 "image_size": 64,
