@@ -57,6 +57,6 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
                 "downsample_channels": [32, 64],
             },
             "encoder_config": {"image_size": 16},
-        }
+        },
     },
 }
