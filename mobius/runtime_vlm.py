@@ -94,12 +94,21 @@ class OnnxVisionLanguageModel:
         self.cache_names = [n for n in self.decoder_inputs if n.startswith("past_key_values.")]
 
     def positions(
-        self, ids: np.ndarray, mask: np.ndarray, image_grid_thw: np.ndarray | None = None
+        self,
+        ids: np.ndarray,
+        mask: np.ndarray,
+        image_grid_thw: np.ndarray | None = None,
+        target_sizes: np.ndarray | None = None,
     ) -> np.ndarray:
         """The prompt's ``position_ids`` in the layout the decoder takes (``mobius.json``'s
-        ``position_ids``: ``sequence`` or ``multi-axis``)."""
+        ``position_ids``: ``sequence`` or ``multi-axis``, by the grid or the canvas recipe:
+        ``position_recipe``)."""
         if self.manifest.get("position_ids") != "multi-axis":
             return sequence_positions(np.asarray(mask))
+        if self.manifest.get("position_recipe") == "canvas":
+            from mobius.runtime_canvas import canvas_positions
+
+            return canvas_positions(ids, mask, target_sizes, self.manifest["canvas"])
         return multi_axis_positions(
             ids,
             mask,

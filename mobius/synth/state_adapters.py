@@ -151,7 +151,7 @@ def probe_mechanisms(model: torch.nn.Module, call: Callable[..., Any]) -> list[S
     if state is not None:
         found = (
             TransformersCache.probe(state)
-            or StateList.probe(state, model.config.num_hidden_layers)
+            or StateList.probe(state, model.config.get_text_config(decoder=True).num_hidden_layers)
             or StateDict.probe(state)
         )
         if found is None:

@@ -25,6 +25,7 @@ import torch
 from mobius.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask, cache_argument, returned_cache
+from mobius.tasks.vlm_canvas import position_manifest
 from mobius.tasks.vlm_deepstack import NAME as DEEPSTACK
 from mobius.tasks.vlm_deepstack import added_deepstack, deepstack_layers, stacked
 from mobius.tasks.vlm_inputs import (
@@ -447,9 +448,8 @@ class VisionLanguageTask(Task):
             "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),
         }
         manifest.update(images_per_call(hf, image_features_method(config)))
-        if multi_axis_positions(hf):  # what runtime_vlm.multi_axis_positions needs
-            vision = getattr(hf, "vision_config", None)
-            manifest["spatial_merge_size"] = getattr(vision, "spatial_merge_size", 1)
+        if multi_axis_positions(hf):  # the recipe runtime_vlm computes them by (vlm_canvas)
+            manifest.update(position_manifest(hf))
         return manifest
 
     def runtime_files(

@@ -45,10 +45,23 @@ def required_arguments(method: Any) -> list[str]:
 
 def _image_shape(vision: Any) -> tuple[int, int, int]:
     """(channels, height, width) of one image for a vision sub-config."""
+    if vision is not None and getattr(vision, "image_size", None) is None:
+        vision = _pixel_sub_config(vision)
     channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
     size = getattr(vision, "image_size", None)  # None: any size (an axis the trace names)
     height, width = size if isinstance(size, (list, tuple)) else (size, size)
     return channels, height, width
+
+
+def _pixel_sub_config(vision: Any) -> Any:
+    """A vision config made of towers in sequence names its image size on the first tower's
+    sub-config (Unlimited-OCR: SAM, then a CLIP encoder on SAM's features), the one that reads
+    the pixels; ``vision`` itself where no sub-config names one."""
+    for key in getattr(vision, "sub_configs", None) or {}:
+        sub = getattr(vision, key, None)
+        if getattr(sub, "image_size", None) is not None:
+            return sub
+    return vision
 
 
 def _pixels(name: str, config: ArchitectureConfig) -> TensorSpec:
@@ -301,6 +314,32 @@ def position_patch_inputs(vision: Any, channels: int) -> list[TensorSpec]:
     ]
 
 
+def flat_patch_inputs(hf: Any) -> list[TensorSpec] | None:
+    """No vision tower: the model embeds the processor's flattened patches itself (Fuyu's
+    ``patch_size`` and ``num_channels`` on the top config, a linear patch embedding), so
+    ``pixel_values`` is ``[num_images, num_patches, patch * patch * channels]``. None otherwise."""
+    if getattr(hf, "vision_config", None) is not None or not getattr(hf, "patch_size", None):
+        return None
+    width = hf.patch_size * hf.patch_size * getattr(hf, "num_channels", 3)
+    return [TensorSpec("pixel_values", None, (IMAGES, PATCHES, width))]
+
+
+def patch_sequence_inputs(hf: Any, method: Any) -> list[TensorSpec] | None:
+    """``get_image_features`` takes ``spatial_shapes`` and ``pixel_attention_mask`` (Siglip2's
+    NaFlex layout, LFM2-VL): each image as a row of flattened patches padded to a common count,
+    its grid of patches in ``spatial_shapes`` (the tower resizes its position table to it) and
+    its real patches in ``pixel_attention_mask`` (int32, as the processor makes it). None
+    otherwise."""
+    if not {"spatial_shapes", "pixel_attention_mask"} <= set(required_arguments(method)):
+        return None
+    channels, patch = _image_shape(hf.vision_config)[0], hf.vision_config.patch_size
+    return [
+        TensorSpec("pixel_values", None, (IMAGES, PATCHES, channels * patch * patch)),
+        TensorSpec("spatial_shapes", torch.int64, (IMAGES, 2)),
+        TensorSpec("pixel_attention_mask", torch.int32, (IMAGES, PATCHES)),
+    ]
+
+
 def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
     hf = config.hf_config
@@ -336,6 +375,10 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         return fixed_resolution_inputs(config)
     if packed_patches(method):
         return packed_inputs(config)
+    if (flat := flat_patch_inputs(hf)) is not None:
+        return flat
+    if (sequence := patch_sequence_inputs(hf, method)) is not None:
+        return sequence
     if arguments[:1] == ["pixel_values"] and set(required_arguments(method)) <= {"pixel_values"}:
         return [TensorSpec("pixel_values", None, (IMAGES, channels, height, width))]
     # more than the images (vlm_inputs): an input per required argument, by its HF name

@@ -19,6 +19,7 @@ from mobius.tasks.vlm import (
     type_ids_argument,
     vision_outputs,
 )
+from mobius.tasks.vlm_canvas import MARKERS, canvas_recipe
 from mobius.tasks.vlm_inputs import grid_merge_size
 from mobius.testing.tiny import randomize
 from mobius.testing.vlm_scale import fan_in_scaled
@@ -62,7 +63,16 @@ VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # no default image token (real checkpoints set one); the window merger after the first of
     # the tiny tower's two blocks (its default, block 6, would never run)
     "minicpmv4_6": {"image_token_id": 250, "insert_layer_id": 0},
-    "minicpmv4_7": {"image_token_id": 250, "insert_layer_id": 0},
+    # ... and its canvas markers (the processor's tokenizer sets them): distinct free ids
+    "minicpmv4_7": {
+        "image_token_id": 250,
+        "insert_layer_id": 0,
+        "image_start_id": 244,
+        "image_end_id": 245,
+        "slice_start_id": 246,
+        "slice_end_id": 247,
+        "newline_id": 248,
+    },
     "minicpm_ocr": {"image_token_id": 250, "insert_layer_id": 0},
 }
 VLM_OVERRIDES.update(MORE_VLM_OVERRIDES)
@@ -204,6 +214,8 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         return position_patches(specs["pixel_values"], images, gen)
     if "target_sizes" in specs:  # packed patches: images of (u, 2u) and (2u, u) patches
         return _packed_pixels(specs["pixel_values"], model, images, gen)
+    if "spatial_shapes" in specs:  # patch rows padded to 16: images of 2 x 6 patches
+        return _patch_rows(specs["pixel_values"], images, gen)
     sizes = {
         "num_images": images,
         "batch": 1,
@@ -240,6 +252,19 @@ def _packed_pixels(
     width = int(sizes.prod(-1).sum()) * patch
     pixels = torch.randn(1, *spec.dims[1:3], width, generator=gen)
     return {"pixel_values": pixels, "target_sizes": sizes.to(torch.int32)}
+
+
+def _patch_rows(spec: Any, images: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Siglip2's NaFlex layout (``vlm_inputs.patch_sequence_inputs``): 12 real patches of a
+    2 x 6 grid in rows of 16, the rest padding (zeros, masked out)."""
+    rows, columns, width = 2, 6, 16
+    pixels = torch.randn(images, width, spec.dims[-1], generator=gen)
+    mask = (torch.arange(width) < rows * columns).to(torch.int32).expand(images, -1).clone()
+    return {
+        "pixel_values": pixels * mask[..., None],
+        "spatial_shapes": torch.tensor([[rows, columns]] * images),
+        "pixel_attention_mask": mask,
+    }
 
 
 def _fixed_size(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
@@ -290,7 +315,12 @@ def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
     text[(text == token) | (text == pad) | (text == start)] = 4
     if start is not None:  # the processor opens each image with it (Qwen-Omni finds images by it)
         text[0, 1] = start
-    first = torch.cat([text[0, :2], torch.full((image_tokens,), token), text[0, 2:]])
+    image = torch.full((image_tokens,), token)
+    if canvas_recipe(config):  # <image> ... </image> around the thumbnail, as the processor
+        markers = torch.tensor([m for m in (getattr(config, n) for n in MARKERS) if m is not None])
+        text[torch.isin(text, markers)] = 4
+        image = torch.cat([markers[:1], image, markers[1:2]])
+    first = torch.cat([text[0, :2], image, text[0, 2:]])
     width = first.numel()
     second = torch.cat([torch.full((width - length,), pad), text[1]])
     ids = torch.stack([first, second])
@@ -346,9 +376,14 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
     if hf_deepstack is not None:
         features_diff = max(features_diff, float(np.abs(deepstack - hf_deepstack.numpy()).max()))
     ids, mask = prompt(model, hf_features.shape[0])
-    grid = pixels.get("image_grid_thw")
+    grid, sizes = pixels.get("image_grid_thw"), pixels.get("target_sizes")
     positions = torch.from_numpy(
-        runner.positions(ids.numpy(), mask.numpy(), None if grid is None else grid.numpy())
+        runner.positions(
+            ids.numpy(),
+            mask.numpy(),
+            None if grid is None else grid.numpy(),
+            None if sizes is None else sizes.numpy(),
+        )
     )
     extra = {}
     if type_ids_argument(model) == "token_type_ids":

@@ -43,4 +43,26 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
             "vision_output_dim": 64,
         }
     },
+    # Step3p7's text model always builds a sliding-window mask (the real config's layers mix
+    # sliding and full attention); the shrunk config leaves sliding_window unset
+    "step3p7": {
+        "text_config": {"sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]}
+    },
+    # Unlimited-OCR's CLIP encoder reads SAM's features, downsampled 4x: its position table
+    # (image_size / patch_size per side) must match SAM's image_size / patch_size / 4, as the
+    # real 1024/16 -> 16 and 224/14 -> 16 do; shrunk separately they disagree. 64/8/4 = 16/8 = 2.
+    # Its embedding takes SAM's last downsample channels as the patch embeddings (1024 = the CLIP
+    # width in the real config): the shrunk width, 64. Its eager attention does not repeat
+    # key/value heads: as many as the query heads (10 and 10 in the real config)
+    "unlimited_ocr": {
+        "text_config": {"num_key_value_heads": 4},
+        "vision_config": {
+            "sam_config": {
+                "image_size": 64,
+                "global_attn_indexes": [1],
+                "downsample_channels": [32, 64],
+            },
+            "encoder_config": {"image_size": 16},
+        },
+    },
 }

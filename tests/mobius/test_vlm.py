@@ -99,12 +99,12 @@ def test_detected_from_the_architecture(model_type, architecture):
 
 
 def test_a_split_that_cannot_be_traced_names_the_text_only_way(tmp_path, capsys):
-    """LFM2-VL's vision graph has no input for its ``pixel_attention_mask`` yet: detected as
-    image-text-to-text, the build is refused in one line that says how to convert its text
-    decoder instead."""
+    """HunyuanVL's vision tower loops over each image's grid in Python (its feature count comes
+    from the grid's values), which the trace cannot follow: detected as image-text-to-text, the
+    build is refused in one line that says how to convert its text decoder instead."""
     from mobius.testing.vlm import tiny_vlm
 
-    tiny_vlm("lfm2_vl", tmp_path / "ckpt")
+    tiny_vlm("hunyuan_vl", tmp_path / "ckpt")
     capsys.readouterr()  # transformers' own progress output while saving
     args = ["build", "--model", str(tmp_path / "ckpt"), "--output", str(tmp_path / "onnx")]
     assert main(args) == 2

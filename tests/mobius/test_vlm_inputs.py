@@ -32,6 +32,17 @@ def test_extra_inputs_by_their_hf_names():
     )
     # Pixtral: one image of any size, its image_sizes said by its shape
     assert _inputs("mistral3") == {"pixel_values": (None, (1, 3, "image_height", "image_width"))}
+    # no vision tower: Fuyu embeds the flattened 8 x 8 x 3 patches itself
+    assert _inputs("fuyu") == {"pixel_values": (None, ("num_images", "num_patches", 192))}
+    # Siglip2's NaFlex rows of patches, their grids and real patches (LFM2-VL)
+    assert _inputs("lfm2_vl") == {
+        "pixel_values": (None, ("num_images", "num_patches", 192)),
+        "spatial_shapes": (torch.int64, ("num_images", 2)),
+        "pixel_attention_mask": (torch.int32, ("num_images", "num_patches")),
+    }
+    # towers in sequence: the image size of the first, which reads the pixels (Unlimited-OCR)
+    ocr = _inputs("unlimited_ocr", vision_config={"sam_config": {"image_size": 64}})
+    assert ocr == {"pixel_values": (None, ("num_images", 3, 64, 64))}
     # anyres: one image at the first tiling (32 x 64: the whole image and two tiles)
     anyres = _inputs("llava_next", image_grid_pinpoints=[[32, 64], [64, 64]])
     assert anyres == {

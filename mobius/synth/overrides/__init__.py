@@ -32,6 +32,8 @@ from mobius.synth.overrides import (
     qwen4_exp,
     reformer,
     rwkv,
+    step3p7,
+    unlimited_ocr,
     video_llama_3,
 )
 
@@ -108,6 +110,13 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.rwkv.modeling_rwkv.RwkvSelfAttention": rwkv.attention_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvFeedForward": rwkv.feed_forward_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvModel": rwkv.rescaled_at_use,
+    "transformers.models.step3p7.modeling_step3p7.Step3p7VisionModel": (
+        step3p7.positions_from_shape
+    ),
+    "transformers.models.step3p7.modeling_step3p7.Step3p7Model": step3p7.global_views_batched,
+    "transformers.models.unlimited_ocr.modeling_unlimited_ocr.UnlimitedOcrModel": (
+        unlimited_ocr.global_views_batched
+    ),
     "transformers.models.video_llama_3.modeling_video_llama_3.VideoLlama3Model": (
         video_llama_3.images_unmerged
     ),
