@@ -256,3 +256,18 @@ def test_default_accuracy_level():
     assert default_accuracy_level("cpu", "int4") == 4
     assert default_accuracy_level(None, "int4") == 0  # the portable graph: exact
     assert default_accuracy_level("cpu", None) == 0  # GGUF/GPTQ/AWQ blocks: exact
+
+
+def test_ep_cpu_moves_qkv_bias_into_matmulnbits(tmp_path):
+    """Qwen2's q/k/v bias: packed with the weights, then the packed MatMulNBits' ``bias`` input
+    (``nbits_pack.fuse_biases``), not an ``Add`` after it; same values."""
+    model, config = make_checkpoint("qwen2", tmp_path / "c", **SHAPE)
+    out = mobius.build(tmp_path / "c", precision="int4", ep="cpu", accuracy_level=0).save(
+        tmp_path / "q"
+    )
+    graph = onnx.load(str(out / "model.onnx"), load_external_data=False).graph
+    with_bias = [n for n in graph.node if n.op_type == "MatMulNBits" and len(n.input) == 6]
+    assert len(with_bias) == config.num_hidden_layers
+    assert all(n.input[5].endswith("qkv_proj.bias") for n in with_bias)
+    assert "Add" not in ops(out)
+    assert max_abs_diff(quantized_reference(model, 4, 32, False), out, config) <= ATOL
