@@ -8,8 +8,10 @@ subprocess (``convert.measure``: wall time, peak RSS of the process tree), then:
   ``LICENSE.txt``) in one prefill, against the float32 HF model in eager PyTorch;
 - **size**: bytes of ``*.onnx`` and ``*.onnx.data`` on disk;
 - **decode**: one new token on a 128-token cache, through onnxruntime on CPU
-  (``runtime.Driver``, 2 threads); the converters alternate inside each round, each round loads
-  the sessions afresh; medians over all rounds.
+  (``runtime.Driver``, 2 threads); each round loads every variant's session afresh, then runs one
+  step of each in turn (the order reversed every other step), so that a step's ratio to the
+  builder's step next to it is taken under the same load: medians over all rounds, and the
+  median of those per-step ratios (``decode_paired_over_builder``; below 1: faster).
 
 Variants: ``mobius-acc0`` (``--precision int4 --ep cpu --accuracy-level 0``: block 32,
 asymmetric, q/k/v and gate/up packed, float32 activations), ``mobius-acc4`` (the same with
@@ -182,23 +184,36 @@ def main(argv: list[str] | None = None) -> int:
             gc.collect()
     names = list(sizes)
     decode: dict[str, list[float]] = {n: [] for n in names}
+    paired: dict[str, list[float]] = {n: [] for n in names if n != "builder"}
     rounds = []
     prompt = ids[:, :128]
     for round_index in range(args.rounds):
-        medians = {}
-        for name in names[round_index % len(names) :] + names[: round_index % len(names)]:
+        # every variant's session loaded (in a rotated order: a process's first session can run
+        # slower), then one step of each in turn, the order reversed every other step: each
+        # step's ratio to the builder's is taken under the same load
+        order = names[round_index % len(names) :] + names[: round_index % len(names)]
+        steps = {}
+        for name in order:
             drv = Driver(model_file(workdir / name), config, args.threads)
             out = drv.run(drv.feeds(prompt, None, 0))
             past = {n: out[n] for n in drv.cache_out.values()}
-            step = drv.feeds(ids[:, 128:129], past, 128)
-            timed(drv, step, 3)  # warm-up
-            ms = timed(drv, step, args.iters)
-            decode[name] += ms
-            medians[name] = round(statistics.median(ms), 3)
-            del drv, out, past
-            gc.collect()
-        rounds.append(medians)
-        print(f"round {round_index}: {medians} load {os.getloadavg()[0]:.1f}", flush=True)
+            steps[name] = (drv, drv.feeds(ids[:, 128:129], past, 128))
+            timed(drv, steps[name][1], 3)  # warm-up
+            del out, past
+        ms: dict[str, list[float]] = {n: [] for n in names}
+        for index in range(args.iters):
+            for name in order if index % 2 == 0 else order[::-1]:
+                ms[name] += timed(*steps[name], 1)
+        for name in names:
+            decode[name] += ms[name]
+        for name in paired:
+            if "builder" in ms:
+                paired[name] += [a / b for a, b in zip(ms[name], ms["builder"], strict=True)]
+        medians = {n: round(statistics.median(ms[n]), 3) for n in names}
+        rounds.append({**medians, "load_1min": round(os.getloadavg()[0], 1)})
+        print(f"round {round_index}: {rounds[-1]}", flush=True)
+        del steps
+        gc.collect()
     result = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "model": args.model,
@@ -214,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         "graph_bytes": graph_sizes,
         "conversion": conversions,
         "decode": {n: stats(decode[n]) for n in names},
+        "decode_paired_over_builder": {
+            n: round(statistics.median(r), 3) for n, r in paired.items() if r
+        },
         "rounds": rounds,
         "machine": convert.machine(),
     }
@@ -228,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s": conversions[n]["wall_s"],
             "load": conversions[n]["load_1min"],
             "decode_ms": result["decode"][n]["median_ms"],
+            "decode_paired_over_builder": result["decode_paired_over_builder"].get(n),
         }
         for n in names
     }

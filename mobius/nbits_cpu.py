@@ -44,10 +44,13 @@ def fast_cpu_forms(model: ir.Model) -> dict[str, str]:
     planes: dict[str, _Planes] = {}  # by the 8-bit B's name: split once, shared by its readers
     retired: set[str] = set()  # initializers the old forms read
     for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
-        if node.domain != MS_DOMAIN or node.op_type != "MatMulNBits" or len(node.inputs) > 4:
+        if node.domain != MS_DOMAIN or node.op_type != "MatMulNBits" or len(node.inputs) > 6:
             continue
         a, b, scales, *rest = node.inputs
         zero_points = rest[0] if rest else None
+        if len(rest) > 1 and rest[1] is not None:  # g_idx: not a form mobius emits
+            continue
+        bias = rest[2] if len(rest) > 2 else None  # ``nbits_pack.fuse_biases``
         if scales.dtype != FLOAT or not _constants(b, scales, zero_points):
             continue
         bits = node.attributes.get_int("bits", 4)
@@ -56,11 +59,11 @@ def fast_cpu_forms(model: ir.Model) -> dict[str, str]:
             if b.name not in planes:
                 planes[b.name] = _Planes(b, scales, zero_points)
                 _split_gathers(b, planes[b.name])
-            _split_matmul(node, a, planes[b.name])
+            _split_matmul(node, a, planes[b.name], bias)
             retired.update(v.name for v in (b, scales, zero_points) if v is not None)
             forms[_key(b)] = SPLIT_8BIT
         elif bits == 4 and zero_points is not None and zero_points.dtype == FLOAT:
-            _offset_matmul(node, a, b, scales, zero_points)
+            _offset_matmul(node, a, b, scales, zero_points, bias)
             retired.add(zero_points.name)
             forms[_key(b)] = OFFSET_4BIT
     for name in retired:
@@ -154,11 +157,23 @@ def _add(graph: ir.Graph, before: ir.Node, x: ir.Value, y: ir.Value, name: str) 
     return add
 
 
-def _split_matmul(node: ir.Node, a: ir.Value, planes: _Planes) -> None:
+def _with_bias(inputs: list[ir.Value | None], bias: ir.Value | None) -> list[ir.Value | None]:
+    """``inputs`` (A, B, scales[, zero points]) with ``bias`` as MatMulNBits' input 5."""
+    if bias is None:
+        return inputs
+    return [*inputs, *[None] * (5 - len(inputs)), bias]
+
+
+def _split_matmul(
+    node: ir.Node, a: ir.Value, planes: _Planes, bias: ir.Value | None = None
+) -> None:
+    """The low plane's node adds the bias, if any: the smaller partial sum, so the bias is
+    rounded at its scale, not at the high plane's (16x the step)."""
     graph = node.graph
     halves = []
     for plane in ("hi", "lo"):
-        half = _nbits_node(node, [a, *planes.values[plane]], plane)
+        inputs = [a, *planes.values[plane]]
+        half = _nbits_node(node, _with_bias(inputs, bias) if plane == "lo" else inputs, plane)
         graph.insert_before(node, half)
         halves.append(half.outputs[0])
     swap_node(node, ir.Node("", "Add", halves, name=f"{node.name}.planes"))
@@ -201,14 +216,19 @@ def _split_gathers(b: ir.Value, planes: _Planes) -> None:
 
 
 def _offset_matmul(
-    node: ir.Node, a: ir.Value, b: ir.Value, scales: ir.Value, zero_points: ir.Value
+    node: ir.Node,
+    a: ir.Value,
+    b: ir.Value,
+    scales: ir.Value,
+    zero_points: ir.Value,
+    bias: ir.Value | None = None,
 ) -> None:
     graph = node.graph
     n, kb = (int(d) for d in b.shape[:2])
     k, block = node.attributes.get_int("K"), node.attributes.get_int("block_size")
     sums = _block_sums(b.graph, k, kb, block)
     offsets = _register_offsets(b, scales, zero_points, n, kb)
-    symmetric = _nbits_node(node, [a, b, scales], "symmetric")
+    symmetric = _nbits_node(node, _with_bias([a, b, scales], bias), "symmetric")
     graph.insert_before(node, symmetric)
     per_block = ir.Node("", "MatMul", [a, sums], name=f"{node.name}.block_sums")
     graph.insert_before(node, per_block)

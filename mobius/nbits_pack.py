@@ -11,6 +11,11 @@ Runs after the weights are quantized or placed (``--precision``, GGUF blocks, GP
 so it packs whatever lines up whatever the source. The packed parts are concatenated lazily,
 when saved, from the parts' own lazy tensors; a part read by any other node (a tied lm_head's
 bytes that the embedding lookup shares) keeps its linear apart.
+
+Then a bias ``Add`` of a ``[N]`` initializer right after a MatMulNBits (Qwen2's packed q/k/v
+bias) becomes the node's optional ``bias`` input (input 5): one node a step fewer per layer.
+onnxruntime 1.32's CPU EP fuses that ``Add`` itself when the session loads (no ``Add`` is left
+in its profile), so this is the graph saying what runs, not a faster kernel.
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ def _packable(node: ir.Node) -> tuple | None:
 
 def pack_matmulnbits(model: ir.Model) -> list[list[str]]:
     """Merge, in place, each group of MatMulNBits nodes that read one activation into one
-    MatMulNBits and a Split; returns the merged groups as lists of their weights' source keys."""
+    MatMulNBits and a Split, then move bias ``Add``s into the nodes (``fuse_biases``); returns
+    the merged groups as lists of their weights' source keys."""
     groups: dict[tuple, list[ir.Node]] = defaultdict(list)
     for node in ir.traversal.RecursiveGraphIterator(model.graph):
         key = _packable(node)
@@ -55,7 +61,55 @@ def pack_matmulnbits(model: ir.Model) -> list[list[str]]:
         if len(nodes) > 1:
             merged.append([_key(n.inputs[1]) for n in nodes])
             _merge(nodes)
+    fuse_biases(model)
     return merged
+
+
+BIAS_INPUT = 5  # MatMulNBits: A, B, scales, zero_points, g_idx, bias
+
+
+def fuse_biases(model: ir.Model) -> int:
+    """Move each ``Add(MatMulNBits(...), b)`` with ``b`` a ``[N]`` initializer of the activation's
+    dtype into the node's ``bias`` input, in place; returns how many were moved."""
+    fused = 0
+    for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
+        bias, add = _bias_add(node)
+        if bias is None:
+            continue
+        inputs = list(node.inputs)
+        node.resize_inputs(BIAS_INPUT + 1)
+        for index in range(len(inputs), BIAS_INPUT):
+            node.replace_input_with(index, None)
+        node.replace_input_with(BIAS_INPUT, bias)
+        out, summed = node.outputs[0], add.outputs[0]
+        out.shape, out.type = summed.shape, summed.type
+        name = summed.name
+        summed.replace_all_uses_with(out, replace_graph_outputs=True)
+        node.graph.remove(add, safe=True)
+        out.name = name
+        fused += 1
+    return fused
+
+
+def _bias_add(node: ir.Node) -> tuple[ir.Value | None, ir.Node | None]:
+    """(bias, Add) when ``node`` is a MatMulNBits without a bias whose only reader adds a
+    ``[N]`` initializer of its output's dtype, else (None, None)."""
+    if node.domain != MS_DOMAIN or node.op_type != "MatMulNBits" or len(node.inputs) > 4:
+        return None, None
+    out = node.outputs[0]
+    uses = out.uses()
+    if len(uses) != 1 or out.is_graph_output():
+        return None, None
+    add, index = uses[0]
+    if add.op_type != "Add" or add.domain != "" or len(add.inputs) != 2:
+        return None, None
+    bias = add.inputs[1 - index]
+    n = node.attributes.get_int("N", 0)
+    if bias is None or not bias.is_initializer() or bias.const_value is None:
+        return None, None
+    if bias.dtype != node.inputs[2].dtype or list(bias.shape or []) != [n]:
+        return None, None
+    return bias, add
 
 
 def _merge(nodes: list[ir.Node]) -> None:

@@ -28,9 +28,11 @@ def _nibbles(values: np.ndarray) -> np.ndarray:
     return (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
 
 
-def _model(bits: int, float_zero_points: bool, rng: np.random.Generator) -> ir.Model:
-    """``logits = hidden @ W^T`` by MatMulNBits and ``embedded = W[ids]`` by GatherBlockQuantized
-    over the same bytes (a tied embedding), as mobius emits them."""
+def _model(
+    bits: int, float_zero_points: bool, rng: np.random.Generator, bias: bool = False
+) -> ir.Model:
+    """``logits = hidden @ W^T (+ b)`` by MatMulNBits and ``embedded = W[ids]`` by
+    GatherBlockQuantized over the same bytes (a tied embedding), as mobius emits them."""
     kb = K // BLOCK
     codes = rng.integers(0, 2**bits, (N, kb, BLOCK)).astype(np.uint8)
     scales = rng.uniform(0.01, 0.1, N * kb).astype(np.float32)
@@ -49,10 +51,11 @@ def _model(bits: int, float_zero_points: bool, rng: np.random.Generator) -> ir.M
     )
     ids = ir.Value(name="ids", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([2, 3]))
     common = [ir.AttrInt64("block_size", BLOCK), ir.AttrInt64("bits", bits)]
+    biases = [_initializer("W.bias", rng.standard_normal(N).astype(np.float32))] if bias else []
     matmul = ir.Node(
         MS,
         "MatMulNBits",
-        [hidden, *parts],
+        [hidden, *parts, *([None, *biases] if bias else [])],
         attributes=[
             *common,
             ir.AttrInt64("K", K),
@@ -62,7 +65,7 @@ def _model(bits: int, float_zero_points: bool, rng: np.random.Generator) -> ir.M
         name="lm_head",
     )
     nodes, outputs = [matmul], [matmul.outputs[0]]
-    initializers = list(parts)
+    initializers = [*parts, *biases]
     if not float_zero_points:  # GatherBlockQuantized takes no float zero points
         rows = _initializer("rows", np.array([N, -1], dtype=np.int64))
         initializers.append(rows)
@@ -88,6 +91,22 @@ def _model(bits: int, float_zero_points: bool, rng: np.random.Generator) -> ir.M
     return ir.Model(graph, ir_version=10)
 
 
+def _exact_logits(model: ir.Model, hidden: np.ndarray) -> np.ndarray:
+    """``hidden @ W^T (+ b)`` in float64 from the MatMulNBits node's own codes, scales, zero
+    points (and bias), before any rewrite: the value both forms round."""
+    init = {name: v.const_value.numpy() for name, v in model.graph.initializers.items()}
+    codes = init["W.b"]
+    if codes.shape[-1] * 2 == BLOCK:  # 4 bits, two per byte, low nibble first
+        codes = np.stack([codes & 15, codes >> 4], axis=-1).reshape(*codes.shape[:-1], BLOCK)
+    zero = init["W.zero_points"]
+    if zero.dtype == np.uint8 and zero.size * 2 == N * (K // BLOCK):
+        zero = np.stack([zero & 15, zero >> 4], axis=-1)
+    zero = zero.astype(np.float64).reshape(N, -1, 1)
+    scales = init["W.scales"].astype(np.float64).reshape(N, -1, 1)
+    weight = ((codes - zero) * scales).reshape(N, K)
+    return hidden.astype(np.float64) @ weight.T + init.get("W.bias", 0.0)
+
+
 def _run(model: ir.Model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     session = ort.InferenceSession(
         ir.to_proto(model).SerializeToString(), providers=["CPUExecutionProvider"]
@@ -97,24 +116,37 @@ def _run(model: ir.Model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize(
-    ("bits", "float_zero_points", "form", "kernels"),
-    [(8, False, SPLIT_8BIT, 2), (4, True, OFFSET_4BIT, 1)],
-    ids=["8-bit", "4-bit-float-zero-points"],
+    ("bits", "float_zero_points", "form", "kernels", "bias"),
+    [
+        (8, False, SPLIT_8BIT, 2, False),
+        (4, True, OFFSET_4BIT, 1, False),
+        (8, False, SPLIT_8BIT, 2, True),
+        (4, True, OFFSET_4BIT, 1, True),
+    ],
+    ids=["8-bit", "4-bit-float-zero-points", "8-bit-bias", "4-bit-float-zero-points-bias"],
 )
-def test_cpu_form_computes_the_same_values(bits, float_zero_points, form, kernels):
+def test_cpu_form_computes_the_same_values(bits, float_zero_points, form, kernels, bias):
+    """With a bias input (``nbits_pack.fuse_biases``), one of the new MatMulNBits adds it."""
     rng = np.random.default_rng(bits)
-    model = _model(bits, float_zero_points, rng)
+    model = _model(bits, float_zero_points, rng, bias)
     feeds = {
         "hidden": rng.standard_normal((2, 3, K)).astype(np.float32),
         "ids": rng.integers(0, VOCAB, (2, 3)).astype(np.int64),
     }
     expected = _run(model, feeds)
+    exact = _exact_logits(model, feeds["hidden"])
     assert fast_cpu_forms(model) == {"W.b": form}
     ops = [(n.op_type, n.attributes.get_int("bits", 0)) for n in model.graph]
     assert ops.count(("MatMulNBits", 4)) == kernels and ("MatMulNBits", 8) not in ops
     assert not any(op == ("GatherBlockQuantized", 8) for op in ops)
+    with_bias = [n for n in model.graph if n.op_type == "MatMulNBits" and len(n.inputs) == 6]
+    assert len(with_bias) == int(bias)
     actual = _run(model, feeds)
-    for want, got in zip(expected, actual, strict=True):
+    # the products against their exact value (two float32 roundings of it can differ by more
+    # than 1e-5 where a logit cancels out), the lookups against the old lookups
+    np.testing.assert_allclose(expected[0], exact, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(actual[0], exact, rtol=1e-5, atol=1e-5)
+    for want, got in zip(expected[1:], actual[1:], strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     # the bytes are stored once: the old 8-bit parts (or float zero points) are gone
     assert "W.zero_points" not in model.graph.initializers

@@ -15,13 +15,16 @@ import json
 from pathlib import Path
 
 import onnx
+import onnx_ir as ir
 import pytest
 import torch
 
 import mobius
 import mobius.quantize
+from mobius.blockquant import Scheme
 from mobius.cli import main
 from mobius.quantize import default_accuracy_level
+from mobius.quantize_moe import why_float
 from mobius.report.schema import errors as schema_errors
 from mobius.testing.parity import max_abs_diff
 from mobius.testing.tiny import make_checkpoint
@@ -256,3 +259,68 @@ def test_default_accuracy_level():
     assert default_accuracy_level("cpu", "int4") == 4
     assert default_accuracy_level(None, "int4") == 0  # the portable graph: exact
     assert default_accuracy_level("cpu", None) == 0  # GGUF/GPTQ/AWQ blocks: exact
+
+
+def test_ep_cpu_moves_qkv_bias_into_matmulnbits(tmp_path):
+    """Qwen2's q/k/v bias: packed with the weights, then the packed MatMulNBits' ``bias`` input
+    (``nbits_pack.fuse_biases``), not an ``Add`` after it; same values."""
+    model, config = make_checkpoint("qwen2", tmp_path / "c", **SHAPE)
+    out = mobius.build(tmp_path / "c", precision="int4", ep="cpu", accuracy_level=0).save(
+        tmp_path / "q"
+    )
+    graph = onnx.load(str(out / "model.onnx"), load_external_data=False).graph
+    with_bias = [n for n in graph.node if n.op_type == "MatMulNBits" and len(n.input) == 6]
+    assert len(with_bias) == config.num_hidden_layers
+    assert all(n.input[5].endswith("qkv_proj.bias") for n in with_bias)
+    assert "Add" not in ops(out)
+    assert max_abs_diff(quantized_reference(model, 4, 32, False), out, config) <= ATOL
+
+
+def _int8_blocks(x: torch.Tensor, block: int) -> torch.Tensor:
+    """``x`` rounded to int8 per ``block`` elements of its last axis (symmetric, ``max|x| / 127``),
+    as onnxruntime's CPU QMoE rounds an 8-bit expert's input (checked on a one-node graph)."""
+    blocks = x.reshape(*x.shape[:-1], -1, block)
+    scale = blocks.abs().amax(-1, keepdim=True) / 127
+    scale = torch.where(scale == 0, 1.0, scale)
+    return (torch.round(blocks / scale) * scale).reshape(x.shape)
+
+
+def test_int8_experts_become_qmoe_at_accuracy_level_4(tmp_path):
+    """8-bit QMoE rounds its activations to int8 per block at every level, so int8 experts become
+    QMoE at level 4 only: exact against the dequantized experts run on activations rounded that
+    way (the other linears kept float here, to isolate the experts); at level 0 they stay float,
+    with the reason."""
+    model, config = make_checkpoint("mixtral", tmp_path / "c")
+    float_linears = ["*.self_attn.*", "*.mlp.gate", "lm_head", "model.embed_tokens"]
+    out = mobius.build(
+        tmp_path / "c", precision="int8", accuracy_level=4, quant_exclude=float_linears
+    ).save(tmp_path / "q")
+    assert ops(out).count("QMoE") == config.num_hidden_layers and "MatMulNBits" not in ops(out)
+    ref = copy.deepcopy(model)
+    linear = torch.nn.functional.linear
+
+    def rounded_linear(x, weight, bias=None):
+        return linear(_int8_blocks(x, 32), weight, bias)
+
+    def experts_forward(forward):
+        def call(*args, **kwargs):
+            torch.nn.functional.linear = rounded_linear
+            try:
+                return forward(*args, **kwargs)
+            finally:
+                torch.nn.functional.linear = linear
+
+        return call
+
+    with torch.no_grad():
+        for layer in ref.model.layers:
+            experts = layer.mlp.experts
+            for stacked in (experts.gate_up_proj, experts.down_proj):
+                stacked.copy_(
+                    torch.stack([reference_dequantized(w, 8, 32, False) for w in stacked])
+                )
+            experts.config._experts_implementation = "eager"  # the loop over F.linear
+            experts.forward = experts_forward(experts.forward)
+    assert max_abs_diff(ref, out, config) <= ATOL
+    moe = ir.node("MoE", [], domain="com.microsoft")
+    assert "--accuracy-level 4 only" in why_float(moe, Scheme(8, 32, False, 0), excluded=False)
