@@ -12,6 +12,8 @@ import torch
 
 from mobius.runtime_seq2seq import Seq2SeqRunner
 from mobius.tasks.seq2seq import speech_features
+from mobius.tasks.seq2seq_images import takes_images
+from mobius.testing.seq2seq_images import image_encoder_inputs
 from mobius.testing.tiny import randomize
 
 PREFIX = 4  # decoder tokens in the prefill check
@@ -23,12 +25,21 @@ SPEECH_OVERRIDES: dict[str, dict[str, Any]] = {
 
 
 def auto_class(config: Any) -> Any:
-    from transformers import AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
-    from transformers.models.auto.modeling_auto import MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING
+    from transformers import (
+        AutoModelForImageTextToText,
+        AutoModelForSeq2SeqLM,
+        AutoModelForSpeechSeq2Seq,
+    )
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING,
+        MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING,
+    )
 
     if type(config) in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING:
         return AutoModelForSpeechSeq2Seq
-    return AutoModelForSeq2SeqLM
+    if type(config) in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING:
+        return AutoModelForSeq2SeqLM
+    return AutoModelForImageTextToText  # an image encoder-decoder (Florence-2, Pix2Struct, ...)
 
 
 def tiny_seq2seq(model_type: str, directory: Path, *, seed: int = 0, **overrides: Any):
@@ -59,6 +70,8 @@ def encoder_inputs(model: Any, batch: int = 2, length: int = 7, seed: int = 1) -
     """Random encoder inputs; text ones right-padded in the second row."""
     gen = torch.Generator().manual_seed(seed)
     config = model.config
+    if takes_images(model):
+        return image_encoder_inputs(model, batch, length, gen)
     params = inspect.signature(model.get_encoder().forward).parameters
     if "input_values" in params:  # raw audio
         return {"input_values": torch.randn(batch, 1600, generator=gen)}
@@ -76,12 +89,22 @@ def encoder_inputs(model: Any, batch: int = 2, length: int = 7, seed: int = 1) -
 def vocab_size(config: Any, part: str) -> int:
     """The vocabulary of the encoder's or the decoder's tokens (a composite's sub-configs)."""
     own = getattr(config, "vocab_size", None)
-    return own if isinstance(own, int) else getattr(config, part).vocab_size
+    if isinstance(own, int):
+        return own
+    sub = getattr(config, part, None)  # a composite's encoder or decoder
+    if sub is None:  # an image model's text config
+        sub = config.get_text_config(decoder=True)
+    return sub.vocab_size
 
 
 def start_token(config: Any) -> int:
-    start = getattr(config, "decoder_start_token_id", None)
-    return config.pad_token_id if start is None else start
+    for source in (config, config.get_text_config(decoder=True)):
+        start = getattr(source, "decoder_start_token_id", None)
+        if start is None:
+            start = getattr(source, "pad_token_id", None)
+        if start is not None:
+            return start
+    return 0
 
 
 def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,60 @@
+"""Random encoder inputs for image encoder–decoders (``mobius/tasks/seq2seq_images.py``), in the
+layout the encoder graph takes: a batch of two images; a prompt the encoder reads beside them
+(Florence-2, UDOP) right-padded in the second row, with the image tokens the features replace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from mobius.config import from_hf
+from mobius.tasks.seq2seq_images import image_inputs
+
+SIDE = 32  # an image of any size: this many pixels a side
+PATCHES = 8  # Pix2Struct: patches per image, the last three of the second row padding
+
+
+def image_encoder_inputs(model: Any, batch: int, length: int, gen: torch.Generator) -> dict:
+    specs = {s.name: s for s in image_inputs(from_hf(model.config), model)}
+    if "flattened_patches" in specs:
+        return _flattened_patches(specs["flattened_patches"].dims[-1], batch, gen)
+    dims = [d if isinstance(d, int) else SIDE for d in specs["pixel_values"].dims[1:]]
+    out = {"pixel_values": torch.randn(batch, *dims, generator=gen)}
+    if "input_ids" in specs:
+        out.update(_prompt(model, out["pixel_values"], batch, length, gen))
+    return out
+
+
+def _flattened_patches(width: int, batch: int, gen: torch.Generator) -> dict:
+    """Patches of a 2 x 4 grid: (row, column) from 1, then the pixels; padding patches are zeros
+    with a zero mask, as the processor pads them."""
+    rows = torch.arange(PATCHES) // 4 + 1
+    columns = torch.arange(PATCHES) % 4 + 1
+    pixels = torch.randn(batch, PATCHES, width - 2, generator=gen)
+    grid = torch.stack([rows, columns], -1).float().expand(batch, -1, -1)
+    patches = torch.cat([grid, pixels], -1)
+    mask = torch.ones(batch, PATCHES, dtype=torch.int64)
+    mask[1, PATCHES - 3 :] = 0
+    patches[1, PATCHES - 3 :] = 0.0
+    return {"flattened_patches": patches, "attention_mask": mask}
+
+
+def _prompt(model: Any, pixels: torch.Tensor, batch: int, length: int, gen: torch.Generator):
+    """Token ids with one image's tokens first (where the model has an image token) and
+    ``length`` text tokens, the second row's last two padding."""
+    config = model.config
+    text = config.get_text_config(decoder=True)
+    vocab = text.vocab_size
+    token = getattr(config, "image_token_id", None)
+    pad = text.pad_token_id if text.pad_token_id is not None else 0
+    ids = torch.randint(3, vocab - 2, (batch, length), generator=gen)
+    ids[(ids == token) | (ids == pad)] = 4
+    if token is not None:
+        with torch.no_grad():
+            count = model.get_image_features(pixels[:1]).pooler_output.shape[1]
+        ids = torch.cat([torch.full((batch, count), token), ids], 1)
+    mask = torch.ones_like(ids)
+    mask[1, -2:] = 0
+    ids[1, -2:] = pad
+    return {"input_ids": ids, "attention_mask": mask}
