@@ -40,6 +40,8 @@ _SIZES = {
     PAST_DECODER: 5,
     AUDIO_FRAMES: 40,
     AUDIO_SAMPLES: 1600,
+    "image_height": 64,  # images of any size (seq2seq_images.py)
+    "image_width": 96,
 }
 
 

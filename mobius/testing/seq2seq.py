@@ -13,7 +13,7 @@ import torch
 from mobius.runtime_seq2seq import Seq2SeqRunner
 from mobius.tasks.seq2seq import speech_features
 from mobius.tasks.seq2seq_images import takes_images
-from mobius.testing.seq2seq_images import image_encoder_inputs
+from mobius.testing.seq2seq_images import IMAGE_OVERRIDES, image_encoder_inputs
 from mobius.testing.tiny import randomize
 
 PREFIX = 4  # decoder tokens in the prefill check
@@ -46,7 +46,8 @@ def tiny_seq2seq(model_type: str, directory: Path, *, seed: int = 0, **overrides
     """A tiny random-weight encoder–decoder checkpoint in ``directory``: (HF model, config)."""
     from mobius.testing.configs import tiny_config_for
 
-    config = tiny_config_for(model_type, **{**SPEECH_OVERRIDES.get(model_type, {}), **overrides})
+    own = {**SPEECH_OVERRIDES.get(model_type, {}), **IMAGE_OVERRIDES.get(model_type, {})}
+    config = tiny_config_for(model_type, **{**own, **overrides})
     decoder = getattr(config, "decoder", None)
     if getattr(decoder, "is_decoder", True) is False:
         # a composite (EncoderDecoderConfig): its decoder attends causally and to the encoder,
@@ -113,9 +114,10 @@ def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, 
     from transformers import GenerationConfig, GenerationMixin
 
     config = model.config
+    pad = getattr(config, "pad_token_id", None)
     settings = GenerationConfig(
         decoder_start_token_id=start_token(config),
-        pad_token_id=config.pad_token_id,
+        pad_token_id=config.get_text_config(decoder=True).pad_token_id if pad is None else pad,
         eos_token_id=None,
         max_new_tokens=new_tokens,
         num_beams=1,

@@ -11,7 +11,25 @@ import torch
 from mobius.config import from_hf
 from mobius.tasks.seq2seq_images import image_inputs
 
+# per type, what makes the shrunk config consistent (each HF model fails its own forward without)
+IMAGE_OVERRIDES: dict[str, dict[str, Any]] = {
+    # d_kv stays 64 while the heads shrink to 4 over a 64-wide model: 16 per head
+    "pix2struct": {"text_config": {"d_kv": 16}, "vision_config": {"d_kv": 16}},
+    # the projector's convolutions and its output keep their real widths (256 -> 512 -> 1024 ->
+    # the decoder's 512); the tiny decoder is 64 wide
+    "pp_formulanet": {
+        "vision_config": {
+            "post_conv_mid_channels": 32,
+            "post_conv_out_channels": 64,
+            "decoder_hidden_size": 64,
+        }
+    },
+    # the shrinking sets every stage's patch to 8, wider than the later stages' inputs: the real
+    # (7, 3, 3, 3)
+    "florence2": {"vision_config": {"patch_size": [7, 3, 3, 3]}},
+}
 SIDE = 32  # an image of any size: this many pixels a side
+OWN_SIDE = {"florence2": 64}  # four stages of striding: 2 x 2 features
 PATCHES = 8  # Pix2Struct: patches per image, the last three of the second row padding
 
 
@@ -19,7 +37,8 @@ def image_encoder_inputs(model: Any, batch: int, length: int, gen: torch.Generat
     specs = {s.name: s for s in image_inputs(from_hf(model.config), model)}
     if "flattened_patches" in specs:
         return _flattened_patches(specs["flattened_patches"].dims[-1], batch, gen)
-    dims = [d if isinstance(d, int) else SIDE for d in specs["pixel_values"].dims[1:]]
+    side = OWN_SIDE.get(model.config.model_type, SIDE)
+    dims = [d if isinstance(d, int) else side for d in specs["pixel_values"].dims[1:]]
     out = {"pixel_values": torch.randn(batch, *dims, generator=gen)}
     if "input_ids" in specs:
         out.update(_prompt(model, out["pixel_values"], batch, length, gen))
