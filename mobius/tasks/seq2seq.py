@@ -169,9 +169,8 @@ class EncoderGraph(_GraphTask):
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
         from transformers.utils import ModelOutput
 
-        from patterns.seq2seq_attention import GraphPhase, phase
-
         from mobius.tasks.seq2seq_images import encode
+        from patterns.seq2seq_attention import GraphPhase, phase
 
         mask = inputs.get("attention_mask")
         lengths = None if mask is None else (mask.shape[-1],)
