@@ -365,6 +365,8 @@ class Seq2SeqTask(Task):
         is a text-to-speech model: its ``input_ids`` are ``[batch, steps, channels]``, its logits
         one row per channel, and its generation its own delay-pattern loop."""
         channels = getattr(_decoder_config(config), "num_channels", None)
+        if self.name == "image-text-to-text":  # num_channels: the image's (UDOP's one config)
+            channels = None
         if isinstance(channels, int) and channels > 1:
             return (
                 f"{config.model_type} is a text-to-speech model: its decoder reads {channels} "

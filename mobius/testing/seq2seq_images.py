@@ -42,6 +42,10 @@ def image_encoder_inputs(model: Any, batch: int, length: int, gen: torch.Generat
     out = {"pixel_values": torch.randn(batch, *dims, generator=gen)}
     if "input_ids" in specs:
         out.update(_prompt(model, out["pixel_values"], batch, length, gen))
+    if "bbox" in specs:  # each word's box, (x0, y0, x1, y1) in [0, 1]
+        corners = torch.rand(batch, out["input_ids"].shape[1], 2, 2, generator=gen)
+        low, high = corners.min(-2).values, corners.max(-2).values
+        out["bbox"] = torch.cat([low, high], -1)
     return out
 
 
