@@ -169,15 +169,22 @@ class EncoderGraph(_GraphTask):
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
         from transformers.utils import ModelOutput
 
-        from mobius.tasks.seq2seq_images import encode
+        from mobius.tasks.seq2seq_images import encode_through_forward, encoder_takes
         from patterns.seq2seq_attention import GraphPhase, phase
 
         mask = inputs.get("attention_mask")
         lengths = None if mask is None else (mask.shape[-1],)
-        with masks_without_vmap():
-            encoded = encode(model, inputs, phase(GraphPhase("encoder", padded_lengths=lengths)))
-        hidden = encoded[0]  # some encoders return a tuple
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        if not encoder_takes(model, inputs):  # the image merged by the model's forward
+            with masks_without_vmap():
+                hidden = encode_through_forward(
+                    model, inputs, GraphPhase("encoder", padded_lengths=lengths), cache
+                )
+            cross = cache.cross_attention_cache.layers
+            return (hidden, *[t for layer in cross for t in (layer.keys, layer.values)])
+        with phase(GraphPhase("encoder", padded_lengths=lengths)), masks_without_vmap():
+            encoded = model.get_encoder()(**inputs, return_dict=True)
+        hidden = encoded[0]  # some encoders return a tuple
         # one placeholder token: the decoder's cross-attention layers project ``hidden`` into the
         # cache; nothing else of this call reaches an output
         token = hidden.new_zeros((hidden.shape[0], 1), dtype=torch.long)

@@ -85,52 +85,55 @@ def image_inputs(config: ArchitectureConfig, model: torch.nn.Module) -> list[Ten
     return specs
 
 
-class _Encoded(Exception):
-    """Carries the encoder module's output out of the model's forward."""
-
-    def __init__(self, output: Any) -> None:
-        super().__init__("encoded")
-        self.output = output
+def encoder_takes(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> bool:
+    """The encoder module takes every input of the encoder graph itself."""
+    return set(inputs) <= _params(model.get_encoder().forward)
 
 
-def encode(model: torch.nn.Module, inputs: dict[str, torch.Tensor], text_phase: Any) -> Any:
-    """The encoder's output for ``inputs``. An encoder module that takes them all is called
-    directly; otherwise the model's forward runs until its encoder module returns (the image
-    merged into the prompt by the model's own code). ``text_phase`` (a context manager) holds
-    while the encoder module runs; what runs before it (a vision tower) attends both ways over
-    its own positions, with no padding (``GraphPhase("encoder")``)."""
-    from patterns.seq2seq_attention import GraphPhase, phase
+def encode_through_forward(
+    model: torch.nn.Module, inputs: dict[str, torch.Tensor], text_phase: Any, cache: Any
+) -> torch.Tensor:
+    """The encoder's output for ``inputs`` when its module does not take them all (Florence-2):
+    one call of the model's forward on them and one placeholder decoder token, which fills
+    ``cache``'s cross-attention part as the encoder graph's placeholder call does. Attention
+    phases follow the module that runs (forward hooks): ``text_phase`` in the encoder module,
+    the placeholder's in the decoder's, and before them (a vision tower) the encoder's over its
+    own positions, with no padding."""
+    from mobius.tasks.causal_lm import cache_argument
+    from patterns.seq2seq_attention import _PHASE, GraphPhase, phase
 
-    encoder = model.get_encoder()
-    if set(inputs) <= _params(encoder.forward):
-        with text_phase:
-            return encoder(**inputs, return_dict=True)
-    entered: list[Any] = []
+    tokens: list[Any] = []
 
-    def enter(module: torch.nn.Module, args: Any, kwargs: Any) -> None:
-        text_phase.__enter__()
-        entered.append(text_phase)
+    def entering(value: GraphPhase) -> Any:
+        def hook(module: torch.nn.Module, args: Any) -> None:
+            tokens.append(_PHASE.set(value))
 
-    def leave(module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-        raise _Encoded(output)
+        return hook
 
-    hooks = [
-        encoder.register_forward_pre_hook(enter, with_kwargs=True),
-        encoder.register_forward_hook(leave, with_kwargs=True),
-    ]
-    with phase(GraphPhase("encoder")):
-        try:
-            model(**inputs, decoder_input_ids=_one_token(inputs), return_dict=True)
-        except _Encoded as done:
-            return done.output
-        finally:
-            for hook in hooks:
-                hook.remove()
-            while entered:  # before the outer phase is reset
-                entered.pop().__exit__(None, None, None)
-    raise RuntimeError(f"{type(model).__name__}'s forward never called its encoder module")
+    def leave(module: torch.nn.Module, args: Any, output: Any) -> None:
+        _PHASE.reset(tokens.pop())
 
-
-def _one_token(inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    batch = next(iter(inputs.values())).shape[0]
-    return torch.zeros((batch, 1), dtype=torch.long, device=next(iter(inputs.values())).device)
+    hooks = []
+    for module, value in (
+        (model.get_encoder(), text_phase),
+        (model.get_decoder(), GraphPhase("placeholder")),
+    ):
+        hooks += [
+            module.register_forward_pre_hook(entering(value)),
+            module.register_forward_hook(leave),
+        ]
+    first = next(iter(inputs.values()))
+    token = torch.zeros((first.shape[0], 1), dtype=torch.long, device=first.device)
+    try:
+        with phase(GraphPhase("encoder")):
+            out = model(
+                **inputs,
+                decoder_input_ids=token,
+                use_cache=True,
+                return_dict=True,
+                **{cache_argument(model): cache},
+            )
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return out.encoder_last_hidden_state
