@@ -154,6 +154,12 @@ def _kv_dims(config: ArchitectureConfig, length: str) -> tuple[str | int, ...]:
 class EncoderGraph(_GraphTask):
     name = "encoder_model"
 
+    def fallbacks_taken(self, config: ArchitectureConfig) -> list[Any]:
+        """An image tower's graph may take one image size only (``seq2seq_images``)."""
+        from mobius.tasks.seq2seq_images import fixed_size_fallbacks
+
+        return fixed_size_fallbacks(config)
+
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
         return _encoder_inputs(config, model)
 

@@ -29,6 +29,31 @@ HEIGHT, WIDTH = "image_height", "image_width"
 IMAGE_ARGUMENTS = ("pixel_values", "flattened_patches")
 
 
+# towers whose graph takes one image size, where the vision config names none: (height, width,
+# why). Florence-2's DaViT (four strided stages, each padding its windows) over symbolic image
+# sides keeps torch.export's shape reasoning (sympy) busy for over 15 minutes; its processor
+# resizes every image to 768 x 768.
+FIXED_SIDES: dict[str, tuple[int, int, str]] = {
+    "florence2": (
+        768,
+        768,
+        "Florence-2's DaViT tower over symbolic image sides (four strided stages, each padding "
+        "its windows) keeps torch.export's shape reasoning busy for over 15 minutes; the graph "
+        "takes the 768 x 768 images its processor makes",
+    )
+}
+
+
+def fixed_size_fallbacks(config: ArchitectureConfig) -> list[Any]:
+    """The encoder graph takes one image size (``FIXED_SIDES``): a fallback, with its reason."""
+    from mobius.synth.fallbacks import ANY_IMAGE_SIZE, FIXED_IMAGE_SIZE, Fallback
+
+    fixed = FIXED_SIDES.get(config.model_type)
+    if fixed is None:
+        return []
+    return [Fallback(FIXED_IMAGE_SIZE, fixed[2], (ANY_IMAGE_SIZE,))]
+
+
 def _params(method: Any) -> set[str]:
     return set(inspect.signature(method).parameters)
 
@@ -47,7 +72,9 @@ def _pixels(config: ArchitectureConfig) -> TensorSpec:
     vision = vision_config(config.hf_config)
     channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", None) or 3
     size = getattr(vision, "image_size", None) or getattr(config.hf_config, "image_size", None)
-    if isinstance(size, (list, tuple)):
+    if config.model_type in FIXED_SIDES:
+        height, width, _ = FIXED_SIDES[config.model_type]
+    elif isinstance(size, (list, tuple)):
         height, width = size
     elif isinstance(size, int):
         height = width = size
@@ -96,32 +123,20 @@ def encode_through_forward(
     """The encoder's output for ``inputs`` when its module does not take them all (Florence-2):
     one call of the model's forward on them and one placeholder decoder token, which fills
     ``cache``'s cross-attention part as the encoder graph's placeholder call does. Attention
-    phases follow the module that runs (forward hooks): ``text_phase`` in the encoder module,
-    the placeholder's in the decoder's, and before them (a vision tower) the encoder's over its
-    own positions, with no padding."""
+    phases follow the encoder module (forward hooks): before it (a vision tower) the encoder's
+    over its own positions, with no padding; in it ``text_phase``; after it, the placeholder's
+    (the decoder). The outer ``phase`` restores the caller's phase at the end."""
     from mobius.tasks.causal_lm import cache_argument
     from patterns.seq2seq_attention import _PHASE, GraphPhase, phase
 
-    tokens: list[Any] = []
-
-    def entering(value: GraphPhase) -> Any:
-        def hook(module: torch.nn.Module, args: Any) -> None:
-            tokens.append(_PHASE.set(value))
-
-        return hook
+    def enter(module: torch.nn.Module, args: Any) -> None:
+        _PHASE.set(text_phase)
 
     def leave(module: torch.nn.Module, args: Any, output: Any) -> None:
-        _PHASE.reset(tokens.pop())
+        _PHASE.set(GraphPhase("placeholder"))  # what runs next: the decoder's placeholder call
 
-    hooks = []
-    for module, value in (
-        (model.get_encoder(), text_phase),
-        (model.get_decoder(), GraphPhase("placeholder")),
-    ):
-        hooks += [
-            module.register_forward_pre_hook(entering(value)),
-            module.register_forward_hook(leave),
-        ]
+    encoder = model.get_encoder()
+    hooks = [encoder.register_forward_pre_hook(enter), encoder.register_forward_hook(leave)]
     first = next(iter(inputs.values()))
     token = torch.zeros((first.shape[0], 1), dtype=torch.long, device=first.device)
     try:

@@ -151,7 +151,7 @@ def seq2seq_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> d
     prefix = torch.cat([start, torch.randint(3, vocab - 2, (2, PREFIX - 1), generator=gen)], 1)
     step = torch.randint(3, vocab - 2, (2, 1), generator=gen)
     with torch.no_grad():
-        hf_encoded = model.get_encoder()(**inputs, return_dict=True)
+        hf_encoded = hf_encode(model, inputs, start)
         hidden = hf_encoded[0]
         extra = {} if mask is None else {"attention_mask": mask}
         first = model(encoder_outputs=hf_encoded, decoder_input_ids=prefix, use_cache=True, **extra)
@@ -175,6 +175,19 @@ def seq2seq_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> d
         "tokens": ours.tolist(),
         "hf_tokens": tokens.tolist(),
     }
+
+
+def hf_encode(model: Any, inputs: dict, start: torch.Tensor) -> Any:
+    """HF's encoder output: its encoder module's, or, where that module does not take every
+    input (Florence-2 merges the image into the prompt first), the model forward's."""
+    from transformers.modeling_outputs import BaseModelOutput
+
+    from mobius.tasks.seq2seq_images import encoder_takes
+
+    if encoder_takes(model, inputs):
+        return model.get_encoder()(**inputs, return_dict=True)
+    hidden = model(**inputs, decoder_input_ids=start).encoder_last_hidden_state
+    return BaseModelOutput(last_hidden_state=hidden)
 
 
 def _greedy_with_logits(runner, encoded, start, mask, new_tokens):

@@ -29,7 +29,7 @@ IMAGE_OVERRIDES: dict[str, dict[str, Any]] = {
     "florence2": {"vision_config": {"patch_size": [7, 3, 3, 3]}},
 }
 SIDE = 32  # an image of any size: this many pixels a side
-OWN_SIDE = {"florence2": 64}  # four stages of striding: 2 x 2 features
+OWN_SIDE = {"florence2": 768}  # its graph's one size (seq2seq_images.FIXED_SIDES)
 PATCHES = 8  # Pix2Struct: patches per image, the last three of the second row padding
 
 
