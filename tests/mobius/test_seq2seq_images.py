@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import mobius
+from mobius.config import from_hf
+from mobius.registry import detect_task
+from mobius.testing.configs import tiny_config_for
 from mobius.testing.seq2seq import NEW_TOKENS, seq2seq_parity, tiny_seq2seq
 
 ATOL = 1e-4
@@ -37,3 +42,12 @@ def test_vision_encoder_decoder_converts_as_two_graphs(tmp_path):
         assert diffs[name] <= ATOL, name
     assert diffs["tokens"] == diffs["hf_tokens"]
     assert len(diffs["tokens"][0]) == NEW_TOKENS + 1
+
+
+@pytest.mark.parametrize(
+    "model_type", ["florence2", "pix2struct", "pp_formulanet", "vision-encoder-decoder"]
+)
+def test_image_encoder_decoders_take_the_two_graph_layout(model_type):
+    task = detect_task(from_hf(tiny_config_for(model_type)))
+    assert task.name == "image-text-to-text"
+    assert [g.name for g in task.graphs] == ["encoder_model", "decoder_model"]
