@@ -10,9 +10,13 @@ whose tiny config is an encoder–decoder, each in a fresh subprocess with a tim
    text input; atol 1e-4.
 
 Results: ``benchmarks/results/seq2seq_coverage.json`` (merged by type) and a table on stdout.
+``--image-text``: the encoder–decoder types of ``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES``
+(Florence-2, Pix2Struct, ...: the image into the encoder graph), merged into
+``benchmarks/results/vlm_coverage.json`` beside the three-graph VLMs.
 
     nice -n 10 python benchmarks/seq2seq_coverage.py            # every type
     python benchmarks/seq2seq_coverage.py --only t5 whisper     # some types
+    python benchmarks/seq2seq_coverage.py --image-text          # image encoder-decoders
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "seq2seq_coverage.json"
+IMAGE_TEXT_RESULTS = ROOT / "benchmarks" / "results" / "vlm_coverage.json"
+# image-text-to-text types whose tiny model is an encoder-decoder (the others: vlm_coverage.py)
+IMAGE_TEXT_TYPES = ("florence2", "pix2struct", "pp_formulanet", "udop", "vision-encoder-decoder")
 ATOL = 1e-4
 
 ONE = """
@@ -98,13 +105,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="these types only")
     parser.add_argument("--timeout", type=int, default=600)
+    parser.add_argument("--image-text", action="store_true", help="image encoder-decoders")
     args = parser.parse_args()
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    for model_type in args.only or all_types():
+    path = IMAGE_TEXT_RESULTS if args.image_text else RESULTS
+    results = json.loads(path.read_text()) if path.exists() else {}
+    todo = args.only or (IMAGE_TEXT_TYPES if args.image_text else all_types())
+    for model_type in todo:
         results[model_type] = run_one(model_type, args.timeout)
         print(model_type, json.dumps(results[model_type]), flush=True)
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     print("\n| type | status | worst diff / reason | fused Attention |\n|---|---|---|---|")
     for model_type, r in sorted(results.items()):
         diffs = [r[k] for k in r if k.endswith("_diff")]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import onnx_ir as ir
 import torch
 import torch.fx
 
-from lowering.context import LoweringContext
+from lowering.context import INT64, LoweringContext
 from lowering.registry import lowers
 
 aten = torch.ops.aten
@@ -292,3 +293,26 @@ def index_put(ctx: LoweringContext, node: torch.fx.Node):
     moved = _move_front(ctx, value, first, rank, count=count)
     scattered = ctx.op.ScatterND(moved, stacked, updates, reduction="add" if accumulate else "none")
     return _move_back(ctx, scattered, first, rank, count=count)
+
+
+@lowers(aten.masked_scatter)
+def masked_scatter(ctx: LoweringContext, node: torch.fx.Node):
+    """``x.masked_scatter(mask, source)``: the positions where ``mask`` (broadcast to ``x``) is
+    true take ``source``'s elements in order, the others keep ``x``'s (Florence-2 scatters its
+    image features into the prompt's image tokens). The k-th true position reads ``source``'s
+    k-th element: its index is the running count of true positions, less one. ``source`` gets
+    one trailing zero, so that a mask with no true position reads nothing out of range."""
+    x, mask, source = node.args[:3]
+    op = ctx.op
+    dtype = ctx.out_dtype(node)
+    values = ctx.value(x, dtype)
+    shape = op.Shape(values)
+    flat = ctx.ints([-1])
+    picked = op.Reshape(op.Expand(ctx.value(mask, torch.bool), shape), flat)
+    position = op.Sub(
+        op.CumSum(op.Cast(picked, to=INT64), op.Constant(value=ir.tensor(0, dtype=INT64))),
+        ctx.ints([1]),
+    )
+    padded = op.Concat(op.Reshape(ctx.value(source, dtype), flat), ctx.constant([0], dtype), axis=0)
+    taken = op.Gather(padded, op.Max(position, ctx.ints([0])), axis=0)
+    return op.Reshape(op.Where(picked, taken, op.Reshape(values, flat)), shape)

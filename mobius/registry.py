@@ -69,19 +69,15 @@ def detect_task(config: ArchitectureConfig) -> Task:
 
 
 def seq2seq_task(config: ArchitectureConfig) -> Task:
-    """Speech-to-text or text-to-text, by the auto mapping that builds the model."""
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING,
-        MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING,
-    )
-
-    if type(config.hf_config) in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING:
-        return SEQ2SEQ_TASKS["automatic-speech-recognition"]
-    if type(config.hf_config) in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING:
-        return SEQ2SEQ_TASKS["text2text-generation"]
+    """Speech-to-text, text-to-text or image-text-to-text, by the auto mapping that builds the
+    model (a model in several, T5Gemma 2, is text-to-text unless ``--task`` says otherwise)."""
+    for name in ("automatic-speech-recognition", "text2text-generation", "image-text-to-text"):
+        if SEQ2SEQ_TASKS[name].supports(config):
+            return SEQ2SEQ_TASKS[name]
     raise ConfigError(
-        f"'{config.model_type}' is an encoder-decoder model that neither "
-        "AutoModelForSeq2SeqLM nor AutoModelForSpeechSeq2Seq builds; mobius does not convert it"
+        f"'{config.model_type}' is an encoder-decoder model that neither AutoModelForSeq2SeqLM, "
+        "AutoModelForSpeechSeq2Seq nor AutoModelForImageTextToText builds; mobius does not "
+        "convert it"
     )
 
 
@@ -94,6 +90,8 @@ def get_task(name: str | None, config: ArchitectureConfig) -> Task:
         choices = ", ".join([*TASKS, *ALIASES])
         raise ConfigError(f"unknown task '{name}'; choose one of: {choices}")
     if config.is_encoder_decoder and canonical in SEQ2SEQ_TASKS:
+        if SEQ2SEQ_TASKS[canonical].supports(config):
+            return SEQ2SEQ_TASKS[canonical]
         detected = seq2seq_task(config)
         if detected.name != canonical:
             raise ConfigError(

@@ -7,7 +7,7 @@ The order of ``TASKS`` is the order in which detection tries them when the confi
 from mobius.tasks.base import Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask
 from mobius.tasks.head import HeadTask
-from mobius.tasks.seq2seq import SPEECH2TEXT, TEXT2TEXT
+from mobius.tasks.seq2seq import IMAGE2TEXT, SPEECH2TEXT, TEXT2TEXT
 from mobius.tasks.vlm import IMAGE_TEXT_TO_TEXT
 
 LOGITS = ("logits",)
@@ -35,8 +35,9 @@ TASKS: dict[str, Task] = {
 }  # fmt: skip
 
 # encoder-decoder tasks, two graphs each (seq2seq.py); speech-to-text shares its name with CTC's
-# head task, so these are looked up by name only for an encoder-decoder config
-SEQ2SEQ_TASKS: dict[str, Task] = {t.name: t for t in (TEXT2TEXT, SPEECH2TEXT)}
+# head task and image-text-to-text with the three-graph VLM task, so these are looked up by name
+# only for an encoder-decoder config
+SEQ2SEQ_TASKS: dict[str, Task] = {t.name: t for t in (TEXT2TEXT, SPEECH2TEXT, IMAGE2TEXT)}
 TASKS.setdefault(TEXT2TEXT.name, TEXT2TEXT)
 # vision-language models, three graphs each (vlm.py); detected before text generation
 TASKS.setdefault(IMAGE_TEXT_TO_TEXT.name, IMAGE_TEXT_TO_TEXT)

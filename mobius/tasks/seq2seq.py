@@ -40,6 +40,8 @@ _SIZES = {
     PAST_DECODER: 5,
     AUDIO_FRAMES: 40,
     AUDIO_SAMPLES: 1600,
+    "image_height": 64,  # images of any size (seq2seq_images.py)
+    "image_width": 96,
 }
 
 
@@ -123,8 +125,14 @@ def speech_features(config: Any) -> tuple[str, int, int | None]:
 
 
 def _encoder_inputs(config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
-    """Token ids and mask; speech: features or samples in the layout the HF encoder takes."""
+    """Token ids and mask; speech: features or samples in the layout the HF encoder takes;
+    images: what the HF forward takes for them (``seq2seq_images.image_inputs``)."""
+    from mobius.tasks.seq2seq_images import image_inputs
+
     params = inspect.signature(model.get_encoder().forward).parameters
+    images = image_inputs(config, model)
+    if images is not None:
+        return images
     if "input_values" in params:  # raw audio (Moonshine)
         return [TensorSpec("input_values", None, (BATCH, AUDIO_SAMPLES))]
     if "input_features" not in params:
@@ -146,6 +154,12 @@ def _kv_dims(config: ArchitectureConfig, length: str) -> tuple[str | int, ...]:
 class EncoderGraph(_GraphTask):
     name = "encoder_model"
 
+    def fallbacks_taken(self, config: ArchitectureConfig) -> list[Any]:
+        """An image tower's graph may take one image size only (``seq2seq_images``)."""
+        from mobius.tasks.seq2seq_images import fixed_size_fallbacks
+
+        return fixed_size_fallbacks(config)
+
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
         return _encoder_inputs(config, model)
 
@@ -161,15 +175,22 @@ class EncoderGraph(_GraphTask):
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
         from transformers.utils import ModelOutput
 
+        from mobius.tasks.seq2seq_images import encode_through_forward, encoder_takes
         from patterns.seq2seq_attention import GraphPhase, phase
 
-        lengths = (
-            tuple(v.shape[-1] for v in inputs.values()) if "attention_mask" in inputs else None
-        )
+        mask = inputs.get("attention_mask")
+        lengths = None if mask is None else (mask.shape[-1],)
+        cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        if not encoder_takes(model, inputs):  # the image merged by the model's forward
+            with masks_without_vmap():
+                hidden = encode_through_forward(
+                    model, inputs, GraphPhase("encoder", padded_lengths=lengths), cache
+                )
+            cross = cache.cross_attention_cache.layers
+            return (hidden, *[t for layer in cross for t in (layer.keys, layer.values)])
         with phase(GraphPhase("encoder", padded_lengths=lengths)), masks_without_vmap():
             encoded = model.get_encoder()(**inputs, return_dict=True)
         hidden = encoded[0]  # some encoders return a tuple
-        cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
         # one placeholder token: the decoder's cross-attention layers project ``hidden`` into the
         # cache; nothing else of this call reaches an output
         token = hidden.new_zeros((hidden.shape[0], 1), dtype=torch.long)
@@ -283,7 +304,7 @@ class DecoderGraph(_GraphTask):
         )
         with phase(current), masks_without_vmap():
             out = model(
-                encoder_outputs=_encoder_states(hidden),
+                encoder_outputs=_encoder_states(hidden, self._pooled(model, hidden)),
                 attention_mask=mask,
                 decoder_input_ids=inputs["input_ids"],
                 use_cache=True,
@@ -293,15 +314,29 @@ class DecoderGraph(_GraphTask):
         held = cache.self_attention_cache.layers
         return (out.logits, *[t for layer in held for t in (layer.keys, layer.values)])
 
+    def _pooled(self, model: torch.nn.Module, hidden: torch.Tensor) -> torch.Tensor | None:
+        """An image model's encoder states as its decoder may read them instead (PP-FormulaNet
+        cross-attends to the encoder's projected ``pooler_output``): only their shape is read."""
+        if self.parent.name != "image-text-to-text":
+            return None
+        width = _hidden_size(model.config.get_text_config(decoder=True))
+        return hidden.new_zeros((*hidden.shape[:2], width))
+
 
 @functools.cache
 def _encoder_states_type() -> type:
     """Made on first use, so that importing the tasks does not import transformers."""
+    from dataclasses import dataclass
+
     from transformers.modeling_outputs import BaseModelOutput
 
+    @dataclass
     class EncoderStates(BaseModelOutput):
         """The encoder's output as the decoder reads it; fields other models' encoders add
-        (router logits, a compressed mask) are None."""
+        (router logits, a compressed mask) are None. ``pooler_output``: the states an image
+        model's decoder reads in place of the last hidden state (PP-FormulaNet), else None."""
+
+        pooler_output: torch.Tensor | None = None
 
         def __getattr__(self, name: str) -> Any:
             if name.startswith("_"):
@@ -311,8 +346,8 @@ def _encoder_states_type() -> type:
     return EncoderStates
 
 
-def _encoder_states(hidden: torch.Tensor) -> Any:
-    return _encoder_states_type()(last_hidden_state=hidden)
+def _encoder_states(hidden: torch.Tensor, pooled: torch.Tensor | None = None) -> Any:
+    return _encoder_states_type()(last_hidden_state=hidden, pooler_output=pooled)
 
 
 def _hidden_size(hf: Any) -> int:
@@ -343,6 +378,8 @@ class Seq2SeqTask(Task):
         is a text-to-speech model: its ``input_ids`` are ``[batch, steps, channels]``, its logits
         one row per channel, and its generation its own delay-pattern loop."""
         channels = getattr(_decoder_config(config), "num_channels", None)
+        if self.name == "image-text-to-text":  # num_channels: the image's (UDOP's one config)
+            channels = None
         if isinstance(channels, int) and channels > 1:
             return (
                 f"{config.model_type} is a text-to-speech model: its decoder reads {channels} "
@@ -353,20 +390,36 @@ class Seq2SeqTask(Task):
         return None
 
     def auto_class(self, config: ArchitectureConfig) -> Any:
-        from transformers import AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
+        from transformers import (
+            AutoModelForImageTextToText,
+            AutoModelForSeq2SeqLM,
+            AutoModelForSpeechSeq2Seq,
+        )
 
         if self.name == "automatic-speech-recognition":
             return AutoModelForSpeechSeq2Seq
+        if self.name == "image-text-to-text":
+            return AutoModelForImageTextToText
         return AutoModelForSeq2SeqLM
 
     def manifest(self, config: ArchitectureConfig) -> dict[str, Any]:
         """What mobius.json says beyond the graphs: how generation starts."""
         hf = config.hf_config
-        start = getattr(hf, "decoder_start_token_id", None)
-        if start is None:
-            start = getattr(hf, "pad_token_id", None)
-        return {"decoder_start_token_id": start, "eos_token_id": getattr(hf, "eos_token_id", None)}
+        start = eos = None
+        for source in (hf, _decoder_config(config)):  # an image model's: in its text config
+            start = getattr(source, "decoder_start_token_id", None)
+            if start is None:
+                start = getattr(source, "pad_token_id", None)
+            eos = getattr(source, "eos_token_id", None)
+            if start is not None:
+                break
+        manifest = {"decoder_start_token_id": start, "eos_token_id": eos}
+        if self.name == "image-text-to-text":  # not the three-graph split (CONTRACTS.md)
+            manifest["layout"] = "encoder-decoder"
+        return manifest
 
 
 TEXT2TEXT = Seq2SeqTask("text2text-generation", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM")
 SPEECH2TEXT = Seq2SeqTask("automatic-speech-recognition", "MODEL_FOR_SPEECH_SEQ_2_SEQ")
+# image-text-to-text models that are encoder-decoders: the image goes into the encoder graph
+IMAGE2TEXT = Seq2SeqTask("image-text-to-text", "MODEL_FOR_IMAGE_TEXT_TO_TEXT")

@@ -12,6 +12,8 @@ import torch
 
 from mobius.runtime_seq2seq import Seq2SeqRunner
 from mobius.tasks.seq2seq import speech_features
+from mobius.tasks.seq2seq_images import takes_images
+from mobius.testing.seq2seq_images import IMAGE_OVERRIDES, image_encoder_inputs
 from mobius.testing.tiny import randomize
 
 PREFIX = 4  # decoder tokens in the prefill check
@@ -23,19 +25,29 @@ SPEECH_OVERRIDES: dict[str, dict[str, Any]] = {
 
 
 def auto_class(config: Any) -> Any:
-    from transformers import AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
-    from transformers.models.auto.modeling_auto import MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING
+    from transformers import (
+        AutoModelForImageTextToText,
+        AutoModelForSeq2SeqLM,
+        AutoModelForSpeechSeq2Seq,
+    )
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING,
+        MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING,
+    )
 
     if type(config) in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING:
         return AutoModelForSpeechSeq2Seq
-    return AutoModelForSeq2SeqLM
+    if type(config) in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING:
+        return AutoModelForSeq2SeqLM
+    return AutoModelForImageTextToText  # an image encoder-decoder (Florence-2, Pix2Struct, ...)
 
 
 def tiny_seq2seq(model_type: str, directory: Path, *, seed: int = 0, **overrides: Any):
     """A tiny random-weight encoder–decoder checkpoint in ``directory``: (HF model, config)."""
     from mobius.testing.configs import tiny_config_for
 
-    config = tiny_config_for(model_type, **{**SPEECH_OVERRIDES.get(model_type, {}), **overrides})
+    own = {**SPEECH_OVERRIDES.get(model_type, {}), **IMAGE_OVERRIDES.get(model_type, {})}
+    config = tiny_config_for(model_type, **{**own, **overrides})
     decoder = getattr(config, "decoder", None)
     if getattr(decoder, "is_decoder", True) is False:
         # a composite (EncoderDecoderConfig): its decoder attends causally and to the encoder,
@@ -59,6 +71,8 @@ def encoder_inputs(model: Any, batch: int = 2, length: int = 7, seed: int = 1) -
     """Random encoder inputs; text ones right-padded in the second row."""
     gen = torch.Generator().manual_seed(seed)
     config = model.config
+    if takes_images(model):
+        return image_encoder_inputs(model, batch, length, gen)
     params = inspect.signature(model.get_encoder().forward).parameters
     if "input_values" in params:  # raw audio
         return {"input_values": torch.randn(batch, 1600, generator=gen)}
@@ -76,12 +90,22 @@ def encoder_inputs(model: Any, batch: int = 2, length: int = 7, seed: int = 1) -
 def vocab_size(config: Any, part: str) -> int:
     """The vocabulary of the encoder's or the decoder's tokens (a composite's sub-configs)."""
     own = getattr(config, "vocab_size", None)
-    return own if isinstance(own, int) else getattr(config, part).vocab_size
+    if isinstance(own, int):
+        return own
+    sub = getattr(config, part, None)  # a composite's encoder or decoder
+    if sub is None:  # an image model's text config
+        sub = config.get_text_config(decoder=True)
+    return sub.vocab_size
 
 
 def start_token(config: Any) -> int:
-    start = getattr(config, "decoder_start_token_id", None)
-    return config.pad_token_id if start is None else start
+    for source in (config, config.get_text_config(decoder=True)):
+        start = getattr(source, "decoder_start_token_id", None)
+        if start is None:
+            start = getattr(source, "pad_token_id", None)
+        if start is not None:
+            return start
+    return 0
 
 
 def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, np.ndarray]:
@@ -90,9 +114,10 @@ def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, 
     from transformers import GenerationConfig, GenerationMixin
 
     config = model.config
+    pad = getattr(config, "pad_token_id", None)
     settings = GenerationConfig(
         decoder_start_token_id=start_token(config),
-        pad_token_id=config.pad_token_id,
+        pad_token_id=config.get_text_config(decoder=True).pad_token_id if pad is None else pad,
         eos_token_id=None,
         max_new_tokens=new_tokens,
         num_beams=1,
@@ -126,7 +151,7 @@ def seq2seq_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> d
     prefix = torch.cat([start, torch.randint(3, vocab - 2, (2, PREFIX - 1), generator=gen)], 1)
     step = torch.randint(3, vocab - 2, (2, 1), generator=gen)
     with torch.no_grad():
-        hf_encoded = model.get_encoder()(**inputs, return_dict=True)
+        hf_encoded = hf_encode(model, inputs, start)
         hidden = hf_encoded[0]
         extra = {} if mask is None else {"attention_mask": mask}
         first = model(encoder_outputs=hf_encoded, decoder_input_ids=prefix, use_cache=True, **extra)
@@ -150,6 +175,19 @@ def seq2seq_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> d
         "tokens": ours.tolist(),
         "hf_tokens": tokens.tolist(),
     }
+
+
+def hf_encode(model: Any, inputs: dict, start: torch.Tensor) -> Any:
+    """HF's encoder output: its encoder module's, or, where that module does not take every
+    input (Florence-2 merges the image into the prompt first), the model forward's."""
+    from transformers.modeling_outputs import BaseModelOutput
+
+    from mobius.tasks.seq2seq_images import encoder_takes
+
+    if encoder_takes(model, inputs):
+        return model.get_encoder()(**inputs, return_dict=True)
+    hidden = model(**inputs, decoder_input_ids=start).encoder_last_hidden_state
+    return BaseModelOutput(last_hidden_state=hidden)
 
 
 def _greedy_with_logits(runner, encoded, start, mask, new_tokens):

@@ -36,6 +36,8 @@ INDEX = [
     one("index_bool_mask_leading", lambda x: x[x[:, :, 0] > 0]),
     one("index_bool_mask_trailing", lambda x: x[:, x[0, :, 0] > 0]),
     one("index_bool_mask_2d_trailing", lambda x: x.permute(2, 0, 1)[:, x[..., 0] > 0]),
+    # the true positions (a mask broadcast over the last axis) take the source's elements in order
+    one("masked_scatter_broadcast", lambda x: x.masked_scatter(x[..., :1] > 0, x * 3 + 1)),
 ]
 
 
