@@ -165,14 +165,14 @@ def warn_text_only(hf_config: Any, directory: Path, task: str) -> None:
         else ""
     )
     from mobius.config import from_hf
-    from mobius.tasks.vlm_unsplit import why_not_split
+    from mobius.tasks.vlm_unsplit import image_path_left_out
 
-    unsplit = why_not_split(from_hf(hf_config))
+    left_out = image_path_left_out(from_hf(hf_config), task)
     log.warning(
         "%s is a vision-language model: mobius converts its text path only (task %s, no "
-        "image inputs; %s)%s",
+        "image inputs%s)%s",
         hf_config.model_type,
         task,
-        unsplit or "--task image-text-to-text converts the image path too",
+        f"; {left_out}" if left_out else "",
         processor,
     )

@@ -64,7 +64,7 @@ class ModuleReport:
 class Gap:
     """Something that keeps the conversion from being complete, and what to do about it."""
 
-    kind: str  # "lowering" | "pattern" | "cache" | "attention"
+    kind: str  # "lowering" | "pattern" | "cache" | "attention" | "image"
     subject: str  # the aten op, or the pattern name
     modules: list[str]
     next_step: str
@@ -271,6 +271,16 @@ def _gaps(
         )
         for (pattern, reason), mods in declined.items()
     )
+    if analysis.image_path_left_out:
+        gaps.append(
+            Gap(
+                "image",
+                "image-path",
+                [],
+                f"the image path is not converted (task {analysis.task}): "
+                + analysis.image_path_left_out,
+            )
+        )
     return gaps
 
 

@@ -17,6 +17,7 @@ from lowering import op_name
 from mobius.config import read
 from mobius.synth.emit import blocked_op_name, module_of, node_handler, regions, strip_prefix
 from mobius.synth.prepare import Prepared
+from mobius.tasks.vlm_unsplit import image_path_left_out
 from patterns import match_all, rotary
 from patterns.base import NO_OPS, Claim, is_op
 
@@ -62,6 +63,8 @@ class Analysis:
     traced_cache_layers: int = 0  # layers whose state the trace itself carries (synth/state.py)
     token_loop: bool = False  # traced for one token, run over the sequence in an ONNX Loop
     fallbacks: list[dict[str, object]] = field(default_factory=list)  # Fallback.to_dict()s
+    # a vision-language model converted without its image path: why (tasks/vlm_unsplit.py)
+    image_path_left_out: str | None = None
 
     @property
     def blocked(self) -> dict[str, list[str]]:
@@ -169,6 +172,7 @@ def analyze(prepared: Prepared) -> Analysis:
         token_loop=bool(prepared.traced.loop_inputs),
         fallbacks=[f.to_dict() for f in prepared.fallbacks],
         modules=[modules[p] for p in sorted(modules, key=_tree_order)],
+        image_path_left_out=image_path_left_out(prepared.arch, prepared.task.name),
     )
 
 

@@ -202,6 +202,7 @@ def analyze_graphs(prepared: PreparedGraphs) -> Any:
     from dataclasses import replace
 
     from mobius.synth.analysis import Analysis, ModuleAnalysis, analyze
+    from mobius.tasks.vlm_unsplit import image_path_left_out
 
     modules = [ModuleAnalysis("", "<model>")]
     unclaimed: list[str] = []
@@ -248,6 +249,7 @@ def analyze_graphs(prepared: PreparedGraphs) -> Any:
         cache_blocker=blocker,
         traced_cache_layers=traced_layers,
         fallbacks=[f.to_dict() for p in prepared.graphs.values() for f in p.fallbacks],
+        image_path_left_out=image_path_left_out(prepared.arch, prepared.task.name),
     )
 
 

@@ -85,7 +85,11 @@ def prepare(
             return prepare_graphs(source, arch, the_task, dtype)
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
     with failures.phase(f"tracing {arch.model_type}"):
-        prepared = _trace_with_fallbacks(source, arch, the_task, dtype)
+        try:
+            prepared = _trace_with_fallbacks(source, arch, the_task, dtype)
+        except UnsupportedError as exc:
+            _say_why_not_split(exc, arch)
+            raise
         failures.stop_checkpoint()
         prepared.traced.program = decompose_unlowered(prepared.traced.program)
     if prepared.traced.length_bounds:
@@ -100,6 +104,17 @@ def _stacks_of_layers(task: Task, arch: ArchitectureConfig) -> bool:
     ``num_hidden_layers`` counts something else (64 for 16 blocks)."""
     modality = getattr(task, "modality", None)
     return modality is None or modality(arch) == "input_ids"
+
+
+def _say_why_not_split(exc: UnsupportedError, arch: ArchitectureConfig) -> None:
+    """A model of the image-text-to-text mapping with no three-graph form whose text path does
+    not trace either (Idefics's forward needs pixels, PI0's actions): its error says why the
+    image path is not the way out (``tasks/vlm_unsplit.py``)."""
+    from mobius.tasks.vlm_unsplit import why_not_split
+
+    reason = why_not_split(arch)
+    if reason:
+        exc.args = (f"{exc}; {reason}",)
 
 
 def length_bound_fallback(traced: TracedModel) -> Fallback:

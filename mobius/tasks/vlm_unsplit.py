@@ -10,6 +10,22 @@ from typing import Any
 from mobius.config import ArchitectureConfig
 
 CONTRACT = "not the three-graph contract, whose decoder reads the image through inputs_embeds only"
+IMAGE_TASK_HINT = "--task image-text-to-text converts the image path too"
+
+
+def image_path_left_out(config: ArchitectureConfig, task: str) -> str | None:
+    """Why converting ``config`` as ``task`` leaves out an image path: the reason the model has no
+    three-graph form (``why_not_split``), or, where it has one, the task that converts it. None
+    for ``image-text-to-text`` itself and for models outside the image-text-to-text mapping. The
+    text-only warning and ``mobius explain`` (an ``image`` gap) both say it."""
+    from mobius.tasks import TASKS
+
+    if task == "image-text-to-text":
+        return None
+    reason = why_not_split(config)
+    if reason is None and TASKS["image-text-to-text"].supports(config):
+        return IMAGE_TASK_HINT
+    return reason
 
 
 def why_not_split(config: ArchitectureConfig) -> str | None:
@@ -35,7 +51,9 @@ def why_not_split(config: ArchitectureConfig) -> str | None:
     if image_token_id(hf) is None:
         return (
             f"{hf.model_type} has no features method and no image placeholder token: it places "
-            f"the image itself (GIT puts the image's features before the text): {CONTRACT}"
+            "the image itself (GIT puts the image's features before the text, whose rows alone "
+            "get its positions); mobius's embedding graph places features at placeholder tokens "
+            "only (a prepending embedding graph is not written yet)"
         )
     return f"{hf.model_type} has no get_image_features or get_video_features to split at"
 

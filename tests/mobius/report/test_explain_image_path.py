@@ -1,0 +1,63 @@
+"""``mobius explain`` says why a vision-language model converts without its image path: the
+reason ``tasks/vlm_unsplit.why_not_split`` gives the refusal and the text-only warning, as an
+``image`` gap (text and explain.json), or in the error when the text path does not trace either.
+Config only: no model is traced."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import mobius
+from mobius.config import from_hf
+from mobius.errors import UnsupportedError
+from mobius.report import ExplainReport
+from mobius.report.schema import errors
+from mobius.synth.analysis import Analysis, ModuleAnalysis
+from mobius.tasks.vlm_unsplit import IMAGE_TASK_HINT, image_path_left_out, why_not_split
+from mobius.testing.configs import tiny_config_for
+
+
+def test_explain_says_why_the_image_path_is_left_out():
+    git = from_hf(tiny_config_for("git"))
+    reason = why_not_split(git)
+    assert reason is not None and "no image placeholder token" in reason
+    analysis = Analysis(
+        model_type="git",
+        task="text-generation",
+        kv_cache=True,
+        cache_supported=True,
+        unclaimed_attention=[],
+        modules=[ModuleAnalysis("", "GitForCausalLM")],
+        image_path_left_out=image_path_left_out(git, "text-generation"),
+    )
+    report = ExplainReport.from_analysis(analysis, source="tiny-git")
+    data = json.loads(report.to_json())
+    assert errors(data) == []
+    step = f"the image path is not converted (task text-generation): {reason}"
+    assert [g for g in data["summary"]["gaps"] if g["kind"] == "image"] == [
+        {"kind": "image", "subject": "image-path", "modules": [], "next_step": step}
+    ]
+    assert f"  - {step}" in report.render_text().splitlines()
+    assert report.exit_code == 0  # a note, not a failure: the text path converts
+    # nothing is left out by the three graphs, nor for a model outside the mapping
+    assert image_path_left_out(git, "image-text-to-text") is None
+    assert image_path_left_out(from_hf(tiny_config_for("llama")), "text-generation") is None
+    # a VLM that splits, converted as text: the task that converts its image too
+    llava = from_hf(tiny_config_for("llava"))
+    assert image_path_left_out(llava, "text-generation") == IMAGE_TASK_HINT
+
+
+def test_a_text_path_that_does_not_trace_says_why_not_split(tmp_path, monkeypatch):
+    # PI0's forward needs actions (its text path cannot be traced alone): the error names why
+    # the image-text-to-text contract is not the way out either
+    from mobius.synth import prepare
+
+    def fails(*args, **kwargs):
+        raise UnsupportedError("torch.export could not trace pi0 (TypeError: no actions)")
+
+    monkeypatch.setattr(prepare, "_trace_with_fallbacks", fails)
+    tiny_config_for("pi0").save_pretrained(tmp_path)
+    with pytest.raises(UnsupportedError, match=r"no actions\); pi0 .* does not generate text"):
+        mobius.explain(tmp_path)
