@@ -13,8 +13,8 @@ import torch
 
 from mobius.diffusers.overrides import (
     chroma,
-    cogvideox,
     cosmos,
+    frame_loops,
     joyimage,
     kandinsky6,
     lumina2,
@@ -28,7 +28,11 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
         chroma.guidance_zeros_by_shape
     ),
     f"{_M}.autoencoders.autoencoder_kl_cogvideox.AutoencoderKLCogVideoX": (
-        cogvideox.frames_fixed_per_graph
+        frame_loops.frames_fixed_per_graph
+    ),
+    f"{_M}.autoencoders.autoencoder_kl_wan.AutoencoderKLWan": frame_loops.frames_fixed_per_graph,
+    f"{_M}.autoencoders.autoencoder_kl_qwenimage.AutoencoderKLQwenImage": (
+        frame_loops.frames_fixed_per_graph
     ),
     f"{_M}.transformers.transformer_cosmos.CosmosLearnablePositionalEmbed": (
         cosmos.norm_scale_from_width
