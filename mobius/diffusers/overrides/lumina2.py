@@ -8,7 +8,9 @@ the loops fix the batch. Here the lengths stay a tensor, the joint sequence is `
 tokens long (the longest any row can be) and every row is placed, positioned and cut out by
 gathers on its length. The positions past a row's end are masked keys, as diffusers masks them
 when the rows differ; when they do not, diffusers drops the mask and the tail, and masked keys
-weigh 0, so the valid outputs are the same.
+weigh 0, so the valid outputs are the same. As in diffusers, a row's caption is its first ``L``
+tokens (``L`` = its mask's count) and caption rotary factors are zero past them, so a mask with
+holes gives diffusers' result too (checked in PyTorch: equal to the last bit).
 """
 
 from __future__ import annotations
@@ -89,7 +91,8 @@ def joint_sequence_by_gathers(module: torch.nn.Module) -> None:
         lengths = encoder_attention_mask.sum(dim=1)
         source, valid, positions = _joint_layout(lengths, text, image, cols)
         rotary = _rotary(self.rope_embedder, positions)  # [B, text + image, d / 2, 2]
-        in_caption = valid[:, :text, None, None].to(rotary.dtype)  # zeros past the caption
+        in_caption = torch.arange(text, device=lengths.device)[None, :] < lengths[:, None]
+        in_caption = in_caption[:, :, None, None].to(rotary.dtype)  # zeros past the caption
         caption_rotary = _complex(rotary[:, :text] * in_caption)
         image_slots = lengths[:, None] + torch.arange(image, device=lengths.device)[None, :]
         image_rotary = _complex(_rows(rotary, image_slots))
