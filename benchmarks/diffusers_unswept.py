@@ -65,13 +65,21 @@ NOTES = [
     "Where the detail says `num_frames fixed to 5`, the trace fixes or bounds the frame count "
     "(a Python loop over frames or chunks of frames, as causal video VAEs decode) and the graph "
     "is traced again at 5 frames (batch, height and width dynamic); the parity run feeds 5.",
-    "AutoencoderKLWan (frame fallback: its 5-frame decoder loop unrolled) did not finish in "
-    "2400 s niced on this machine; AutoencoderKLQwenImage shares its code and was stopped.",
-    "AutoencoderKLCogVideoX's decoder loops over pairs of latent frames in Python "
-    "(`range(num_frames // 2)`): the trace keeps the frame axis symbolic but unrolls the loop, "
-    "and neither mobius check (fixed dimensions, bounds) catches that guard; its graph is wrong "
-    "at other frame counts (the mismatch row). To fix: find the guard in the program's "
-    "range constraints and fix the frames as for the others.",
+    "AutoencoderKLWan and AutoencoderKLQwenImage did not time out for a loop: their conversion "
+    "(encoder and decoder unrolled for 5 frames) took ~1760 s wall for ~140 s of CPU "
+    "(build, conversion and both checks) at a load of ~25 on 2 cores, past the sweep's 900 s.",
+    "The rows of Lumina2Transformer2DModel, AutoencoderKLMochi, AutoencoderKLCosmos, "
+    "Kandinsky6SRVAE, AutoencoderKLCogVideoX, AutoencoderKLWan and AutoencoderKLQwenImage come "
+    "from the fourth pass (branch wip-dmore, per-family overrides and the ConvTranspose "
+    'lowering; design notes, "Diffusers: the last failing classes"), each also run at a '
+    "second size set (batch 1, 32x24, text 9, 13 frames where the frames are not fixed); wall "
+    "times at a load of 20-28 on 2 cores.",
+    "CogVideoX's, Wan's and QwenImage's VAEs loop over chunks of frames in Python, and a chunk is "
+    "not the computation of the whole (group-norm statistics per chunk, the chunk's first frame "
+    "kept apart): their frame count is fixed per graph (`mobius/diffusers/overrides/"
+    "frame_loops.py`). Before, the loop was unrolled with the frame axis left symbolic, which no "
+    "check caught (CogVideoX's decoder gave 9 frames for 17; Wan's encoder 3 latent frames "
+    "for 5).",
     "LatteTransformer3DModel adds a temporal position table of `video_length` frames: PyTorch "
     "itself takes no other count, so the sweep feeds that count.",
 ]

@@ -117,6 +117,26 @@ def outer(ctx: LoweringContext, node: torch.fx.Node):
     )
 
 
+@lowers(aten.conv_transpose1d, aten.conv_transpose2d, aten.conv_transpose3d)
+def conv_transpose(ctx: LoweringContext, node: torch.fx.Node):
+    """``conv_transpose{1,2,3}d(x, weight, bias, stride, padding, output_padding, groups,
+    dilation)``: ConvTranspose, whose weight layout ``[in, out / groups, *kernel]`` is torch's."""
+    names = ("input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation")
+    args = list(node.args) + [node.kwargs.get(n) for n in names[len(node.args) :]]
+    x, weight, bias = args[:3]
+    spatial = ctx.rank(weight) - 2
+    pads = _pairs(args[4] if args[4] is not None else 0, spatial)
+    attrs = {
+        "strides": _pairs(args[3] if args[3] is not None else 1, spatial),
+        "pads": pads + pads,
+        "output_padding": _pairs(args[5] if args[5] is not None else 0, spatial),
+        "group": int(args[6] if args[6] is not None else 1),
+        "dilations": _pairs(args[7] if args[7] is not None else 1, spatial),
+    }
+    inputs = [ctx.value(x), ctx.value(weight)] + ([ctx.value(bias)] if bias is not None else [])
+    return ctx.op.ConvTranspose(*inputs, **attrs)
+
+
 def _pairs(value, n: int) -> list[int]:
     return list(value) * (n // len(value)) if isinstance(value, (list, tuple)) else [value] * n
 
@@ -130,17 +150,18 @@ def convolution(ctx: LoweringContext, node: torch.fx.Node):
     stride = _pairs(args[3] if len(args) > 3 else 1, spatial)
     padding = args[4] if len(args) > 4 else 0
     dilation = _pairs(args[5] if len(args) > 5 else 1, spatial)
+    transposed = node.target.overloadpacket is aten.convolution and bool(args[6])
     if node.target.overloadpacket is aten.convolution:
-        if args[6]:
-            raise NotImplementedError("transposed convolution")
         groups = args[8]
     else:
         groups = args[6] if len(args) > 6 else 1
     attrs = {"strides": stride, "dilations": dilation, "group": int(groups)}
+    if transposed:  # the same weight layout [in, out / groups, *kernel] in both
+        attrs["output_padding"] = _pairs(args[7], spatial)
     if isinstance(padding, str):
         attrs["auto_pad"] = {"same": "SAME_UPPER", "valid": "VALID"}[padding]
     else:
         pads = _pairs(padding, spatial)
         attrs["pads"] = pads + pads
     inputs = [ctx.value(x), ctx.value(weight)] + ([ctx.value(bias)] if bias is not None else [])
-    return ctx.op.Conv(*inputs, **attrs)
+    return (ctx.op.ConvTranspose if transposed else ctx.op.Conv)(*inputs, **attrs)

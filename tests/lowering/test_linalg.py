@@ -103,6 +103,20 @@ CONV = [
         (3, 2, 3, 6, 4),
         {0: "b", 2: "d", 3: "h", 4: "w"},
     ),
+    conv(
+        "conv_transpose2d",  # stride, padding, output padding and groups
+        torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2),
+        (2, 4, 5, 6),
+        (3, 4, 3, 7),
+        HW,
+    ),
+    conv(
+        "conv_transpose3d",  # Cosmos's inverse Haar step along one axis
+        torch.nn.ConvTranspose3d(2, 2, (1, 1, 2), stride=(1, 1, 2), groups=2, bias=False),
+        (2, 2, 3, 4, 5),
+        (1, 2, 2, 3, 6),
+        {0: "b", 2: "d", 3: "h", 4: "w"},
+    ),
     one(
         "convolution",
         lambda x: torch.ops.aten.convolution(

@@ -11,13 +11,28 @@ from collections.abc import Callable
 
 import torch
 
-from mobius.diffusers.overrides import chroma, cosmos, joyimage, mochi
+from mobius.diffusers.overrides import (
+    chroma,
+    cosmos,
+    frame_loops,
+    joyimage,
+    kandinsky6,
+    lumina2,
+    mochi,
+)
 from mobius.synth.overrides import install_overrides
 
 _M = "diffusers.models"
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_chroma.ChromaCombinedTimestepTextProjEmbeddings": (
         chroma.guidance_zeros_by_shape
+    ),
+    f"{_M}.autoencoders.autoencoder_kl_cogvideox.AutoencoderKLCogVideoX": (
+        frame_loops.frames_fixed_per_graph
+    ),
+    f"{_M}.autoencoders.autoencoder_kl_wan.AutoencoderKLWan": frame_loops.frames_fixed_per_graph,
+    f"{_M}.autoencoders.autoencoder_kl_qwenimage.AutoencoderKLQwenImage": (
+        frame_loops.frames_fixed_per_graph
     ),
     f"{_M}.transformers.transformer_cosmos.CosmosLearnablePositionalEmbed": (
         cosmos.norm_scale_from_width
@@ -28,8 +43,16 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_joyimage.JoyImageEditTransformer3DModel": (
         joyimage.symbolic_rotary_positions
     ),
+    f"{_M}.autoencoders.autoencoder_kandinsky6_sr.Kandinsky6SRVAE": kandinsky6.single_pass,
+    f"{_M}.autoencoders.autoencoder_kandinsky6_sr.Kandinsky6SRCausalConv3d": kandinsky6.causal_conv_in_one,
+    f"{_M}.autoencoders.autoencoder_kandinsky6_sr.Kandinsky6SRSafeConv3d": kandinsky6.plain_conv,
+    f"{_M}.transformers.transformer_lumina2.Lumina2Transformer2DModel": (
+        lumina2.joint_sequence_by_gathers
+    ),
     f"{_M}.attention_processor.MochiAttention": mochi.masked_joint_attention,
     f"{_M}.transformers.transformer_mochi.MochiRoPE": mochi.centers_by_arange,
+    f"{_M}.autoencoders.autoencoder_kl_mochi.MochiChunkedGroupNorm3D": mochi.whole_group_norm,
+    f"{_M}.autoencoders.autoencoder_kl_mochi.MochiDownBlock3D": mochi.unchunked_attention,
 }
 
 

@@ -1,4 +1,5 @@
-"""Mochi: joint attention over the valid prompt tokens as one masked attention over the batch."""
+"""Mochi: joint attention over the valid prompt tokens as one masked attention over the batch;
+the VAE's group norm and frame attention without their memory chunks."""
 
 from __future__ import annotations
 
@@ -101,3 +102,44 @@ def centers_by_arange(module: torch.nn.Module) -> None:
         return ((index + 0.5) * step + start).to(dtype or torch.float32)
 
     module._centers = types.MethodType(_centers, module)
+
+
+def whole_group_norm(module: torch.nn.Module) -> None:
+    # MochiChunkedGroupNorm3D normalises each frame as an image, in chunks of 8 frames
+    # (`x.split(8)` over batch x frames, a memory bound): the split of that dynamic axis has
+    # traced part sizes. Group norm normalises each image on its own, so one call over all
+    # of them gives the same values.
+    def forward(self: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        batch_size = x.size(0)
+        x = self.norm_layer(x.permute(0, 2, 1, 3, 4).flatten(0, 1))
+        return x.unflatten(0, (batch_size, -1)).permute(0, 2, 1, 3, 4)
+
+    module.forward = types.MethodType(forward, module)
+
+
+def unchunked_attention(module: torch.nn.Module) -> None:
+    # MochiDownBlock3D attends over the frames of each pixel in chunks of 2**15 pixels (a CUDA
+    # launch limit): the branch on `batch * height * width <= 2**15` bounds those sizes in the
+    # trace. Each pixel's attention is its own, so one call over every pixel is the same.
+    def forward(
+        self: Any, hidden_states: torch.Tensor, conv_cache: dict | None = None, chunk_size: int = 0
+    ) -> tuple[torch.Tensor, dict]:
+        new_conv_cache: dict = {}
+        conv_cache = conv_cache or {}
+        hidden_states, new_conv_cache["conv_in"] = self.conv_in(hidden_states)
+        for i, (resnet, norm, attn) in enumerate(
+            zip(self.resnets, self.norms, self.attentions, strict=True)
+        ):
+            key = f"resnet_{i}"
+            hidden_states, new_conv_cache[key] = resnet(hidden_states, conv_cache.get(key))
+            if attn is not None:
+                residual = hidden_states
+                hidden_states = norm(hidden_states)
+                batch_size, _, _, height, width = hidden_states.shape
+                hidden_states = hidden_states.permute(0, 3, 4, 2, 1).flatten(0, 2).contiguous()
+                hidden_states = attn(hidden_states)
+                hidden_states = hidden_states.unflatten(0, (batch_size, height, width))
+                hidden_states = residual + hidden_states.permute(0, 4, 3, 1, 2)
+        return hidden_states, new_conv_cache
+
+    module.forward = types.MethodType(forward, module)
