@@ -285,7 +285,11 @@ def trace(
     model = model.to("meta")
     loop_inputs: list[TensorSpec] = []
     layout = probe_layout(model) if carry_cache else None
-    probed = layout or (_try_probe(model) if task.supports_cache else None)
+    plan = replicate.layer_plan(model, config.hf_config) if layout is None else None
+    replicating = plan is not None and replicate.enabled()
+    # a replicated trace probes its cut model instead (``_cut_cache``): the full model's meta
+    # call costs ~10 ms a layer
+    probed = layout or (_try_probe(model) if task.supports_cache and not replicating else None)
     if layout is None:
         specs = task.inputs(config, model)
         outputs = task.outputs(config)
@@ -297,11 +301,17 @@ def trace(
         outputs = task.outputs(config) + [slot.output_name for slot in layout.slots]
     names = _contract_names(specs, layout)
     program, traced_model, bounds = None, model, []
-    plan = replicate.layer_plan(model, config.hf_config) if layout is None else None
-    if plan is not None and replicate.enabled():
+    cache: tuple[set[str] | None, int] | None = None
+    if replicating:
         program, traced_model, bounds = _trace_replicated(
             config, task, dtype, implementations, specs, plan, buffer_values
         )
+        if program is not None and task.supports_cache:
+            cache = _cut_cache(config, task, dtype, implementations, plan)
+        if cache is None and task.supports_cache:
+            probed = _try_probe(model)
+    if cache is None:
+        cache = _cache_summary(probed)
     if program is None:
         wrapper = _TaskWrapper(model, task, names, layout)
         program, traced_model = (
@@ -344,8 +354,8 @@ def trace(
         },
         module_classes=classes,
         cache_in_graph=layout is not None,
-        state_kinds=None if probed is None else {slot.attribute for slot in probed.slots},
-        kv_layers=0 if probed is None else len({s.layer for s in probed.slots if s.grows}),
+        state_kinds=cache[0],
+        kv_layers=cache[1],
         loop_inputs=loop_inputs,
         length_bounds=bounds,
     )
@@ -393,6 +403,38 @@ def _trace_replicated(
         len(plan.signatures),
     )
     return program, model, wrapper.length_guards
+
+
+def _cache_summary(probed: CacheLayout | None) -> tuple[set[str] | None, int]:
+    """(the cache-layer attributes the model fills, how many layers hold growing keys and values);
+    (None, 0) where the probe failed."""
+    if probed is None:
+        return None, 0
+    return {s.attribute for s in probed.slots}, len({s.layer for s in probed.slots if s.grows})
+
+
+def _cut_cache(
+    config: ArchitectureConfig,
+    task: Task,
+    dtype: torch.dtype,
+    implementations: tuple[str, ...] | None,
+    plan: replicate.LayerPlan,
+) -> tuple[set[str] | None, int] | None:
+    """``_cache_summary`` of the full model from a probe of a fresh copy of the replicated cut
+    model: a copied layer holds what the traced layer it copies holds (replication checked that
+    the two are the same kind). None where the cut model's probe fails (the full one is probed)."""
+    small = dataclasses.replace(config, hf_config=replicate.reduced_config(config.hf_config, plan))
+    model = instantiate_on_meta(small, task, dtype, implementations)
+    model.tie_weights()
+    probed = _try_probe(model.to("meta"))
+    if probed is None:
+        return None
+    attributes, _ = _cache_summary(probed)
+    growing = {s.layer for s in probed.slots if s.grows}
+    if not growing <= set(range(plan.traced)):
+        return None
+    copies = sum(plan.representative(kind)[0] in growing for kind in plan.kinds[plan.traced :])
+    return attributes, len(growing) + copies
 
 
 def one_token_dims(dims: tuple[str | int, ...]) -> tuple[str | int, ...]:

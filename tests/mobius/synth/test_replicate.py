@@ -12,6 +12,7 @@ from mobius import source as source_mod
 from mobius.package import ModelPackage
 from mobius.registry import get_task
 from mobius.synth import replicate
+from mobius.synth import trace as trace_mod
 from mobius.synth.emit import emit
 from mobius.synth.meta_model import instantiate_on_meta
 from mobius.synth.trace import trace
@@ -169,3 +170,24 @@ def test_a_stack_of_two_is_traced_whole():
     arch = _arch("llama", num_hidden_layers=2)
     model = instantiate_on_meta(arch, get_task(None, arch), torch.float32)
     assert replicate.layer_plan(model, arch.hf_config) is None
+
+
+@pytest.mark.parametrize(
+    ("model_type", "overrides"),
+    [
+        ("llama", {}),
+        # keys and values on the attention layers only, recurrent states on the mamba ones
+        ("jamba", {"attn_layer_period": 2, "attn_layer_offset": 1, "num_key_value_heads": 2}),
+    ],
+)
+def test_the_cut_models_cache_probe_is_the_full_models(model_type, overrides):
+    """A replicated trace probes the cut model's cache (not the full model's): what it concludes
+    for the full model is what probing the full model gives."""
+    arch = _arch(model_type, num_hidden_layers=6, **overrides)
+    task = get_task(None, arch)
+    model = instantiate_on_meta(arch, task, torch.float32).to("meta")
+    plan = replicate.layer_plan(model, arch.hf_config)
+    assert plan is not None
+    full = trace_mod._cache_summary(trace_mod._try_probe(model))
+    assert full[0] is not None and full[1] > 0
+    assert trace_mod._cut_cache(arch, task, torch.float32, None, plan) == full
