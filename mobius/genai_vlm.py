@@ -32,6 +32,17 @@ def _graph(model: ir.Model, filename: str) -> dict[str, Any]:
     }
 
 
+def genai_pipeline_missing(model_type: str) -> str | None:
+    """Why onnxruntime-genai cannot run ``model_type``'s three graphs, or None where it has a
+    pipeline for the family (said in ``mobius.json`` and by ``mobius explain``)."""
+    if model_type in VLM_TYPES:
+        return None
+    return (
+        f"onnxruntime-genai 0.18 has no vision-language pipeline for {model_type} "
+        f"(it has: {', '.join(sorted(set(VLM_TYPES.values())))}, phi3v, phi4mm, mistral3, fara)"
+    )
+
+
 def vlm_genai_files(
     models: dict[str, ir.Model], hf_config: Any, checkpoint_dir: Path, image_token: int | None
 ) -> tuple[dict[str, str], str | None]:
@@ -46,14 +57,11 @@ def vlm_genai_files(
     if set(models) == {"decoder_model"}:  # text only
         config["model"]["type"] = GENERIC_TYPE
         return {GENAI_CONFIG_FILE: json.dumps(config, indent=2)}, None
-    family = VLM_TYPES.get(hf_config.model_type)
-    if family is None:
-        return {}, (
-            f"onnxruntime-genai 0.18 has no vision-language pipeline for "
-            f"{hf_config.model_type} (it has: {', '.join(sorted(set(VLM_TYPES.values())))}, "
-            "phi3v, phi4mm, mistral3, fara)"
-        )
+    missing = genai_pipeline_missing(hf_config.model_type)
+    if missing is not None:
+        return {}, missing
     model = config["model"]
+    family = VLM_TYPES[hf_config.model_type]
     model["type"] = family
     model["vision"] = _graph(models["vision_encoder"], "vision_encoder.onnx")
     model["embedding"] = _graph(models["embedding"], "embedding.onnx")

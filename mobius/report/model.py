@@ -281,6 +281,16 @@ def _gaps(
                 + analysis.image_path_left_out,
             )
         )
+    if analysis.genai_left_out:
+        gaps.append(
+            Gap(
+                "genai",
+                "onnxruntime-genai",
+                [],
+                f"no genai_config.json: {analysis.genai_left_out}; the graphs run in "
+                "onnxruntime (mobius.runtime_vlm)",
+            )
+        )
     return gaps
 
 

@@ -60,7 +60,7 @@ MODULE = _object(
 )
 GAP = _object(
     {
-        "kind": {"enum": ["lowering", "pattern", "cache", "attention", "image"]},
+        "kind": {"enum": ["lowering", "pattern", "cache", "attention", "image", "genai"]},
         "subject": {"type": "string"},
         "modules": _PATHS,
         "next_step": {"type": "string"},

@@ -65,6 +65,7 @@ class Analysis:
     fallbacks: list[dict[str, object]] = field(default_factory=list)  # Fallback.to_dict()s
     # a vision-language model converted without its image path: why (tasks/vlm_unsplit.py)
     image_path_left_out: str | None = None
+    genai_left_out: str | None = None  # a three-graph VLM onnxruntime-genai has no pipeline for
 
     @property
     def blocked(self) -> dict[str, list[str]]:

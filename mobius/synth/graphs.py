@@ -201,6 +201,7 @@ def analyze_graphs(prepared: PreparedGraphs) -> Any:
     each captured attention call is an ``Attention`` component of its module."""
     from dataclasses import replace
 
+    from mobius.genai_vlm import genai_pipeline_missing
     from mobius.synth.analysis import Analysis, ModuleAnalysis, analyze
     from mobius.tasks.vlm_unsplit import image_path_left_out
 
@@ -250,6 +251,11 @@ def analyze_graphs(prepared: PreparedGraphs) -> Any:
         traced_cache_layers=traced_layers,
         fallbacks=[f.to_dict() for p in prepared.graphs.values() for f in p.fallbacks],
         image_path_left_out=image_path_left_out(prepared.arch, prepared.task.name),
+        genai_left_out=(
+            genai_pipeline_missing(prepared.arch.model_type)
+            if "vision_encoder" in prepared.graphs
+            else None
+        ),
     )
 
 

@@ -38,6 +38,10 @@ def test_three_graphs_by_the_contract(tiny_llava_vlm):
     assert manifest["image_token_id"] == model.config.image_token_id
     # no onnxruntime-genai pipeline for LLaVA: said, not silently skipped
     assert "llava" in manifest["genai"] and not (out / "genai_config.json").exists()
+    # and explain.json says it as a gap, with the same reason
+    gaps = json.loads((out / "explain.json").read_text())["summary"]["gaps"]
+    genai = [g for g in gaps if g["kind"] == "genai"]
+    assert len(genai) == 1 and manifest["genai"] in genai[0]["next_step"]
     assert (out / "processor_config.json").is_file() and (out / "tokenizer.json").is_file()
 
 
