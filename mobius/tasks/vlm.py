@@ -52,7 +52,12 @@ from mobius.tasks.vlm_inputs import (
     vision_inputs,
 )
 from mobius.tasks.vlm_masks import _as_first_call, _model_positions, masks_without_vmap
-from mobius.tasks.vlm_prepend import TEXT_SEQUENCE, prepend_image_features, prepends_image
+from mobius.tasks.vlm_prepend import (
+    TEXT_SEQUENCE,
+    placement_manifest,
+    prepend_image_features,
+    prepends_image,
+)
 
 IMAGE_TOKENS = "num_image_tokens"
 # example sizes: distinct from the base task's (2, 7, 4, 11) so export never unifies two axes
@@ -459,6 +464,7 @@ class VisionLanguageTask(Task):
             "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),
         }
         manifest.update(images_per_call(hf, image_features_method(config)))
+        manifest.update(placement_manifest(hf))  # GIT: its image rows before the text
         if multi_axis_positions(hf):  # the recipe runtime_vlm computes them by (vlm_canvas)
             manifest.update(position_manifest(hf))
         return manifest

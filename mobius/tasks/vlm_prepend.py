@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 TEXT_SEQUENCE = "text_sequence_length"
+MAX_IMAGES = 1 << 16  # images one embedding call may be given
 
 
 def _git_image_features(self: Any, pixel_values: torch.Tensor, **kwargs: Any) -> torch.Tensor:
@@ -71,10 +72,21 @@ def prepend_image_features(
     rows = image_rows(model.config)
     batch, hidden = input_ids.shape[0], features.shape[-1]
     images = features.shape[0] // rows
-    # zero rows past the given ones: what a row reads when there are none (then cut to 0 rows)
-    table = torch.cat([features.to(embeds.dtype), embeds.new_zeros((rows, hidden))])
+    # each row's image rows: all of one image, or none when no image is given. ``rows`` times
+    # (images > 0), written as a ceiling division (up to MAX_IMAGES images) so that the trace
+    # puts no bound on the number of features (a min() or a slice would)
+    length = rows * ((images + MAX_IMAGES - 1) // MAX_IMAGES)
     per_row = torch.arange(batch, device=input_ids.device) * images // batch
-    index = per_row[:, None] * rows + torch.arange(rows, device=input_ids.device)[None]
-    picked = table.index_select(0, index.reshape(-1)).reshape(batch, rows, hidden)
-    picked = picked[:, : features.shape[0]]
+    index = per_row[:, None] * rows + torch.arange(length, device=input_ids.device)[None]
+    picked = features.to(embeds.dtype).index_select(0, index.reshape(-1))
+    picked = picked.reshape(batch, length, hidden)
     return torch.cat([picked, embeds], 1)
+
+
+def placement_manifest(hf: Any) -> dict[str, Any]:
+    """What ``mobius.json`` says of a model that prepends its image (no ``image_token_id``): the
+    embedding graph puts ``image_rows_per_image`` rows before each prompt's text, and the
+    decoder's ``position_ids`` cover the text rows only (``[batch, text_sequence_length]``)."""
+    if not prepends_image(hf):
+        return {}
+    return {"image_placement": "before-text", "image_rows_per_image": image_rows(hf)}
