@@ -44,11 +44,13 @@ def prepended_features_method(owner: Any) -> Any:
 def prepends_image(owner: Any) -> bool:
     """Whether the model (a model, a class, an HF config or mobius config) puts its image rows
     before the text."""
+    from transformers import PretrainedConfig
+
     from mobius.tasks.head import auto_mapping
     from mobius.tasks.vlm_inputs import MAPPING
 
     hf = getattr(owner, "hf_config", owner)
-    if hasattr(hf, "model_type") and not isinstance(hf, torch.nn.Module):
+    if isinstance(hf, PretrainedConfig):
         owner = auto_mapping(MAPPING).get(type(hf), None)
         if owner is None:
             return False
