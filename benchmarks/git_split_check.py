@@ -1,6 +1,7 @@
 """GIT (no image placeholder) as the three graphs, written as torch functions and checked against
 HF's forward and ``generate`` on the tiny config: the recipe in docs/design-notes.md ("GIT fits
-the contract"), for the per-family override that is not written yet.
+the contract"); mobius's split (tasks/vlm_prepend.py, synth/overrides/git.py) follows it and
+is checked by ``benchmarks/vlm_coverage.py --only git``.
 
     PYTHONPATH=. python benchmarks/git_split_check.py
 """

@@ -52,6 +52,12 @@ from mobius.tasks.vlm_inputs import (
     vision_inputs,
 )
 from mobius.tasks.vlm_masks import _as_first_call, _model_positions, masks_without_vmap
+from mobius.tasks.vlm_prepend import (
+    TEXT_SEQUENCE,
+    placement_manifest,
+    prepend_image_features,
+    prepends_image,
+)
 
 IMAGE_TOKENS = "num_image_tokens"
 # example sizes: distinct from the base task's (2, 7, 4, 11) so export never unifies two axes
@@ -299,6 +305,8 @@ def merge_image_features(
     beyond the features (all of them with no features: a decode step) keep their embeddings."""
     from mobius.errors import UnsupportedError
 
+    if prepends_image(model):  # GIT: the image's rows before the text
+        return prepend_image_features(model, input_ids, features)
     embed = model.get_input_embeddings()
     token = image_token_id(model.config)
     if token is None:
@@ -343,13 +351,19 @@ class DecoderGraph(CausalLMTask):
         """This graph for ``config``: a model that attends both ways within an image's tokens
         (``token_type_ids``) keeps its own attention and masks, with transformers' cache carried
         through the trace (the captured attention knows causal and padding masks only)."""
-        if self.text_only or not takes_token_type_ids(model_class(config), config.hf_config):
+        both_ways = takes_token_type_ids(model_class(config), config.hf_config)
+        if self.text_only or not (both_ways or prepends_image(config)):
             return self
         graph = DecoderGraph(self.parent)
         graph.attention_implementations = ("eager",)  # the sdpa pattern would rebuild the mask
+        why = (
+            "within image tokens (token_type_ids)"
+            if both_ways
+            else "among its prepended image rows"
+        )
         graph.carried_cache_reason = (
-            "the model attends both ways within image tokens (token_type_ids): its own masks "
-            "are kept, with transformers' cache carried through the trace"
+            f"the model attends both ways {why}: its own masks are kept, with transformers' "
+            "cache carried through the trace"
         )
         return graph
 
@@ -360,6 +374,8 @@ class DecoderGraph(CausalLMTask):
             hidden = text_config(config).hidden_size
             first = TensorSpec("inputs_embeds", None, (BATCH, SEQUENCE, hidden))
         positions = (3, BATCH, SEQUENCE) if multi_axis_positions(config.hf_config) else None
+        if prepends_image(config) and not self.text_only:  # the text rows' only (vlm_prepend)
+            positions = (BATCH, TEXT_SEQUENCE)
         specs = [
             first,
             TensorSpec("attention_mask", torch.int64, (BATCH, SEQUENCE)),
@@ -416,7 +432,7 @@ class DecoderGraph(CausalLMTask):
 
 def supports_image_text(config: ArchitectureConfig) -> bool:
     """The config has an image-text-to-text class with its own features method (``vlm_inputs``'s
-    ``FEATURE_METHODS``; GIT has none: it stays a text-generation model)."""
+    ``FEATURE_METHODS``, or the image projection of a model that prepends it: GIT)."""
     from mobius.tasks.head import auto_mapping
 
     in_mapping = type(config.hf_config) in auto_mapping(MAPPING)
@@ -448,6 +464,7 @@ class VisionLanguageTask(Task):
             "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),
         }
         manifest.update(images_per_call(hf, image_features_method(config)))
+        manifest.update(placement_manifest(hf))  # GIT: its image rows before the text
         if multi_axis_positions(hf):  # the recipe runtime_vlm computes them by (vlm_canvas)
             manifest.update(position_manifest(hf))
         return manifest

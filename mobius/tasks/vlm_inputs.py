@@ -387,12 +387,15 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
 
 def features_method(owner: Any) -> Any:
     """``owner``'s features method (a class or a model): ``get_image_features``, or where it has
-    none and takes videos only (InstructBLIP-Video), ``get_video_features``; else None."""
+    none and takes videos only (InstructBLIP-Video), ``get_video_features``; for a model that
+    puts its image before the text (GIT, ``vlm_prepend``), the projection it prepends; else None."""
+    from mobius.tasks.vlm_prepend import prepended_features_method
+
     for name in FEATURE_METHODS:
         method = getattr(owner, name, None)
         if method is not None:
             return method
-    return None
+    return prepended_features_method(owner)
 
 
 def takes_videos(method: Any) -> bool:

@@ -51,9 +51,8 @@ def why_not_split(config: ArchitectureConfig) -> str | None:
     if image_token_id(hf) is None:
         return (
             f"{hf.model_type} has no features method and no image placeholder token: it places "
-            "the image itself (GIT puts the image's features before the text, whose rows alone "
-            "get its positions); mobius's embedding graph places features at placeholder tokens "
-            "only (a prepending embedding graph is not written yet)"
+            "the image itself; mobius's embedding graph places features at placeholder tokens, "
+            "or before the text for the models tasks/vlm_prepend.py knows (GIT)"
         )
     return f"{hf.model_type} has no get_image_features or get_video_features to split at"
 

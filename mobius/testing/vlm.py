@@ -21,6 +21,7 @@ from mobius.tasks.vlm import (
 )
 from mobius.tasks.vlm_canvas import MARKERS, canvas_recipe
 from mobius.tasks.vlm_inputs import grid_merge_size
+from mobius.tasks.vlm_prepend import image_rows, prepends_image
 from mobius.testing.tiny import randomize
 from mobius.testing.vlm_scale import fan_in_scaled
 from mobius.testing.vlm_tiny_configs import MORE_VLM_OVERRIDES
@@ -315,7 +316,7 @@ def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
     text[(text == token) | (text == pad) | (text == start)] = 4
     if start is not None:  # the processor opens each image with it (Qwen-Omni finds images by it)
         text[0, 1] = start
-    image = torch.full((image_tokens,), token)
+    image = torch.full((image_tokens,), -1 if token is None else token)  # GIT: no placeholder
     if canvas_recipe(config):  # <image> ... </image> around the thumbnail, as the processor
         markers = torch.tensor([m for m in (getattr(config, n) for n in MARKERS) if m is not None])
         text[torch.isin(text, markers)] = 4
@@ -375,7 +376,12 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
     features_diff = float(np.abs(features - hf_features.numpy()).max())
     if hf_deepstack is not None:
         features_diff = max(features_diff, float(np.abs(deepstack - hf_deepstack.numpy()).max()))
-    ids, mask = prompt(model, hf_features.shape[0])
+    # GIT puts the image before the text itself (vlm_prepend): no placeholder, HF repeats the
+    # one image over the batch, so both rows carry it (the second left-padded by two)
+    prepended = image_rows(model.config) if prepends_image(model) else 0
+    ids, mask = prompt(model, 0 if prepended else hf_features.shape[0])
+    if prepended:
+        ids[1, :2], mask[1, :2] = getattr(model.config, "pad_token_id", None) or 0, 0
     grid, sizes = pixels.get("image_grid_thw"), pixels.get("target_sizes")
     positions = torch.from_numpy(
         runner.positions(
@@ -424,7 +430,7 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
     step_logits, _ = runner.decode(
         runner.embed(step.numpy(), None), step_mask.numpy(), step_positions.numpy(), cache
     )
-    real = mask.numpy().astype(bool)
+    real = np.concatenate([np.ones((2, prepended), bool), mask.numpy().astype(bool)], 1)
     tokens, hf_logits = hf_generate(model, hf_inputs, new_tokens)
     ours, our_logits = runner.generate(
         ids.numpy(),

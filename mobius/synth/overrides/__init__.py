@@ -56,7 +56,7 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     "transformers.models.gemma4.modeling_gemma4.Gemma4VisionModel": gemma4.pooled_by_kernel,
     "transformers.models.gemma4.modeling_gemma4.Gemma4TextModel": gemma4.per_layer_ids_by_lookup,
-    "transformers.models.git.modeling_git.GitModel": git.text_only_cache,
+    "transformers.models.git.modeling_git.GitModel": git.split_forward,
     "transformers.models.kimi_k25.modeling_kimi_k25.Kimi_K25VisionPositionEmbeddings": (
         kimi_k25.frame_index_per_patch
     ),

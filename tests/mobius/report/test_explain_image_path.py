@@ -20,19 +20,19 @@ from mobius.testing.configs import tiny_config_for
 
 
 def test_explain_says_why_the_image_path_is_left_out():
-    git = from_hf(tiny_config_for("git"))
-    reason = why_not_split(git)
-    assert reason is not None and "no image placeholder token" in reason
+    mllama = from_hf(tiny_config_for("mllama"))
+    reason = why_not_split(mllama)
+    assert reason is not None and "cross-attends" in reason
     analysis = Analysis(
-        model_type="git",
+        model_type="mllama",
         task="text-generation",
         kv_cache=True,
         cache_supported=True,
         unclaimed_attention=[],
-        modules=[ModuleAnalysis("", "GitForCausalLM")],
-        image_path_left_out=image_path_left_out(git, "text-generation"),
+        modules=[ModuleAnalysis("", "MllamaForCausalLM")],
+        image_path_left_out=image_path_left_out(mllama, "text-generation"),
     )
-    report = ExplainReport.from_analysis(analysis, source="tiny-git")
+    report = ExplainReport.from_analysis(analysis, source="tiny-mllama")
     data = json.loads(report.to_json())
     assert errors(data) == []
     step = f"the image path is not converted (task text-generation): {reason}"
@@ -42,11 +42,15 @@ def test_explain_says_why_the_image_path_is_left_out():
     assert f"  - {step}" in report.render_text().splitlines()
     assert report.exit_code == 0  # a note, not a failure: the text path converts
     # nothing is left out by the three graphs, nor for a model outside the mapping
-    assert image_path_left_out(git, "image-text-to-text") is None
+    assert image_path_left_out(mllama, "image-text-to-text") is None
     assert image_path_left_out(from_hf(tiny_config_for("llama")), "text-generation") is None
     # a VLM that splits, converted as text: the task that converts its image too
     llava = from_hf(tiny_config_for("llava"))
     assert image_path_left_out(llava, "text-generation") == IMAGE_TASK_HINT
+    # GIT prepends its image rows (tasks/vlm_prepend.py): it splits too
+    git = from_hf(tiny_config_for("git"))
+    assert why_not_split(git) is None
+    assert image_path_left_out(git, "text-generation") == IMAGE_TASK_HINT
 
 
 def test_a_text_path_that_does_not_trace_says_why_not_split(tmp_path, monkeypatch):
