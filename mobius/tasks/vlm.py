@@ -356,11 +356,7 @@ class DecoderGraph(CausalLMTask):
             return self
         graph = DecoderGraph(self.parent)
         graph.attention_implementations = ("eager",)  # the sdpa pattern would rebuild the mask
-        why = (
-            "within image tokens (token_type_ids)"
-            if both_ways
-            else "among its prepended image rows"
-        )
+        why = "within image tokens (token_type_ids)" if both_ways else "among its image rows"
         graph.carried_cache_reason = (
             f"the model attends both ways {why}: its own masks are kept, with transformers' "
             "cache carried through the trace"
