@@ -19,6 +19,7 @@ from mobius import failures
 from mobius.config import ArchitectureConfig
 from mobius.diffusers.config import model_class
 from mobius.diffusers.overrides import install as install_overrides
+from mobius.diffusers.tasks import HEIGHT, WIDTH
 from mobius.errors import ConfigError, UnsupportedError
 from mobius.synth.inline import inline_grad_regions
 from mobius.synth.lifted_constants import match_constants
@@ -31,7 +32,12 @@ from mobius.synth.trace import (
     _TaskWrapper,
     _tied_groups,
 )
-from mobius.synth.trace_bounds import bounded_dims, specialised_dims
+from mobius.synth.trace_bounds import (
+    length_bounds,
+    sizes_an_equality_rules_out,
+    specialised_dims,
+    user_inputs,
+)
 from mobius.tasks import Task
 from mobius.tasks.base import BATCH
 from patterns.base import WRAPPER_PREFIX
@@ -137,6 +143,9 @@ def trace_component(arch: ArchitectureConfig, task: Task, dtype: torch.dtype) ->
 NEUTRAL_BATCH_BOUND = 63
 # the trace limit for other bounds (as transformers models without a position table)
 LENGTH_LIMIT = 256
+# pipelines give latents whose height and width are multiples of this (the largest down-sampling
+# factor of a UNet or VAE on latents): a guard that rules out only other sizes is accepted
+LATENT_MULTIPLE = 8
 
 
 def export(
@@ -151,9 +160,13 @@ def export(
     bounds by a branch that changes values, is refused (SpecialisedShapeError).
 
     Two kinds of guard are accepted: the batch bound of diffusers' upsampler (above), and a
-    height or width that must not take some small values: UNets pass explicit up-sampling sizes
-    only when the size is no multiple of their down-sampling factor, which pipelines never give
-    (latents are a multiple of it); video models (axes 2-4: frames, height, width) likewise."""
+    height or width that must not take some sizes, none of them a multiple of LATENT_MULTIPLE:
+    UNets pass explicit up-sampling sizes only when the size is no multiple of their
+    down-sampling factor, which pipelines never give (latents are a multiple of it). Any other
+    equality on one size is refused, the frame count's included: CogVideoX's VAE decodes
+    ``max(frames // 2, 1)`` chunks in a Python loop, which the trace unrolls at the traced count
+    and records only as ``Max(1, frames // 2) == 2``; it fails at 2 and at 6 frames on, so the
+    graph, its frame axis left dynamic, gave wrong frames at every other size."""
     args = tuple(torch.zeros_like(task.example_value(s, arch, dtype), device=device) for s in specs)
     dynamic = tuple(
         {axis: torch.export.Dim.AUTO for axis, d in enumerate(s.dims) if isinstance(d, str)}
@@ -176,8 +189,7 @@ def export(
             fixed,
             specs,
         )
-    batch_axes = {f"{s.name}[{axis}]" for s in specs for axis, d in enumerate(s.dims) if d == BATCH}
-    bounded = [b for b in bounded_dims(program, specs, LENGTH_LIMIT) if not _neutral(b, batch_axes)]
+    bounded = unaccepted_bounds(program, specs)
     if bounded:
         raise _shape_error(
             f"the trace of {arch.model_type} holds only for " + ", ".join(bounded), bounded, specs
@@ -199,8 +211,25 @@ def _shape_error(message: str, found: list[str], specs: list) -> SpecialisedShap
     return exc
 
 
-def _neutral(bound: str, batch_axes: set[str]) -> bool:
-    """``bound`` (as ``bounded_dims`` words it) is one of the accepted guards."""
-    if bound.endswith(f"<= {NEUTRAL_BATCH_BOUND}"):
-        return any(f" {axis} " in f" {bound} " for axis in batch_axes)
-    return " != " in bound and bound.split("[", 1)[1].startswith(("2]", "3]", "4]"))
+def unaccepted_bounds(program: torch.export.ExportedProgram, specs: list) -> list[str]:
+    """The bounds and ruled-out sizes of named dimensions the trace holds for (as
+    ``trace_bounds.bounded_dims`` words them), less the accepted guards (``export``)."""
+    symbols = {
+        (spec.name, axis): node.meta["val"].shape[axis]
+        for spec, node in zip(specs, user_inputs(program), strict=True)
+        for axis in range(len(spec.dims))
+    }
+    found = []
+    for bound in length_bounds(program, specs, LENGTH_LIMIT, lower_bounds=False):
+        dim = next(s for s in specs if s.name == bound.input).dims[bound.axis]
+        if dim == BATCH and bound.upper == NEUTRAL_BATCH_BOUND and bound.lower <= 2:
+            continue
+        size = symbols[(bound.input, bound.axis)]
+        if (
+            bound.ruled_out is not None
+            and dim in (HEIGHT, WIDTH)
+            and not sizes_an_equality_rules_out(size, LENGTH_LIMIT, LATENT_MULTIPLE)
+        ):
+            continue
+        found.append(str(bound))
+    return found
