@@ -18,6 +18,7 @@ from pathlib import Path
 import onnx_ir as ir
 
 from mobius import failures
+from mobius.disk_form import elided_on_disk
 from mobius.errors import OutputError
 
 log = logging.getLogger("mobius")
@@ -255,7 +256,11 @@ class ModelPackage:
     def _write_graphs(self, tmp: Path, *, progress: bool) -> None:
         for file, model in self.graphs().items():
             data = DATA_FILE if file == MODEL_FILE else f"{file}.data"
-            with _progress_callback(model, progress) as callback, _one_kernel_thread():
+            with (
+                _progress_callback(model, progress) as callback,
+                _one_kernel_thread(),
+                elided_on_disk(model),
+            ):
                 ir.save(
                     model,
                     tmp / file,

@@ -24,8 +24,8 @@ from mobius.prequantized import place_prequantized
 from mobius.quantize import QuantOptions, quantize_linears
 from mobius.registry import saved_head
 from mobius.report import ExplainReport
+from mobius.report.weights import WeightScheme, weight_schemes
 from mobius.report.weights import to_json as weights_json
-from mobius.report.weights import weight_schemes
 from mobius.synth import fallbacks
 from mobius.synth.analysis import analyze
 from mobius.synth.emit import emit
@@ -139,7 +139,9 @@ def build(
     cpu_forms = fast_cpu_forms(model) if ep in (None, "cpu") else {}
     if gguf:
         gguf.note_forms(cpu_forms)
-    report.weights = weights_json(weight_schemes(model))
+    schemes = weight_schemes(model)
+    report.weights = weights_json(schemes)
+    record_sources(model, schemes)
     model.metadata_props.update(
         {"mobius.model_type": arch.model_type, "mobius.task": the_task.name, "mobius.dtype": dtype}
     )
@@ -170,6 +172,17 @@ def build(
     record_ep(ep_report, report, texts)
     extra = [source.config_path, *source.extra_files()]
     return ModelPackage(model=model, extra_files=extra, texts=texts)
+
+
+def record_sources(model: ir.Model, schemes: list[WeightScheme]) -> None:
+    """``mobius.weight_sources`` again, once packing and quantization have renamed initializers:
+    each stored weight (a quantized one by its packed data; its scales and zero points are parts
+    of it) -> its checkpoint key(s), where they differ; the emitted graph's entries are stale."""
+    sources = {s.name: s.source for s in schemes if s.source != s.name}
+    if sources:
+        model.metadata_props["mobius.weight_sources"] = json.dumps(sources, sort_keys=True)
+    else:
+        model.metadata_props.pop("mobius.weight_sources", None)
 
 
 def graph_names(model: ir.Model) -> dict[str, list[str]]:

@@ -8,10 +8,12 @@ import sys
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from safetensors import safe_open
 
 import mobius
+from mobius.disk_form import CLASSES, SCOPES
 from mobius.testing.parity import OnnxCausalLM, decoder_inputs
 
 
@@ -35,7 +37,8 @@ def test_initializers_are_named_by_state_dict_key_and_tied_weights_stored_once(
     checkpoints, tmp_path
 ):
     directory, model, _ = checkpoints.get("gemma")  # gemma ties lm_head to the embedding
-    out = mobius.build(directory).save(tmp_path / "onnx")
+    package = mobius.build(directory)
+    out = package.save(tmp_path / "onnx")
     with safe_open(directory / "model.safetensors", "pt") as f:
         keys = set(f.keys())
     sources = _source_keys(out)
@@ -51,6 +54,22 @@ def test_initializers_are_named_by_state_dict_key_and_tied_weights_stored_once(
     data_size = (out / "model.onnx.data").stat().st_size  # tensors under 256 bytes stay inline
     assert abs(data_size - weight_bytes) < 16 * 1024
     assert data_size < weight_bytes + model.model.embed_tokens.weight.numel() * 4 // 2
+    _assert_saved_without_repeats(package.model, out)
+
+
+def _assert_saved_without_repeats(model: ir.Model, out) -> None:
+    """``mobius.disk_form``: the file lacks initializers' value_info and onnxscript's copies of
+    ``namespace``; read back, initializers have their types; the model in memory is unchanged."""
+    saved = onnx.load(str(out / "model.onnx"), load_external_data=False)
+    initializers = {i.name for i in saved.graph.initializer}
+    assert initializers and not initializers & {v.name for v in saved.graph.value_info}
+    keys = [{p.key for p in n.metadata_props} for n in saved.graph.node]
+    assert any("namespace" in k for k in keys)
+    assert not any(SCOPES in k or CLASSES in k for k in keys)
+    for value in ir.load(out / "model.onnx").graph.initializers.values():
+        assert value.dtype == value.const_value.dtype and value.shape == value.const_value.shape
+    assert all(v.type is not None for v in model.graph.initializers.values())
+    assert any(SCOPES in n.metadata_props and CLASSES in n.metadata_props for n in model.graph)
 
 
 def test_checkpoint_renamed_by_transformers_loads_under_its_file_keys(checkpoints, tmp_path):

@@ -241,7 +241,8 @@ def test_ep_cpu_packs_projections(llama, tmp_path):
     quantization, ``mobius.nbits_pack``) are one MatMulNBits each, with the same values; every
     checkpoint weight still has its entry in the weights record."""
     directory, model, config = llama
-    out = mobius.build(directory, precision="int4", ep="cpu", accuracy_level=0).save(tmp_path / "q")
+    package = mobius.build(directory, precision="int4", ep="cpu", accuracy_level=0)
+    out = package.save(tmp_path / "q")
     # per layer: q/k/v, o, gate/up, down; and the lm_head
     assert ops(out).count("MatMulNBits") == 4 * 2 + 1 and ops(out).count("Split") == 2 * 2
     info = json.loads((out / "mobius.json").read_text())
@@ -250,6 +251,11 @@ def test_ep_cpu_packs_projections(llama, tmp_path):
     ]
     keys = [k for w in info["weights"] for k in w["source"].split(",")]
     assert sorted(keys) == sorted(model.state_dict())
+    # the graph's own record names the initializers it has (not those before quantization)
+    saved = onnx.load(str(out / "model.onnx"), load_external_data=False)
+    sources = json.loads({p.key: p.value for p in saved.metadata_props}["mobius.weight_sources"])
+    assert sources == {w["name"]: w["source"] for w in info["weights"] if w["name"] != w["source"]}
+    assert set(sources) <= {i.name for i in saved.graph.initializer}
     assert max_abs_diff(quantized_reference(model, 4, 32, False), out, config) <= ATOL
 
 
