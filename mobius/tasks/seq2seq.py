@@ -178,8 +178,14 @@ class EncoderGraph(_GraphTask):
         from mobius.tasks.seq2seq_images import encode_through_forward, encoder_takes
         from patterns.seq2seq_attention import GraphPhase, phase
 
+        # with a padding mask, the lengths the keys may have: the mask's and each input's
+        # sequence axis (axis 1: token ids, Pix2Struct's patches), which export may name apart
         mask = inputs.get("attention_mask")
-        lengths = None if mask is None else (mask.shape[-1],)
+        lengths = (
+            None
+            if mask is None
+            else (mask.shape[-1], *(v.shape[1] for v in inputs.values() if v.dim() >= 2))
+        )
         cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
         if not encoder_takes(model, inputs):  # the image merged by the model's forward
             with masks_without_vmap():
