@@ -233,7 +233,7 @@ SMALL_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [  # fmt: skip
             "joint_attention_dim": 12,
             "caption_projection_dim": 16,
             "out_channels": 4,
-            "pos_embed_max_size": 64,
+            "pos_embed_max_size": 1024,  # a 32 x 32 patch grid: both size sets fit
         },
     ),
     (
