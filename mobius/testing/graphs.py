@@ -1,4 +1,5 @@
-"""Reading a saved graph back for tests: which ONNX ops each layer became."""
+"""Graphs in tests: which ONNX ops each layer of a saved graph became; initializers for graphs
+built by hand."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import collections
 import re
 from pathlib import Path
 
+import numpy as np
 import onnx
+import onnx_ir as ir
 
 
 def ops_by_layer(directory: Path, layer_pattern: str) -> dict[str, collections.Counter]:
@@ -19,3 +22,14 @@ def ops_by_layer(directory: Path, layer_pattern: str) -> dict[str, collections.C
         found = re.search(layer_pattern, scope)
         layers[found.group(0) if found else "model"][node.op_type] += 1
     return layers
+
+
+def initializer_value(name: str, array: np.ndarray) -> ir.Value:
+    """A graph value holding ``array`` (for a hand-built ``ir.Graph``'s ``initializers``)."""
+    value = ir.Value(
+        name=name,
+        type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
+        shape=ir.Shape(array.shape),
+    )
+    value.const_value = ir.tensor(array, name=name)
+    return value

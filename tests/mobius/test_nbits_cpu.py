@@ -9,19 +9,10 @@ import onnxruntime as ort
 import pytest
 
 from mobius.nbits_cpu import OFFSET_4BIT, SPLIT_8BIT, fast_cpu_forms
+from mobius.testing.graphs import initializer_value
 
 MS = "com.microsoft"
 N, K, BLOCK, VOCAB = 40, 96, 32, 40
-
-
-def _initializer(name: str, array: np.ndarray) -> ir.Value:
-    value = ir.Value(
-        name=name,
-        type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
-        shape=ir.Shape(array.shape),
-    )
-    value.const_value = ir.tensor(array, name=name)
-    return value
 
 
 def _nibbles(values: np.ndarray) -> np.ndarray:
@@ -42,16 +33,18 @@ def _model(
         zero = rng.integers(0, 2**bits, (N, kb)).astype(np.uint8)
         zero = (zero if bits == 8 else _nibbles(zero)).reshape(-1)
     parts = [
-        _initializer("W.b", codes if bits == 8 else _nibbles(codes)),
-        _initializer("W.scales", scales),
-        _initializer("W.zero_points", zero),
+        initializer_value("W.b", codes if bits == 8 else _nibbles(codes)),
+        initializer_value("W.scales", scales),
+        initializer_value("W.zero_points", zero),
     ]
     hidden = ir.Value(
         name="hidden", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2, 3, K])
     )
     ids = ir.Value(name="ids", type=ir.TensorType(ir.DataType.INT64), shape=ir.Shape([2, 3]))
     common = [ir.AttrInt64("block_size", BLOCK), ir.AttrInt64("bits", bits)]
-    biases = [_initializer("W.bias", rng.standard_normal(N).astype(np.float32))] if bias else []
+    biases = (
+        [initializer_value("W.bias", rng.standard_normal(N).astype(np.float32))] if bias else []
+    )
     matmul = ir.Node(
         MS,
         "MatMulNBits",
@@ -67,7 +60,7 @@ def _model(
     nodes, outputs = [matmul], [matmul.outputs[0]]
     initializers = [*parts, *biases]
     if not float_zero_points:  # GatherBlockQuantized takes no float zero points
-        rows = _initializer("rows", np.array([N, -1], dtype=np.int64))
+        rows = initializer_value("rows", np.array([N, -1], dtype=np.int64))
         initializers.append(rows)
         flat = [ir.Node("", "Reshape", [p, rows], name=f"{p.name}.rows") for p in parts]
         gather = ir.Node(

@@ -8,19 +8,10 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 from mobius.nbits_pack import BIAS_INPUT, fuse_biases
+from mobius.testing.graphs import initializer_value
 
 MS = "com.microsoft"
 N, K, BLOCK = 24, 64, 32
-
-
-def _initializer(name: str, array: np.ndarray) -> ir.Value:
-    value = ir.Value(
-        name=name,
-        type=ir.TensorType(ir.DataType.from_numpy(array.dtype)),
-        shape=ir.Shape(array.shape),
-    )
-    value.const_value = ir.tensor(array, name=name)
-    return value
 
 
 def _model(rng: np.random.Generator, bias_shape: tuple[int, ...]) -> ir.Model:
@@ -29,11 +20,11 @@ def _model(rng: np.random.Generator, bias_shape: tuple[int, ...]) -> ir.Model:
     codes = rng.integers(0, 16, (N, kb, BLOCK)).astype(np.uint8)
     zero = rng.integers(0, 16, (N, kb)).astype(np.uint8)
     parts = [
-        _initializer("W.b", codes[..., 0::2] | (codes[..., 1::2] << 4)),
-        _initializer("W.scales", rng.uniform(0.01, 0.1, N * kb).astype(np.float32)),
-        _initializer("W.zero_points", (zero[:, 0::2] | (zero[:, 1::2] << 4)).reshape(-1)),
+        initializer_value("W.b", codes[..., 0::2] | (codes[..., 1::2] << 4)),
+        initializer_value("W.scales", rng.uniform(0.01, 0.1, N * kb).astype(np.float32)),
+        initializer_value("W.zero_points", (zero[:, 0::2] | (zero[:, 1::2] << 4)).reshape(-1)),
     ]
-    bias = _initializer("b", rng.standard_normal(bias_shape).astype(np.float32))
+    bias = initializer_value("b", rng.standard_normal(bias_shape).astype(np.float32))
     x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2, 3, K]))
     attributes = {"K": K, "N": N, "bits": 4, "block_size": BLOCK, "accuracy_level": 0}
     matmul = ir.Node(MS, "MatMulNBits", [x, *parts], [ir.AttrInt64(*a) for a in attributes.items()])
