@@ -76,10 +76,7 @@ def fuse_biases(model: ir.Model) -> int:
         bias, add = _bias_add(node)
         if bias is None:
             continue
-        inputs = list(node.inputs)
-        node.resize_inputs(BIAS_INPUT + 1)
-        for index in range(len(inputs), BIAS_INPUT):
-            node.replace_input_with(index, None)
+        node.resize_inputs(BIAS_INPUT + 1)  # the optional inputs between stay absent (None)
         node.replace_input_with(BIAS_INPUT, bias)
         out, summed = node.outputs[0], add.outputs[0]
         out.shape, out.type = summed.shape, summed.type

@@ -56,6 +56,12 @@ _PHASE: contextvars.ContextVar[GraphPhase | None] = contextvars.ContextVar(
 )
 
 
+def enter_phase(current: GraphPhase) -> None:
+    """Switch to ``current`` inside an enclosing ``phase`` block, which restores its own phase at
+    its end (module hooks that mark where one part of a call ends and the next begins)."""
+    _PHASE.set(current)
+
+
 @contextlib.contextmanager
 def phase(current: GraphPhase) -> Iterator[None]:
     token = _PHASE.set(current)

@@ -127,13 +127,13 @@ def encode_through_forward(
     over its own positions, with no padding; in it ``text_phase``; after it, the placeholder's
     (the decoder). The outer ``phase`` restores the caller's phase at the end."""
     from mobius.tasks.causal_lm import cache_argument
-    from patterns.seq2seq_attention import _PHASE, GraphPhase, phase
+    from patterns.seq2seq_attention import GraphPhase, enter_phase, phase
 
     def enter(module: torch.nn.Module, args: Any) -> None:
-        _PHASE.set(text_phase)
+        enter_phase(text_phase)
 
     def leave(module: torch.nn.Module, args: Any, output: Any) -> None:
-        _PHASE.set(GraphPhase("placeholder"))  # what runs next: the decoder's placeholder call
+        enter_phase(GraphPhase("placeholder"))  # what runs next: the decoder's placeholder call
 
     encoder = model.get_encoder()
     hooks = [encoder.register_forward_pre_hook(enter), encoder.register_forward_hook(leave)]

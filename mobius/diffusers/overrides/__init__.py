@@ -27,9 +27,6 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_chroma.ChromaCombinedTimestepTextProjEmbeddings": (
         chroma.guidance_zeros_by_shape
     ),
-    f"{_M}.autoencoders.autoencoder_kl_cogvideox.AutoencoderKLCogVideoX": (
-        frame_loops.frames_fixed_per_graph
-    ),
     f"{_M}.autoencoders.autoencoder_kl_wan.AutoencoderKLWan": frame_loops.frames_fixed_per_graph,
     f"{_M}.autoencoders.autoencoder_kl_qwenimage.AutoencoderKLQwenImage": (
         frame_loops.frames_fixed_per_graph

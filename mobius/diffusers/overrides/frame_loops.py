@@ -1,17 +1,18 @@
-"""Causal video VAEs that loop over frames in Python: the frame count fixed in the trace, so that
-each graph is made for one count.
+"""Causal video VAEs that loop over frames in Python where the trace records no guard on the
+frame count: the count fixed in the trace, so that each graph is made for one count.
 
-CogVideoX's VAE cuts the video into chunks (8 frames in, 2 latent frames out) in a loop of
-``num_frames // chunk`` steps; Wan's and QwenImage's encode the first frame, then chunks of 4,
-in a loop of ``1 + (num_frames - 1) // 4`` steps, and decode frame by frame, with a cache of
-each causal convolution's last frames. The chunks are not the computation of the whole: group
-norms take statistics over a chunk's frames, and temporal up- and down-sampling treat a chunk's
-first frame apart. Traced with a symbolic frame count the loop is unrolled for the traced count
-while the input stays symbolic, and torch.export records no check that catches it: at 9 frames
-Wan's encoder gave 3 latent frames, not 3 + 2, and CogVideoX's decoder 9 frames, not 17. Reading
-the count as a Python int fixes it in the trace, which the trace then refuses as frame-dependent
-and retraces at one frame count (``components.prepare_graph``); batch, height and width stay
-dynamic. Making them frame-dynamic means rewriting each loop as one causal pass (not done).
+Wan's and QwenImage's VAEs encode the first frame, then chunks of 4, in a loop of
+``1 + (num_frames - 1) // 4`` steps, and decode frame by frame, with a cache of each causal
+convolution's last frames. The chunks are not the computation of the whole: group norms take
+statistics over a chunk's frames, and temporal up- and down-sampling treat a chunk's first frame
+apart. Traced with a symbolic frame count the loop is unrolled for the traced count while the
+input stays symbolic, and torch.export records no check that catches it: at 9 frames Wan's
+encoder gave 3 latent frames, not 3 + 2. Reading the count as a Python int fixes it in the
+trace, which the trace then refuses as frame-dependent and retraces at one frame count
+(``components.prepare_graph``); batch, height and width stay dynamic. CogVideoX's VAE, whose
+loop leaves a guard on the frame count, needs no override: ``trace.unaccepted_bounds`` refuses
+that guard and the same retrace follows. Making them frame-dynamic means rewriting each loop as
+one causal pass (not done).
 """
 
 from __future__ import annotations

@@ -29,22 +29,16 @@ class MaskedJointAttnProcessor:
         attention_mask: torch.Tensor,
         image_rotary_emb: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        query, key, value = (
-            proj(hidden_states).unflatten(2, (attn.heads, -1))
-            for proj in (attn.to_q, attn.to_k, attn.to_v)
+        query, key, value = _heads(
+            attn, hidden_states, (attn.to_q, attn.to_k, attn.to_v), attn.norm_q, attn.norm_k
         )
-        if attn.norm_q is not None:
-            query = attn.norm_q(query)
-        if attn.norm_k is not None:
-            key = attn.norm_k(key)
-        encoder_query, encoder_key, encoder_value = (
-            proj(encoder_hidden_states).unflatten(2, (attn.heads, -1))
-            for proj in (attn.add_q_proj, attn.add_k_proj, attn.add_v_proj)
+        encoder_query, encoder_key, encoder_value = _heads(
+            attn,
+            encoder_hidden_states,
+            (attn.add_q_proj, attn.add_k_proj, attn.add_v_proj),
+            attn.norm_added_q,
+            attn.norm_added_k,
         )
-        if attn.norm_added_q is not None:
-            encoder_query = attn.norm_added_q(encoder_query)
-        if attn.norm_added_k is not None:
-            encoder_key = attn.norm_added_k(encoder_key)
         if image_rotary_emb is not None:
             query = _rotary(query, *image_rotary_emb)
             key = _rotary(key, *image_rotary_emb)
@@ -75,6 +69,21 @@ class MaskedJointAttnProcessor:
         if hasattr(attn, "to_add_out"):
             encoder_hidden_states = attn.to_add_out(encoder_hidden_states)
         return hidden_states, encoder_hidden_states
+
+
+def _heads(
+    attn: Any,
+    states: torch.Tensor,
+    projections: tuple[Any, Any, Any],
+    norm_q: Any,
+    norm_k: Any,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Query, key and value of ``states`` split into heads, query and key normed where the
+    module has the norm."""
+    query, key, value = (p(states).unflatten(2, (attn.heads, -1)) for p in projections)
+    query = query if norm_q is None else norm_q(query)
+    key = key if norm_k is None else norm_k(key)
+    return query, key, value
 
 
 def _rotary(x: torch.Tensor, freqs_cos: torch.Tensor, freqs_sin: torch.Tensor) -> torch.Tensor:
