@@ -13,7 +13,7 @@ import torch
 from torch.export.graph_signature import InputKind
 
 from lowering.dtypes import onnx_dtype
-from mobius import failures
+from mobius import direct_io, failures
 from mobius.errors import WeightsError
 from mobius.key_mapping import KeyMapping
 from mobius.package import nonfinite_sink
@@ -108,6 +108,10 @@ class LoadedTensor(ir.LazyTensor):
 
     parallel_write_safe = True
 
+    def tofile(self, file) -> None:
+        with direct_io.writer(file, self.nbytes) as out:
+            super().tofile(out)
+
 
 def _will_need(source, offset: int, length: int) -> None:
     """Ask the kernel to start reading ``length`` bytes at ``offset`` now, asynchronously: the whole
@@ -177,7 +181,11 @@ class CopiedTensor(ir.LazyTensor):
         buffer = bytearray(min(self.CHUNK // item * item, remaining))
         view = memoryview(buffer)
         finite = True
-        with entry.file.open("rb", buffering=0) as source:
+        out_bytes = remaining // item * wanted.itemsize
+        with (
+            entry.file.open("rb", buffering=0) as source,
+            direct_io.writer(file, out_bytes) as out,
+        ):
             _will_need(source, entry.offset, remaining)
             source.seek(entry.offset)
             while remaining:
@@ -192,7 +200,7 @@ class CopiedTensor(ir.LazyTensor):
                     chunk = chunk.to(wanted)
                 if floating and finite:
                     finite = _all_finite(chunk)
-                file.write(view[:got] if wanted == entry.dtype else _bytes_of(chunk))
+                out.write(view[:got] if wanted == entry.dtype else _bytes_of(chunk))
                 remaining -= got
         if not finite:
             _note_nonfinite(self.name)
@@ -224,14 +232,15 @@ class CopiedTensor(ir.LazyTensor):
         slab = torch.empty((min(self.SLAB_COLUMNS, cols), rows), dtype=self.wanted)
         check = self.wanted.is_floating_point
         finite = True
-        for start in range(0, cols, self.SLAB_COLUMNS):
-            out = slab[: min(self.SLAB_COLUMNS, cols - start)]
-            for row in range(0, rows, self.BLOCK_ROWS):
-                block = source[row : row + self.BLOCK_ROWS, start : start + len(out)]
-                out[:, row : row + self.BLOCK_ROWS].copy_(block.t())
-            if check and finite:
-                finite = _all_finite(out)
-            file.write(_bytes_of(out))
+        with direct_io.writer(file, rows * cols * self.wanted.itemsize) as written:
+            for start in range(0, cols, self.SLAB_COLUMNS):
+                out = slab[: min(self.SLAB_COLUMNS, cols - start)]
+                for row in range(0, rows, self.BLOCK_ROWS):
+                    block = source[row : row + self.BLOCK_ROWS, start : start + len(out)]
+                    out[:, row : row + self.BLOCK_ROWS].copy_(block.t())
+                if check and finite:
+                    finite = _all_finite(out)
+                written.write(_bytes_of(out))
         if not finite:
             _note_nonfinite(self.name)
         return True
@@ -252,8 +261,10 @@ def _scratch(nbytes: int) -> memoryview:
 
 
 def release_scratch() -> None:
-    """Free this thread's read buffer (``ModelPackage.save`` calls it when done)."""
+    """Free this thread's read buffer and the direct writers' descriptors and staging buffer
+    (``ModelPackage.save`` calls it when done)."""
     _SCRATCH.buffer = None
+    direct_io.release()
 
 
 def _bytes_of(tensor: torch.Tensor) -> memoryview:
