@@ -281,14 +281,20 @@ class ModelPackage:
 # preallocated file, so the bytes are those of one writer), and tensors held at once are bounded by
 # IN_FLIGHT_BYTES plus one larger tensor (onnx_ir's budget). Only where every initializer is
 # safe to write alongside others (``parallel_write_safe``: the checkpoint's own tensors, plain
-# in-memory ones); anything else (quantized, packed, GGUF) is written by one thread.
+# in-memory ones); anything else (quantized, packed, GGUF) is written by one thread. A direct
+# write (``mobius.direct_io``) waits for the device instead of using the CPU, so with direct
+# writes a third thread keeps both cores busy meanwhile.
 WRITERS = 2
+DIRECT_WRITERS = 3
 IN_FLIGHT_BYTES = 256 << 20
 
 
 def writers_for(model: ir.Model) -> int:
-    """``WRITERS`` when every initializer of ``model`` may be written alongside others, else 1."""
+    """How many threads may write ``model``'s weights: 1 unless every initializer may be written
+    alongside others, else ``DIRECT_WRITERS`` with direct writes and ``WRITERS`` without."""
     from onnx_ir.tensor_adapters import TorchTensor
+
+    from mobius import direct_io
 
     for value in model.graph.initializers.values():
         tensor = value.const_value
@@ -296,7 +302,7 @@ def writers_for(model: ir.Model) -> int:
             continue
         if not getattr(tensor, "parallel_write_safe", False):
             return 1
-    return WRITERS
+    return DIRECT_WRITERS if direct_io.enabled() else WRITERS
 
 
 @contextlib.contextmanager

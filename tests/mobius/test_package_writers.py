@@ -1,12 +1,14 @@
-"""Weights written by two threads: the same bytes as one, NaN/Inf still reported, and one thread
-wherever an initializer may share state with another (``mobius.package.writers_for``)."""
+"""Weights written by several threads (direct or buffered): the same bytes as one, NaN/Inf still
+reported, and one thread wherever an initializer may share state with another (``writers_for``)."""
 
 from __future__ import annotations
 
 import onnx_ir as ir
+import pytest
 import torch
 from safetensors.torch import save_file
 
+import mobius.direct_io
 import mobius.package
 from lowering.transposed import TransposedTensor
 from mobius.package import ModelPackage, writers_for
@@ -60,18 +62,23 @@ def _model(tmp_path) -> ir.Model:
     return ir.Model(graph, ir_version=10)
 
 
-def test_two_writers_write_the_bytes_of_one_and_report_nonfinite(tmp_path, monkeypatch):
+@pytest.mark.parametrize("direct", ["1", "0"])
+def test_several_writers_write_the_bytes_of_one_and_report_nonfinite(tmp_path, monkeypatch, direct):
+    monkeypatch.setenv("MOBIUS_DIRECT_IO", direct)
+    monkeypatch.setattr(mobius.direct_io, "MIN_BYTES", 1)  # the small weights go direct too
     model = _model(tmp_path)
-    assert writers_for(model) == 2
+    assert writers_for(model) == (3 if direct == "1" else 2)
     monkeypatch.setattr(mobius.package, "WRITERS", 1)
+    monkeypatch.setattr(mobius.package, "DIRECT_WRITERS", 1)
     one = ModelPackage(model=model)
     one.save(tmp_path / "one")
     monkeypatch.setattr(mobius.package, "WRITERS", 2)
-    two = ModelPackage(model=_model(tmp_path))
-    two.save(tmp_path / "two")
+    monkeypatch.setattr(mobius.package, "DIRECT_WRITERS", 3)
+    several = ModelPackage(model=_model(tmp_path))
+    several.save(tmp_path / "several")
     for name in ("model.onnx", "model.onnx.data"):
-        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
-    assert one.nonfinite == two.nonfinite == ["w5"]
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "several" / name).read_bytes()
+    assert one.nonfinite == several.nonfinite == ["w5"]
 
 
 def test_an_initializer_that_may_share_state_keeps_one_writer(tmp_path):
