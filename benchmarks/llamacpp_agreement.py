@@ -15,7 +15,11 @@ gets ``--new-tokens`` (32) greedy tokens, never stopping at an end-of-sequence t
 All three are fed the same input ids, HF's tokenization, so that tokenizer differences do not count;
 whether llama.cpp's own tokenization equals HF's is reported beside. Per prompt: the number of the
 new tokens equal to llama.cpp's (and the first step where they differ) for mobius and HF, mobius
-against HF, and at a divergence each side's logit margin (top-1 minus top-2) there.
+against HF, and at a divergence each side's logit margin (top-1 minus top-2) there. llama.cpp and
+each mobius build are also run teacher-forced along HF's tokens, their logits of HF's top-2 tokens
+compared with HF's at every step (how far the margins move, and where the top-1 differs).
+``--llamacpp-kv-cache f32`` gives llama.cpp an f32 KV cache without flash attention (default:
+its own f16 cache).
 
     cd benchmarks/llamacpp && npm ci      # once (node >= 20; about 725 MB of node_modules)
     PYTHONPATH=. python benchmarks/llamacpp_agreement.py [--work-dir /tmp/mobius-llamacpp]
@@ -148,8 +152,14 @@ def hf_greedy(model, ids: list[int], new_tokens: int) -> dict:
     return {"tokens": out.sequences[0, len(ids) :].tolist(), "margins": margins(logits)}
 
 
-def llamacpp_greedy(node: str, gguf: Path, prompts: list[dict], new_tokens: int, threads: int):
-    request = {"model": str(gguf), "new_tokens": new_tokens, "threads": threads, "prompts": prompts}
+def llamacpp_greedy(node: str, gguf: Path, prompts: list[dict], args) -> dict:
+    request = {
+        "model": str(gguf),
+        "new_tokens": args.new_tokens,
+        "threads": args.threads,
+        "kv_cache_type": args.llamacpp_kv_cache.upper(),
+        "prompts": prompts,
+    }
     done = subprocess.run(
         [node, str(NODE_DIR / "greedy.mjs")],
         input=json.dumps(request),
@@ -249,7 +259,7 @@ def run_model(name: str, gguf: Path, args, node: str, prompts: list[str]) -> dic
     for item, ref in zip(inputs, hf_runs, strict=True):  # also llama.cpp along HF's tokens
         item["forced"] = ref["tokens"]
         item["watch"] = [[top1, top2] for top1, top2, _, _ in ref["margins"]]
-    llama = llamacpp_greedy(node, gguf, inputs, args.new_tokens, args.threads)
+    llama = llamacpp_greedy(node, gguf, inputs, args)
     builds, mobius_runs = {}, {}
     for variant in args.variants:
         print(f"{name}: mobius build ({variant}) ...", flush=True)
@@ -329,6 +339,13 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         default=Path("/tmp/mobius-llamacpp"),
         help="builds and the assembled Gemma3 GGUF (reused across runs)",
+    )
+    parser.add_argument(
+        "--llamacpp-kv-cache",
+        choices=["f16", "f32"],
+        default="f16",
+        help="llama.cpp's KV cache type (default f16, llama.cpp's own; f32 also turns off its "
+        "flash attention)",
     )
     parser.add_argument(
         "--reuse-builds", action="store_true", help="keep builds already in --work-dir"

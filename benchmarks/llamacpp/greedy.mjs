@@ -1,7 +1,7 @@
 // llama.cpp's own greedy tokens for given input ids, through node-llama-cpp's prebuilt CPU binaries.
 //
 // Reads one JSON object on stdin:
-//   {"model": "FILE.gguf", "new_tokens": 32, "threads": 2,
+//   {"model": "FILE.gguf", "new_tokens": 32, "threads": 2, "kv_cache_type": "F16",
 //    "prompts": [{"text": "The capital of France is", "ids": [1, 2, 3]}, ...]}
 // and prints one JSON object on stdout:
 //   {"llama_cpp": {"release": ..., "repo": ..., "build_type": ..., "system_info": ...},
@@ -15,7 +15,8 @@
 // BOS token where the model's metadata asks for one), for comparison with the given ids.
 // A prompt may also carry `forced` (a continuation, e.g. another runtime's greedy tokens) and
 // `watch` (per step, token ids): then `forced` holds llama.cpp's logits along that continuation,
-// see teacherForced().
+// see teacherForced(). `kv_cache_type` (default F16, llama.cpp's default) sets the KV cache's type;
+// with F32 flash attention is turned off too, so that attention is computed in float32.
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 
 async function readStdin() {
@@ -30,14 +31,21 @@ function ownTokenization(model, text) {
   return model.tokens.shouldPrependBosToken && bos != null ? [bos, ...ids] : ids;
 }
 
+let kvCacheType = "F16";
+
+function contextOptions(contextSize, threads) {
+  const options = { contextSize, batchSize: contextSize, sequences: 1, threads };
+  if (kvCacheType !== "F16") {
+    options.experimentalKvCacheKeyType = kvCacheType;
+    options.experimentalKvCacheValueType = kvCacheType;
+    options.flashAttention = false;
+  }
+  return options;
+}
+
 async function greedy(model, ids, newTokens, threads) {
   const contextSize = ids.length + newTokens + 8;
-  const context = await model.createContext({
-    contextSize,
-    batchSize: contextSize,
-    sequences: 1,
-    threads,
-  });
+  const context = await model.createContext(contextOptions(contextSize, threads));
   try {
     const sequence = context.getSequence();
     const next = {
@@ -69,12 +77,7 @@ async function greedy(model, ids, newTokens, threads) {
 async function teacherForced(model, prompt, threads) {
   const { ids, forced, watch } = prompt;
   const contextSize = ids.length + forced.length + 8;
-  const context = await model.createContext({
-    contextSize,
-    batchSize: contextSize,
-    sequences: 1,
-    threads,
-  });
+  const context = await model.createContext(contextOptions(contextSize, threads));
   try {
     const sequence = context.getSequence();
     const sequenceIds = [...ids, ...forced.slice(0, -1)];
@@ -107,6 +110,7 @@ async function teacherForced(model, prompt, threads) {
 }
 
 const request = await readStdin();
+kvCacheType = request.kv_cache_type ?? "F16";
 const llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error });
 const model = await llama.loadModel({ modelPath: request.model, gpuLayers: 0 });
 const results = [];
@@ -125,6 +129,7 @@ process.stdout.write(
       build_type: llama.buildType,
       gpu: llama.gpu,
       system_info: llama.systemInfo,
+      kv_cache_type: kvCacheType,
     },
     results,
   }) + "\n",
