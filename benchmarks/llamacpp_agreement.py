@@ -21,7 +21,7 @@ compared with HF's at every step (how far the margins move, and where the top-1 
 ``--llamacpp-kv-cache f32`` gives llama.cpp an f32 KV cache without flash attention (default:
 its own f16 cache).
 
-    cd benchmarks/llamacpp && npm ci      # once (node >= 20; about 725 MB of node_modules)
+    cd benchmarks/llamacpp && npm install   # once (node >= 20; about 725 MB of node_modules)
     PYTHONPATH=. python benchmarks/llamacpp_agreement.py [--work-dir /tmp/mobius-llamacpp]
 
 Results: ``benchmarks/results/llamacpp_agreement.json``.
@@ -43,7 +43,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 NODE_DIR = HERE / "llamacpp"
 RESULTS = HERE / "results" / "llamacpp_agreement.json"
-INSTALL_HINT = "run `cd benchmarks/llamacpp && npm ci` (or `npm install`) first"
+INSTALL_HINT = "run `cd benchmarks/llamacpp && npm install` (or `npm ci`) first"
 # mobius build variants: name -> extra CLI flags
 VARIANTS = {
     "default": [],
