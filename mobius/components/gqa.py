@@ -1,4 +1,5 @@
-"""GroupQueryAttention (``com.microsoft``): packed QKV, rotary inside, for the GPU execution providers.
+"""GroupQueryAttention (``com.microsoft``): packed QKV, rotary inside, for the GPU execution
+providers and ``--ep cpu`` with ``--precision``.
 
 A rewrite of the emitted graph, not a pattern: the packed attention block (``patterns/
 attention_block.py``) has already become ``RotaryEmbedding`` on q and k and ONNX ``Attention``-23
@@ -10,7 +11,9 @@ over ``[batch, seq, heads * dim]``; this module swaps each such block for one
   ``cos_cache``/``sin_cache`` initializers GQA indexes by each token's cache slot. The
   tables must be a function of each position alone; they are checked to be (rows of a short,
   unordered id list equal the cache's rows), which refuses longrope/dynamic tables that switch on
-  the sequence length.
+  the sequence length. For ``--ep cpu`` the tables are not stored: the graph's own table
+  subgraph is fed ``range(total_sequence_length)`` instead of ``position_ids`` and computes the
+  caches at every run (``computed_caches``).
 - **packed QKV**: the three projections of one input become one MatMul (and one bias Add) whose
   ``[batch, seq, (heads + 2 kv_heads) * dim]`` output GQA splits itself (separate inputs where the
   weights are not initializers, as with ``--no-weights``).
