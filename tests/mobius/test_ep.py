@@ -132,6 +132,9 @@ def test_cpu_form_packs_qkv_and_fuses_norms(built):
     assert found["Add"] == layers  # the packed q/k/v bias; residual adds are in the skip norms
     assert found["SkipSimplifiedLayerNormalization"] == 2 * layers
     assert found["RMSNormalization"] == 1  # the first layer's norm reads the embedding alone
+    graph = onnx.load(str(directory / "model.onnx"), load_external_data=False).graph
+    skips = [n for n in graph.node if n.op_type == "SkipSimplifiedLayerNormalization"]
+    assert all(list(n.output[1:3]) == ["", ""] for n in skips)  # statistics nobody reads: absent
     info = json.loads((directory / "mobius.json").read_text())["ep"]
     assert (info["attention"], info["packed_qkv"]) == ("Attention", layers)
     assert_left_padded_batch_matches_hf(directory, model, new=3)
