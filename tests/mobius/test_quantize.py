@@ -292,9 +292,8 @@ def test_ep_cpu_moves_qkv_bias_into_matmulnbits(tmp_path):
     assert len(with_bias) == config.num_hidden_layers
     assert all(n.input[5].endswith("qkv_proj.bias") for n in with_bias)
     assert "Add" not in ops(out)
-    reference = quantized_reference(model, 4, 32, False)
-    assert max_abs_diff(reference, out, config) <= ATOL
-    assert_left_padded_batch_matches_hf(out, reference, new=1)
+    # prefill (left-padded batch), a cached step and greedy tokens, at 1e-4 (= ATOL)
+    assert_left_padded_batch_matches_hf(out, quantized_reference(model, 4, 32, False), new=1)
 
 
 def _int8_blocks(x: torch.Tensor, block: int) -> torch.Tensor:
