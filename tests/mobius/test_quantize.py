@@ -250,6 +250,8 @@ def test_ep_cpu_packs_projections(llama, tmp_path):
     assert found.count("Attention") == 2 and "GroupQueryAttention" not in found
     graph = onnx.load(str(out / "model.onnx"), load_external_data=False).graph
     assert [n.op_type for n in graph.node if "logits" in n.output] == ["MatMulNBits"]
+    shared = [i for i in graph.initializer if i.name.startswith("matmulnbits_split_sizes")]
+    assert len(shared) == 1  # both layers' gate/up Splits read one
     info = json.loads((out / "mobius.json").read_text())
     assert all("head size 20" in why for why in info["ep"]["generic_attention"].values())
     assert info["matmulnbits_packed"] == [
