@@ -5,9 +5,15 @@
   add + RMSNorm one ``SkipSimplifiedLayerNormalization`` (``components/skip_norm.py``), and the
   default dtype is f16 (an explicit ``--dtype`` wins).
 - ``cpu``: ONNX ``Attention``-23 as emitted, which onnxruntime's CPU EP runs faster than
-  GroupQueryAttention at every length measured (``docs/benchmarks.md``), fed by one packed QKV
-  MatMul and a ``Split`` (``packed_qkv.pack_and_split``), and the residual add + RMSNorm pairs
-  fused as for the GPU providers: fewer, larger kernels a step; f32 by default.
+  GroupQueryAttention at every length measured in float (``docs/benchmarks.md``), fed by one
+  packed QKV MatMul and a ``Split`` (``packed_qkv.pack_and_split``), and the residual add +
+  RMSNorm pairs fused as for the GPU providers: fewer, larger kernels a step; f32 by default.
+  With ``--precision`` (``quantized``), GroupQueryAttention as for the GPU providers (packed
+  QKV, rotary inside), its cos/sin caches computed in the graph for the mask's length
+  (``gqa.computed_caches``: no initializer): a quantized decode step is short enough that the
+  90 nodes this saves (q/k/v ``Split``, two ``RotaryEmbedding`` a layer) are ~6 % of it
+  (SmolLM2-135M, docs/design-notes.md). Blocks it cannot carry (4-D layout, head size not a
+  multiple of 16) keep the Attention form, with the reason at info level.
 
 A block in the 4-D layout (QK-norm, partial rotary, fused-QKV splits the packed block declines)
 gets GQA over transposed inputs with its rotary left outside (``do_rotary=0``; listed in
@@ -38,9 +44,9 @@ GPU_EPS = ("cuda", "dml", "webgpu")
 GENAI_PROVIDERS = {"cuda": "cuda", "dml": "dml", "webgpu": "webgpu"}
 # what onnxruntime-genai's builder (0.18) emits per provider: the dtypes its GroupQueryAttention
 # kernels take (CUDA has none in float32), whether QKV is one MatMul, whether rotary runs inside GQA
-GQA_DTYPES = {"cuda": ("f16", "bf16"), "dml": ("f16",), "webgpu": ("f16", "f32")}
-PACKED_QKV = ("cuda", "webgpu")
-ROTARY_INSIDE = ("cuda", "webgpu")  # DirectML: a separate RotaryEmbedding
+GQA_DTYPES = {"cuda": ("f16", "bf16"), "dml": ("f16",), "webgpu": ("f16", "f32"), "cpu": ("f32",)}
+PACKED_QKV = ("cuda", "webgpu", "cpu")
+ROTARY_INSIDE = ("cuda", "webgpu", "cpu")  # DirectML: a separate RotaryEmbedding
 DEFAULT_CONTEXT = 4096  # cos/sin cache rows when the config names no position limit
 
 
@@ -83,14 +89,21 @@ def check(ep: str | None) -> None:
 
 
 def apply(
-    model: ir.Model, ep: str | None, hf_config: Any, dtype: str = "f16", *, pack: bool = True
+    model: ir.Model,
+    ep: str | None,
+    hf_config: Any,
+    dtype: str = "f16",
+    *,
+    pack: bool = True,
+    quantized: bool = False,
 ) -> EpReport | None:
     """Rewrite ``model`` in place for ``ep`` (None: unchanged). ``pack=False`` (weights already
-    quantized, GGUF/GPTQ/AWQ, placed by name after this) leaves ``--ep cpu``'s projections apart."""
+    quantized, GGUF/GPTQ/AWQ, placed by name after this) leaves ``--ep cpu``'s projections apart.
+    ``quantized`` (``--precision``): ``--ep cpu`` takes GroupQueryAttention too (``_cpu``)."""
     if ep is None:
         return None
     report = EpReport(ep)
-    if ep not in GPU_EPS:
+    if ep not in GPU_EPS and not (quantized and pack):
         return _cpu(model, report, pack)
     graph = model.graph
     attention = [n for n in graph if n.op_type == "Attention" and n.domain == ""]
@@ -99,36 +112,41 @@ def apply(
         found = gqa.find_block(node)
         if not isinstance(found, str) and dtype not in GQA_DTYPES[ep]:
             found = f"onnxruntime's {ep} GroupQueryAttention has no {dtype} kernel"
+        if not isinstance(found, str) and ep == "cpu":
+            found = _cpu_form(found)
         if isinstance(found, str):
             report.fallbacks[gqa.module_of(node)] = found
         else:
             blocks.append(found)
-    caches = _caches(model, blocks, hf_config, report)
+    mask = next((v for v in graph.inputs if v.name == "attention_mask"), None)
+    if blocks and mask is None:
+        for b in blocks:
+            report.fallbacks[b.module] = "the graph has no attention_mask to derive lengths"
+        blocks = []
+    lens = gqa.lengths(graph, mask, blocks[0].attention) if blocks else None
+    caches = _caches(model, blocks, hf_config, report, lens if ep == "cpu" else None)
     blocks = [b for b in blocks if b.rotary is None or id(b) in caches]
-    if blocks:
-        mask = next((v for v in graph.inputs if v.name == "attention_mask"), None)
-        positions = next((v for v in graph.inputs if v.name == "position_ids"), None)
-        if mask is None:
-            for b in blocks:
-                report.fallbacks[b.module] = "the graph has no attention_mask to derive lengths"
-            blocks = []
-        else:
-            lens = gqa.lengths(graph, mask, blocks[0].attention)
-        for block in blocks:
-            inside = ep in ROTARY_INSIDE
-            if block.four_d or (block.rotary is not None and not inside):
-                report.rotary_outside.append(block.module)
-            packed = gqa.replace_block(
-                graph,
-                block,
-                lens,
-                caches.get(id(block)),
-                positions,
-                pack=ep in PACKED_QKV,
-                rotary_inside=inside,
-            )
-            report.packed_qkv += int(packed)
-            report.gqa_modules.append(block.module)
+    positions = next((v for v in graph.inputs if v.name == "position_ids"), None)
+    for block in blocks:
+        inside = ep in ROTARY_INSIDE
+        if block.four_d or (block.rotary is not None and not inside):
+            report.rotary_outside.append(block.module)
+        packed = gqa.replace_block(
+            graph,
+            block,
+            lens,
+            caches.get(id(block)),
+            positions,
+            pack=ep in PACKED_QKV,
+            rotary_inside=inside,
+        )
+        report.packed_qkv += int(packed)
+        report.gqa_modules.append(block.module)
+    if ep == "cpu":  # blocks GQA cannot carry keep Attention, fed by packed q/k/v as in _cpu
+        for node in [n for n in graph if n.op_type == "Attention" and n.domain == ""]:
+            block = gqa.attention_inputs(node)
+            report.packed_qkv += int(block is not None and pack_and_split(graph, block))
+        graph.sort()  # the computed caches and packed MatMuls go where their inputs are
     report.skip_norms = fuse_skip_norms(graph)
     gqa.remove_dead(graph)
     if report.gqa_modules:
@@ -136,9 +154,24 @@ def apply(
         report.attention = "GroupQueryAttention"
     if report.skip_norms:
         model.opset_imports.setdefault(gqa.MS, 1)
-    for module, reason in report.fallbacks.items():
-        log.warning("--ep %s: %s keeps ONNX Attention: %s", ep, module, reason)
+    for module, reason in report.fallbacks.items():  # on the CPU, Attention is no loss
+        (log.info if ep == "cpu" else log.warning)(
+            "--ep %s: %s keeps ONNX Attention: %s", ep, module, reason
+        )
     return report
+
+
+def _cpu_form(block: gqa.Block) -> gqa.Block | str:
+    """The block, or why ``--ep cpu`` keeps its ONNX Attention: the 4-D layout (GQA would add
+    transposes and remove nothing), or a head size onnxruntime's CPU GroupQueryAttention refuses
+    (rotary inside wants ``cos_cache`` columns, half the head, a multiple of 8)."""
+    if block.four_d:
+        return "the 4-D layout (QK-norm or partial rotary): GQA would only add transposes"
+    cache = block.attention.inputs[4].shape
+    size = cache[3] if cache is not None and cache.rank() == 4 else None
+    if not isinstance(size, int) or size % 16:
+        return f"head size {size}: onnxruntime's CPU GroupQueryAttention wants a multiple of 16"
+    return block
 
 
 def _cpu(model: ir.Model, report: EpReport, pack: bool) -> EpReport:
@@ -159,35 +192,47 @@ def _cpu(model: ir.Model, report: EpReport, pack: bool) -> EpReport:
 
 
 def _caches(
-    model: ir.Model, blocks: list[gqa.Block], hf_config: Any, report: EpReport
+    model: ir.Model,
+    blocks: list[gqa.Block],
+    hf_config: Any,
+    report: EpReport,
+    computed: gqa.Lengths | None = None,
 ) -> dict[int, tuple[ir.Value, ir.Value]]:
-    """One cos/sin cache initializer pair per distinct table pair (block id -> pair); blocks whose
-    tables cannot be cached are moved to ``report.fallbacks``."""
+    """One cos/sin cache pair per distinct table pair (block id -> pair): initializers, or with
+    ``computed`` (``--ep cpu``) tables the graph computes for the mask's length
+    (``gqa.computed_caches``); blocks whose tables cannot be cached are moved to
+    ``report.fallbacks``."""
     from mobius.config import position_limit
 
     rows = position_limit(hf_config) or DEFAULT_CONTEXT
-    by_tables: dict[tuple, tuple[ir.Value, ir.Value] | str] = {}
-    out: dict[int, tuple[ir.Value, ir.Value]] = {}
+    groups: dict[tuple[int, int], list[gqa.Block]] = {}  # read before any table is rewired
     for block in blocks:
-        if block.rotary is None:
-            continue
-        cos, sin = block.rotary[0].inputs[1:3]
-        key = (id(cos), id(sin))
-        if key not in by_tables:
+        if block.rotary is not None:
+            cos, sin = block.rotary[0].inputs[1:3]
+            groups.setdefault((id(cos), id(sin)), []).append(block)
+    out: dict[int, tuple[ir.Value, ir.Value]] = {}
+    for i, members in enumerate(groups.values()):
+        cos, sin = members[0].rotary[0].inputs[1:3]
+        found: tuple | str | None = None
+        if computed is not None:
+            rotary = {n for b in members for n in b.rotary}
+            found = gqa.computed_caches(
+                model.graph, model.opset_imports, cos, sin, computed.total_int64, rotary, i
+            )
+            if isinstance(found, str):  # initializers instead, as for the GPU providers
+                found = None
+        if found is None:
             found = gqa.rotary_caches(model.graph, model.opset_imports, cos, sin, rows)
-            if isinstance(found, str):
-                by_tables[key] = found
-            else:
-                i = len(by_tables)
-                by_tables[key] = tuple(
+            if not isinstance(found, str):
+                found = tuple(
                     _constant(model.graph, table, f"{kind}_cache{'' if i == 0 else f'_{i}'}")
                     for kind, table in zip(("cos", "sin"), found, strict=True)
                 )
-        found = by_tables[key]
-        if isinstance(found, str):
-            report.fallbacks[block.module] = found
-        else:
-            out[id(block)] = found
+        for block in members:
+            if isinstance(found, str):
+                report.fallbacks[block.module] = found
+            else:
+                out[id(block)] = found
     return out
 
 

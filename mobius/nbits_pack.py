@@ -57,12 +57,90 @@ def pack_matmulnbits(model: ir.Model) -> list[list[str]]:
         if key is not None:
             groups[key].append(node)
     merged = []
+    sizes: dict[tuple[int, ...], ir.Value] = {}  # one split-size initializer per distinct split
     for nodes in groups.values():
         if len(nodes) > 1:
             merged.append([_key(n.inputs[1]) for n in nodes])
-            _merge(nodes)
+            _merge(nodes, sizes)
     fuse_biases(model)
+    unflatten(model)
     return merged
+
+
+def unflatten(model: ir.Model) -> int:
+    """Drop the ``Reshape`` pair around a MatMulNBits that flattens its input to ``[-1, K]`` and
+    restores the leading axes after (a ``Gemm``'s lowering, the lm_head): MatMulNBits takes
+    ``[..., K]`` itself. Same values, four to six nodes a step fewer; returns how many."""
+    dropped = 0
+    for node in list(ir.traversal.RecursiveGraphIterator(model.graph)):
+        pair = _flattened(node)
+        if pair is None:
+            continue
+        flatten, restore = pair
+        node.replace_input_with(0, flatten.inputs[0])
+        out, restored = node.outputs[0], restore.outputs[0]
+        out.shape, out.type = restored.shape, restored.type
+        name = restored.name
+        restored.replace_all_uses_with(out, replace_graph_outputs=True)
+        restored.name = None
+        out.name = name
+        graph = node.graph
+        graph.remove(restore, safe=True)
+        if not flatten.outputs[0].uses():
+            graph.remove(flatten, safe=True)
+        dropped += 1
+    if dropped:
+        _remove_dead(model.graph)
+    return dropped
+
+
+def _flattened(node: ir.Node) -> tuple[ir.Node, ir.Node] | None:
+    """(flatten, restore) when ``node`` is a MatMulNBits reading ``Reshape(x, Concat([-1],
+    Shape(x, start=-1)))`` and read only by ``Reshape(y, Concat(Shape(x, end=-1), [-1]))``."""
+    if node.domain != MS_DOMAIN or node.op_type != "MatMulNBits":
+        return None
+    flatten = node.inputs[0].producer() if node.inputs[0] is not None else None
+    uses = node.outputs[0].uses()
+    if flatten is None or flatten.op_type != "Reshape" or len(uses) != 1:
+        return None
+    restore, index = uses[0]
+    if restore.op_type != "Reshape" or index != 0 or node.outputs[0].is_graph_output():
+        return None
+    x = flatten.inputs[0]
+    if _concat_of(flatten.inputs[1], x, [-1], {"start": -1}, last=True) and _concat_of(
+        restore.inputs[1], x, [-1], {"start": 0, "end": -1}, last=False
+    ):
+        return flatten, restore
+    return None
+
+
+def _concat_of(shape: ir.Value, x: ir.Value, ints: list[int], axes: dict, last: bool) -> bool:
+    """``shape`` is ``Concat(ints, Shape(x, **axes))`` (``last``) or ``Concat(Shape(x, ...),
+    ints)``."""
+    concat = shape.producer() if shape is not None else None
+    if concat is None or concat.op_type != "Concat" or len(concat.inputs) != 2:
+        return False
+    constant, of_x = (concat.inputs[0], concat.inputs[1]) if last else concat.inputs[::-1]
+    tensor = ir.convenience.get_const_tensor(constant) if constant is not None else None
+    if tensor is None or tensor.numpy().tolist() != ints:
+        return False
+    shape_node = of_x.producer() if of_x is not None else None
+    if shape_node is None or shape_node.op_type != "Shape" or shape_node.inputs[0] is not x:
+        return False
+    start = shape_node.attributes.get_int("start", 0)
+    end = shape_node.attributes.get_int("end", None)
+    return start == axes.get("start", 0) and end == axes.get("end")
+
+
+def _remove_dead(graph: ir.Graph) -> None:
+    """Drop the shape nodes and constants only the removed Reshapes read."""
+    outputs = set(graph.outputs)
+    for node in reversed(list(graph)):
+        if all(not o.uses() and o not in outputs for o in node.outputs):
+            graph.remove(node, safe=True)
+    for name, value in list(graph.initializers.items()):
+        if not value.uses() and value not in outputs and value not in graph.inputs:
+            del graph.initializers[name]
 
 
 BIAS_INPUT = 5  # MatMulNBits: A, B, scales, zero_points, g_idx, bias
@@ -109,7 +187,7 @@ def _bias_add(node: ir.Node) -> tuple[ir.Value | None, ir.Node | None]:
     return bias, add
 
 
-def _merge(nodes: list[ir.Node]) -> None:
+def _merge(nodes: list[ir.Node], shared_sizes: dict[tuple[int, ...], ir.Value]) -> None:
     graph = nodes[0].graph
     order = {id(n): i for i, n in enumerate(graph)}
     nodes = sorted(nodes, key=lambda n: order[id(n)])
@@ -130,13 +208,16 @@ def _merge(nodes: list[ir.Node]) -> None:
         name=f"{_common_prefix([n.name or '' for n in nodes])}packed.MatMulNBits",
         metadata_props=dict(first.metadata_props),
     )
-    sizes = ir.Value(
-        name=f"{parts[0].name}.split_sizes",
-        type=ir.TensorType(ir.DataType.INT64),
-        shape=ir.Shape([len(widths)]),
-        const_value=ir.tensor(np.array(widths, dtype=np.int64)),
-    )
-    graph.register_initializer(sizes)
+    sizes = shared_sizes.get(tuple(widths))
+    if sizes is None:  # one per distinct split (every layer's gate/up splits alike)
+        sizes = ir.Value(
+            name=f"matmulnbits_split_sizes_{'_'.join(str(w) for w in widths)}",
+            type=ir.TensorType(ir.DataType.INT64),
+            shape=ir.Shape([len(widths)]),
+            const_value=ir.tensor(np.array(widths, dtype=np.int64)),
+        )
+        graph.register_initializer(sizes)
+        shared_sizes[tuple(widths)] = sizes
     split = ir.Node(
         "",
         "Split",

@@ -1,4 +1,5 @@
-"""GroupQueryAttention (``com.microsoft``): packed QKV, rotary inside, for the GPU execution providers.
+"""GroupQueryAttention (``com.microsoft``): packed QKV, rotary inside, for the GPU execution
+providers and ``--ep cpu`` with ``--precision``.
 
 A rewrite of the emitted graph, not a pattern: the packed attention block (``patterns/
 attention_block.py``) has already become ``RotaryEmbedding`` on q and k and ONNX ``Attention``-23
@@ -10,7 +11,9 @@ over ``[batch, seq, heads * dim]``; this module swaps each such block for one
   ``cos_cache``/``sin_cache`` initializers GQA indexes by each token's cache slot. The
   tables must be a function of each position alone; they are checked to be (rows of a short,
   unordered id list equal the cache's rows), which refuses longrope/dynamic tables that switch on
-  the sequence length.
+  the sequence length. For ``--ep cpu`` the tables are not stored: the graph's own table
+  subgraph is fed ``range(total_sequence_length)`` instead of ``position_ids`` and computes the
+  caches at every run (``computed_caches``).
 - **packed QKV**: the three projections of one input become one MatMul (and one bias Add) whose
   ``[batch, seq, (heads + 2 kv_heads) * dim]`` output GQA splits itself (separate inputs where the
   weights are not initializers, as with ``--no-weights``).
@@ -240,12 +243,114 @@ def rotary_caches(
     return cos_cache, sin_cache
 
 
+def computed_caches(
+    graph: ir.Graph,
+    opsets: dict[str, int],
+    cos: ir.Value,
+    sin: ir.Value,
+    total: ir.Value,
+    rotary: set[ir.Node],
+    index: int = 0,
+) -> tuple[ir.Value, ir.Value] | str:
+    """``cos_cache``/``sin_cache`` computed by the graph at every run for positions
+    ``0..total-1`` (int64 scalar ``total``: the mask's length), by the graph's own table subgraph
+    fed with those positions in place of ``position_ids``: no initializer (a
+    ``[context, rotary_dim/2]`` pair is 2.1 MB for SmolLM2's 8192 positions), a few hundred
+    flops per position a run. The tables are checked as for ``rotary_caches``; the subgraph is
+    rewired, not copied, so it must feed nothing but the ``rotary`` nodes GQA replaces (else the
+    reason is returned and nothing is changed)."""
+    found = rotary_caches(graph, opsets, cos, sin, 8)
+    if isinstance(found, str):
+        return found
+    half = found[0].shape[1]
+    nodes, _ = _ancestors([cos, sin])
+    for node in nodes:
+        for out in node.outputs:
+            if out in graph.outputs or any(
+                user not in nodes and user not in rotary for user, _ in out.uses()
+            ):
+                return "the rotary tables' nodes feed more than the rotary"
+    ints = [ir.tensor(np.array(v, np.int64)) for v in (0, 1, [0], [-1, half])]
+    zero, one, axes, rows = (ir.node("Constant", [], attributes={"value": t}) for t in ints)
+    positions = ir.node("Range", [zero.outputs[0], total, one.outputs[0]])
+    batch_of_one = ir.node("Unsqueeze", [positions.outputs[0], axes.outputs[0]])
+    new = [zero, one, axes, rows, positions, batch_of_one]
+    for node in nodes:
+        for i, value in enumerate(node.inputs):
+            if value is not None and value.name == "position_ids" and value.producer() is None:
+                node.replace_input_with(i, batch_of_one.outputs[0])
+    caches = []
+    for table, kind in ((cos, "cos"), (sin, "sin")):
+        reshape = ir.node("Reshape", [table, rows.outputs[0]])
+        reshape.outputs[0].name = f"{kind}_cache{'' if index == 0 else f'_{index}'}"
+        new.append(reshape)
+        caches.append(reshape.outputs[0])
+    for i, node in enumerate(new):
+        node.name = f"gqa_rotary_caches{'' if index == 0 else f'_{index}'}.{node.op_type}_{i}"
+    graph.extend(new)  # the caller sorts the graph
+    _simplify_tables(graph, nodes, half)
+    return caches[0], caches[1]
+
+
+def _simplify_tables(graph: ir.Graph, nodes: set[ir.Node], half: int) -> None:
+    """Drop what does nothing in the (rewired, private) table subgraph, which now runs for every
+    position at each step: a ``Mul`` by the scalar 1 (plain RoPE's attention scaling), and the
+    first-half ``Slice`` of ``cos``/``sin`` of ``Concat(freqs, freqs)`` (elementwise, so that half
+    is ``cos``/``sin`` of ``freqs``: half the work)."""
+    for node in [n for n in nodes if n.op_type == "Mul" and n.domain == ""]:
+        for i in (0, 1):
+            one, other = node.inputs[i], node.inputs[1 - i]
+            tensor = ir.convenience.get_const_tensor(one) if one is not None else None
+            if tensor is None or other is None or tensor.size != 1 or len(tensor.shape) > 0:
+                continue
+            if float(tensor.numpy()) != 1.0 or other.dtype != node.outputs[0].dtype:
+                continue
+            node.outputs[0].replace_all_uses_with(other)
+            graph.remove(node, safe=True)
+            break
+    for node in [n for n in nodes if n.op_type == "Slice" and n.domain == "" and n.graph]:
+        unary = node.inputs[0].producer()
+        if (
+            unary is None
+            or unary.op_type not in ("Cos", "Sin")
+            or len(unary.outputs[0].uses()) != 1
+        ):
+            continue
+        concat = unary.inputs[0].producer()
+        if concat is None or concat.op_type != "Concat" or len(concat.inputs) != 2:
+            continue
+        freqs = concat.inputs[0]
+        if concat.inputs[1] is not freqs or freqs.shape is None or freqs.shape.rank() is None:
+            continue
+        rank = freqs.shape.rank()
+        if concat.attributes.get_int("axis", 0) not in (-1, rank - 1) or freqs.shape[-1] != half:
+            continue
+        bounds = [
+            ir.convenience.get_const_tensor(v) if v is not None else None for v in node.inputs[1:]
+        ]
+        wanted = ([0], [half], [-1, rank - 1], [1])
+        if len(bounds) < 3 or any(b is None for b in bounds[:3]):
+            continue
+        values = [b.numpy().reshape(-1).tolist() for b in bounds if b is not None]
+        if values[0] != wanted[0] or values[1] != wanted[1] or values[2][0] not in wanted[2]:
+            continue
+        if len(values) > 3 and values[3] != wanted[3]:
+            continue
+        unary.replace_input_with(0, freqs)
+        unary.outputs[0].shape = node.outputs[0].shape
+        node.outputs[0].replace_all_uses_with(unary.outputs[0])
+        graph.remove(node, safe=True)
+        if not concat.outputs[0].uses():
+            graph.remove(concat, safe=True)
+
+
 @dataclass
 class Lengths:
     """The GQA inputs derived once from ``attention_mask``."""
 
     seqlens_k: ir.Value
     total: ir.Value
+    total_int64: ir.Value  # the same scalar before its cast to int32
 
 
 def lengths(graph: ir.Graph, mask: ir.Value, before: ir.Node) -> Lengths:
@@ -264,7 +369,7 @@ def lengths(graph: ir.Graph, mask: ir.Value, before: ir.Node) -> Lengths:
         node.name = f"gqa_lengths.{node.op_type}_{i}"
     seqlens.outputs[0].name, total.outputs[0].name = "seqlens_k", "total_sequence_length"
     graph.insert_before(before, nodes)
-    return Lengths(seqlens.outputs[0], total.outputs[0])
+    return Lengths(seqlens.outputs[0], total.outputs[0], squeeze.outputs[0])
 
 
 def bias_of(block: Block) -> ir.Value | None:

@@ -2,7 +2,8 @@
 
 A rewrite of the emitted graph for the GPU execution providers: ``s = a + b`` followed by
 ``RMSNormalization(s, gamma)`` (the residual stream entering a layer's norm) becomes one node
-whose fourth output is ``s`` itself, read by the next residual add. Like ``RMSNormalization`` with
+whose fourth output is ``s`` itself, read by the next residual add (the second and third, the
+statistics, are left unnamed, as absent outputs). Like ``RMSNormalization`` with
 ``stash_type=1`` it computes the statistics in float32. Only the plain form is fused: a norm whose
 input passes through a dtype-changing cast (Gemma's offset norm in half precision computes
 ``1 + weight`` in float32) stays as it is.
@@ -54,6 +55,9 @@ def fuse_skip_norms(graph: ir.Graph) -> int:
             num_outputs=4,
         )
         fused.name = (norm.name or "rms_norm") + ".skip"
+        # the mean and inverse std outputs nobody reads stay absent (an empty name): onnxruntime
+        # allocates and writes every output a node names
+        fused.outputs[1].name = fused.outputs[2].name = ""
         for old, new in ((norm.outputs[0], fused.outputs[0]), (add.outputs[0], fused.outputs[3])):
             new.shape, new.type = old.shape, old.type
         graph.insert_after(add, fused)

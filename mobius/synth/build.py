@@ -128,7 +128,14 @@ def build(
         shown = ", ".join(unused[:5]) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
         log.warning("the checkpoint has %d tensors the model does not use: %s", len(unused), shown)
     ep_report = (
-        apply_ep(model, ep, arch.hf_config, dtype, pack=source.checkpoint is None)
+        apply_ep(
+            model,
+            ep,
+            arch.hf_config,
+            dtype,
+            pack=source.checkpoint is None,
+            quantized=scheme is not None,
+        )
         if the_task.supports_cache
         else None
     )
@@ -180,7 +187,9 @@ def record_sources(model: ir.Model, schemes: list[WeightScheme]) -> None:
     of it) -> its checkpoint key(s), where they differ; the emitted graph's entries are stale."""
     sources = {s.name: s.source for s in schemes if s.source != s.name}
     if sources:
-        model.metadata_props["mobius.weight_sources"] = json.dumps(sources, sort_keys=True)
+        model.metadata_props["mobius.weight_sources"] = json.dumps(
+            sources, sort_keys=True, separators=(",", ":")
+        )
     else:
         model.metadata_props.pop("mobius.weight_sources", None)
 

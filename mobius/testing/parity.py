@@ -301,3 +301,23 @@ def causal_lm_parity(
         "decode_diff": decode_diff,
         "max_diff": max(prefill_diff, decode_diff),
     }
+
+
+def assert_left_padded_batch_matches_hf(directory, model, new: int) -> None:
+    """Batch of two, the first row left-padded by 3: a 6-token prefill, a cached step of ``new``
+    tokens and 8 greedy tokens, against HF."""
+    lm = OnnxCausalLM(directory)
+    feeds = decoder_inputs(model.config.vocab_size, length=6 + new)
+    ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
+    with torch.no_grad():
+        expected = model(**feeds).logits.numpy()
+    keep = mask.astype(bool)
+    prefill, cache = lm.run(ids[:, :6], mask[:, :6], pos[:, :6], lm.empty_cache(2))
+    assert np.abs(prefill - expected[:, :6])[keep[:, :6]].max() < 1e-4
+    step, _ = lm.run(ids[:, 6:], mask, pos[:, 6:], cache)
+    assert np.abs(step - expected[:, 6:]).max() < 1e-4
+    prompt = {k: v[:, :6] for k, v in feeds.items()}
+    tokens = lm.generate(prompt["input_ids"].numpy(), prompt["attention_mask"].numpy(), 8)
+    np.testing.assert_array_equal(
+        tokens, hf_greedy(model, prompt["input_ids"], prompt["attention_mask"], 8)
+    )

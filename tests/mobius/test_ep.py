@@ -30,7 +30,7 @@ from mobius.ep import default_dtype, genai_for
 from mobius.errors import UnsupportedError
 from mobius.generate import genai_tokens
 from mobius.runtime import OnnxCausalLM
-from mobius.testing.parity import decoder_inputs, hf_greedy
+from mobius.testing.parity import assert_left_padded_batch_matches_hf
 
 # an ONNX half-precision graph may be this many times further from the float64 reference than
 # PyTorch's own computation in that dtype is (two implementations, each rounding at every op in
@@ -113,26 +113,6 @@ def test_gpu_form_matches_hf_on_cpu(built, model_type):
     assert diff < 1e-4
 
 
-def assert_left_padded_batch_matches_hf(directory, model, new: int) -> None:
-    """Batch of two, the first row left-padded by 3: a 6-token prefill, a cached step of ``new``
-    tokens and 8 greedy tokens, against HF."""
-    lm = OnnxCausalLM(directory)
-    feeds = decoder_inputs(model.config.vocab_size, length=6 + new)
-    ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
-    with torch.no_grad():
-        expected = model(**feeds).logits.numpy()
-    keep = mask.astype(bool)
-    prefill, cache = lm.run(ids[:, :6], mask[:, :6], pos[:, :6], lm.empty_cache(2))
-    assert np.abs(prefill - expected[:, :6])[keep[:, :6]].max() < 1e-4
-    step, _ = lm.run(ids[:, 6:], mask, pos[:, 6:], cache)
-    assert np.abs(step - expected[:, 6:]).max() < 1e-4
-    prompt = {k: v[:, :6] for k, v in feeds.items()}
-    tokens = lm.generate(prompt["input_ids"].numpy(), prompt["attention_mask"].numpy(), 8)
-    np.testing.assert_array_equal(
-        tokens, hf_greedy(model, prompt["input_ids"], prompt["attention_mask"], 8)
-    )
-
-
 # llama: packed QKV, rotary inside GQA; qwen3: the 4-D layout, rotary outside
 @pytest.mark.parametrize("model_type", ["llama", "qwen3"])
 def test_gpu_form_is_exact_on_a_left_padded_batch(built, model_type):
@@ -152,6 +132,9 @@ def test_cpu_form_packs_qkv_and_fuses_norms(built):
     assert found["Add"] == layers  # the packed q/k/v bias; residual adds are in the skip norms
     assert found["SkipSimplifiedLayerNormalization"] == 2 * layers
     assert found["RMSNormalization"] == 1  # the first layer's norm reads the embedding alone
+    graph = onnx.load(str(directory / "model.onnx"), load_external_data=False).graph
+    skips = [n for n in graph.node if n.op_type == "SkipSimplifiedLayerNormalization"]
+    assert all(list(n.output[1:3]) == ["", ""] for n in skips)  # statistics nobody reads: absent
     info = json.loads((directory / "mobius.json").read_text())["ep"]
     assert (info["attention"], info["packed_qkv"]) == ("Attention", layers)
     assert_left_padded_batch_matches_hf(directory, model, new=3)

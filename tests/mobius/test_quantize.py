@@ -26,7 +26,7 @@ from mobius.cli import main
 from mobius.quantize import default_accuracy_level
 from mobius.quantize_moe import why_float
 from mobius.report.schema import errors as schema_errors
-from mobius.testing.parity import max_abs_diff
+from mobius.testing.parity import assert_left_padded_batch_matches_hf, max_abs_diff
 from mobius.testing.tiny import make_checkpoint
 
 ATOL = 1e-4
@@ -239,13 +239,21 @@ def test_moe_experts_become_qmoe(tmp_path):
 def test_ep_cpu_packs_projections(llama, tmp_path):
     """``--ep cpu``: q/k/v (packed in float, then quantized as one) and gate/up (packed after
     quantization, ``mobius.nbits_pack``) are one MatMulNBits each, with the same values; every
-    checkpoint weight still has its entry in the weights record."""
+    checkpoint weight still has its entry in the weights record. Head size 20 keeps ONNX
+    Attention (onnxruntime's CPU GroupQueryAttention wants multiples of 16), with the reason."""
     directory, model, config = llama
     package = mobius.build(directory, precision="int4", ep="cpu", accuracy_level=0)
     out = package.save(tmp_path / "q")
-    # per layer: q/k/v, o, gate/up, down; and the lm_head
-    assert ops(out).count("MatMulNBits") == 4 * 2 + 1 and ops(out).count("Split") == 2 * 2
+    # per layer: q/k/v, o, gate/up, down; and the lm_head (no flatten/unflatten Reshape around it)
+    found = ops(out)
+    assert found.count("MatMulNBits") == 4 * 2 + 1 and found.count("Split") == 2 * 2
+    assert found.count("Attention") == 2 and "GroupQueryAttention" not in found
+    graph = onnx.load(str(out / "model.onnx"), load_external_data=False).graph
+    assert [n.op_type for n in graph.node if "logits" in n.output] == ["MatMulNBits"]
+    shared = [i for i in graph.initializer if i.name.startswith("matmulnbits_split_sizes")]
+    assert len(shared) == 1  # both layers' gate/up Splits read one
     info = json.loads((out / "mobius.json").read_text())
+    assert all("head size 20" in why for why in info["ep"]["generic_attention"].values())
     assert info["matmulnbits_packed"] == [
         [f"model.layers.{i}.mlp.{p}_proj.weight" for p in ("gate", "up")] for i in range(2)
     ]
@@ -269,17 +277,25 @@ def test_default_accuracy_level():
 
 def test_ep_cpu_moves_qkv_bias_into_matmulnbits(tmp_path):
     """Qwen2's q/k/v bias: packed with the weights, then the packed MatMulNBits' ``bias`` input
-    (``nbits_pack.fuse_biases``), not an ``Add`` after it; same values."""
-    model, config = make_checkpoint("qwen2", tmp_path / "c", **SHAPE)
+    (``nbits_pack.fuse_biases``), not an ``Add`` after it; same values. Head size 16: the packed
+    q/k/v go to GroupQueryAttention with rotary inside, its cos/sin caches computed in the graph
+    (no initializer), exact on a left-padded batch, a cached step and greedy tokens."""
+    model, config = make_checkpoint("qwen2", tmp_path / "c", head_dim=16, **SHAPE)
     out = mobius.build(tmp_path / "c", precision="int4", ep="cpu", accuracy_level=0).save(
         tmp_path / "q"
     )
+    found = ops(out)
+    assert found.count("GroupQueryAttention") == config.num_hidden_layers
+    assert "Attention" not in found and "RotaryEmbedding" not in found
+    assert found.count("Split") == config.num_hidden_layers  # gate/up only
     graph = onnx.load(str(out / "model.onnx"), load_external_data=False).graph
+    assert not {"cos_cache", "sin_cache"} & {i.name for i in graph.initializer}
     with_bias = [n for n in graph.node if n.op_type == "MatMulNBits" and len(n.input) == 6]
     assert len(with_bias) == config.num_hidden_layers
     assert all(n.input[5].endswith("qkv_proj.bias") for n in with_bias)
     assert "Add" not in ops(out)
-    assert max_abs_diff(quantized_reference(model, 4, 32, False), out, config) <= ATOL
+    # prefill (left-padded batch), a cached step and greedy tokens, at 1e-4 (= ATOL)
+    assert_left_padded_batch_matches_hf(out, quantized_reference(model, 4, 32, False), new=1)
 
 
 def _int8_blocks(x: torch.Tensor, block: int) -> torch.Tensor:
