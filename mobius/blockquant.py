@@ -12,11 +12,14 @@ block ``b`` (``block_size`` consecutive K elements), ``w = (q - zero_point) * sc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import onnx_ir as ir
+
+from mobius.direct_io import DirectTofile
 
 
 @dataclass(frozen=True)
@@ -121,18 +124,46 @@ def quantize_rows(slabs: Iterable[np.ndarray], shape: tuple[int, int], scheme: S
 class LazyPacking:
     """MatMulNBits' parts of one weight (``b``, ``scales``, ``zero_points``), all made by
     ``_pack`` on the first request for any of them; each part is handed out once and then
-    dropped, so nothing stays in memory after they are written."""
+    dropped, so nothing stays in memory after they are written.
 
-    def __init__(self) -> None:
+    ``reads``: the tensors ``_pack`` materializes (none: it opens its own file handles). The parts
+    may be written by several threads at once when those may (the packing itself runs under a
+    lock, so two threads asking for parts of one weight pack it once).
+    """
+
+    def __init__(self, reads: Iterable[ir.TensorProtocol | None] = ()) -> None:
+        from mobius.package import writes_alongside
+
         self.pending: dict[str, np.ndarray] = {}
+        self.parallel_safe = all(writes_alongside(t) for t in reads)
+        self._lock = threading.Lock()
 
     def _pack(self) -> None:
         raise NotImplementedError
 
     def getter(self, part: str, name: str) -> Callable[[], ir.TensorProtocol]:
         def get() -> ir.TensorProtocol:
-            if part not in self.pending:
-                self._pack()
-            return ir.Tensor(self.pending.pop(part), name=name)
+            with self._lock:
+                if part not in self.pending:
+                    self._pack()
+                return ir.Tensor(self.pending.pop(part), name=name)
 
         return get
+
+    def part(self, part: str, name: str, dtype: ir.DataType, shape: Sequence[int]) -> PackedPart:
+        """The lazy initializer of ``part``, made by this packing when it is saved."""
+        return PackedPart(self, part, name, dtype, shape)
+
+
+class PackedPart(DirectTofile, ir.LazyTensor):
+    """One part of a ``LazyPacking``: written alongside other initializers when its packing may."""
+
+    def __init__(
+        self, packing: LazyPacking, part: str, name: str, dtype: ir.DataType, shape: Sequence[int]
+    ) -> None:
+        super().__init__(packing.getter(part, name), dtype=dtype, shape=ir.Shape(shape), name=name)
+        self.packing = packing
+
+    @property
+    def parallel_write_safe(self) -> bool:
+        return self.packing.parallel_safe

@@ -188,3 +188,13 @@ def writer(file, nbytes: int) -> Iterator[DirectWriter | _Buffered]:
     out = DirectWriter(file, path, fd)
     yield out
     out.close()
+
+
+class DirectTofile:
+    """Mixin for a lazy tensor (``onnx_ir.LazyTensor``): its bytes go through ``writer``."""
+
+    nbytes: int
+
+    def tofile(self, file) -> None:
+        with writer(file, self.nbytes) as out:
+            super().tofile(out)  # type: ignore[misc]

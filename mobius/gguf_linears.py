@@ -166,7 +166,7 @@ def _initializers(
         key,
         nk,
         scheme,
-        packing.getter,
+        packing,
         label,
         float_zero_points=layout.float_zero_points,
     )

@@ -87,7 +87,9 @@ class _Planes(LazyPacking):
     """The two 4-bit planes (B, scales, packed zero points) of one 8-bit MatMulNBits weight."""
 
     def __init__(self, b: ir.Value, scales: ir.Value, zero_points: ir.Value | None) -> None:
-        super().__init__()
+        super().__init__(
+            reads=[None if v is None else v.const_value for v in (b, scales, zero_points)]
+        )
         self.sources = (b, scales, zero_points)
         self.n, self.kb, self.block = (int(d) for d in b.shape)
         self.values: dict[str, list[ir.Value]] = {}
@@ -110,8 +112,7 @@ class _Planes(LazyPacking):
                 f"{source.get('mobius.transform', '8-bit blocks')}; {plane} 4-bit plane ({part})"
             ),
         }
-        get = self.getter(f"{plane}.{part}", name)
-        return _lazy_initializer(b.graph, name, dtype, shape, get, metadata)
+        return _register(b.graph, self.part(f"{plane}.{part}", name, dtype, shape), metadata)
 
     def _pack(self) -> None:
         b, scales, zero_points = (
@@ -274,9 +275,14 @@ def _lazy_initializer(
     metadata: dict[str, str],
 ) -> ir.Value:
     """Register an initializer whose values ``get`` makes when the model is saved."""
-    lazy = ir.LazyTensor(get, dtype=dtype, shape=ir.Shape(shape), name=name)
+    return _register(
+        graph, ir.LazyTensor(get, dtype=dtype, shape=ir.Shape(shape), name=name), metadata
+    )
+
+
+def _register(graph: ir.Graph, lazy: ir.LazyTensor, metadata: dict[str, str]) -> ir.Value:
     lazy.metadata_props.update(metadata)
-    value = ir.Value(name=name, type=ir.TensorType(dtype), shape=lazy.shape)
+    value = ir.Value(name=lazy.name, type=ir.TensorType(lazy.dtype), shape=lazy.shape)
     value.const_value = lazy
     graph.register_initializer(value)
     return value

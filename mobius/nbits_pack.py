@@ -25,6 +25,7 @@ from collections import defaultdict
 import numpy as np
 import onnx_ir as ir
 
+from mobius.joined import JoinedTensor
 from mobius.quantize import MS_DOMAIN
 
 ATTRIBUTES = ("K", "bits", "block_size", "accuracy_level")
@@ -267,11 +268,8 @@ def _concatenated(values: list[ir.Value], name: str) -> ir.Value:
     tensors = [v.const_value for v in values]
     shape = [sum(int(t.shape[0]) for t in tensors), *(int(d) for d in tensors[0].shape[1:])]
 
-    def concat() -> ir.TensorProtocol:
-        return ir.tensor(np.concatenate([t.numpy() for t in tensors], axis=0), name=name)
-
     dtype = tensors[0].dtype
-    lazy = ir.LazyTensor(concat, dtype=dtype, shape=ir.Shape(shape), name=name)
+    lazy = JoinedTensor(tensors, 0, name, dtype, shape)
     lazy.metadata_props["mobius.source_keys"] = ",".join(_key(v) for v in values)
     transform = tensors[0].metadata_props.get("mobius.transform", "")
     lazy.metadata_props["mobius.transform"] = f"{transform}; rows of {len(values)} linears packed"

@@ -256,6 +256,9 @@ class ModelPackage:
     def _write_graphs(self, tmp: Path, *, progress: bool) -> None:
         for file, model in self.graphs().items():
             data = DATA_FILE if file == MODEL_FILE else f"{file}.data"
+            writers = writers_for(model)
+            if writers > 1:
+                spread_packings(model.graph, writers)
             with (
                 _progress_callback(model, progress) as callback,
                 _one_kernel_thread(),
@@ -266,7 +269,7 @@ class ModelPackage:
                     tmp / file,
                     external_data=data,
                     callback=callback,
-                    max_workers=writers_for(model),
+                    max_workers=writers,
                     max_in_flight_bytes=IN_FLIGHT_BYTES,
                 )
         for path in self.extra_files:
@@ -289,20 +292,65 @@ DIRECT_WRITERS = 3
 IN_FLIGHT_BYTES = 256 << 20
 
 
+def writes_alongside(tensor: ir.TensorProtocol | None) -> bool:
+    """Whether ``tensor`` may be written (materialized) while other threads write others: an
+    in-memory tensor, or a lazy one that says so (``parallel_write_safe``)."""
+    from onnx_ir.tensor_adapters import TorchTensor
+
+    if tensor is None or type(tensor) in (ir.Tensor, TorchTensor):
+        return True
+    return bool(getattr(tensor, "parallel_write_safe", False))
+
+
 def writers_for(model: ir.Model) -> int:
     """How many threads may write ``model``'s weights: 1 unless every initializer may be written
     alongside others, else ``DIRECT_WRITERS`` with direct writes and ``WRITERS`` without."""
-    from onnx_ir.tensor_adapters import TorchTensor
-
     from mobius import direct_io
 
-    for value in model.graph.initializers.values():
-        tensor = value.const_value
-        if tensor is None or type(tensor) in (ir.Tensor, TorchTensor):
-            continue
-        if not getattr(tensor, "parallel_write_safe", False):
-            return 1
+    if not all(writes_alongside(v.const_value) for v in model.graph.initializers.values()):
+        return 1
     return DIRECT_WRITERS if direct_io.enabled() else WRITERS
+
+
+def _packing_of(tensor: ir.TensorProtocol | None) -> object:
+    """What must be computed to write ``tensor``, when that also makes other initializers: the
+    ``packing`` of a quantized part (``mobius.blockquant.PackedPart``: one packing makes a
+    weight's B, scales and zero points), the packings of a joined tensor's ``parts``; else None."""
+    packing = getattr(tensor, "packing", None)
+    if packing is not None:
+        return id(packing)
+    parts = getattr(tensor, "parts", None)
+    if parts:
+        keys = tuple(_packing_of(part) for part in parts)
+        return keys if any(k is not None for k in keys) else None
+    return None
+
+
+def spread_packings(graph: ir.Graph, width: int) -> None:
+    """Reorder ``graph``'s initializers so that ``width`` writer threads pack ``width`` different
+    weights at once.
+
+    The writers take initializers in order, and a weight's parts sit side by side, so the second
+    and third writer would wait on the lock of the packing the first is making. Taking the
+    weights ``width`` at a time, their first parts come first, then their second parts, and so
+    on. Only the order of the bytes in the file changes (every offset is recorded in the graph).
+    """
+    groups: dict[object, list[ir.Value]] = {}
+    for value in graph.initializers.values():
+        key = _packing_of(value.const_value)
+        groups.setdefault(id(value) if key is None else key, []).append(value)
+    if len(groups) == len(graph.initializers):
+        return  # nothing is made together: keep the order
+    chunks = list(groups.values())
+    ordered: list[ir.Value] = []
+    for start in range(0, len(chunks), width):
+        chunk = chunks[start : start + width]
+        for index in range(max(len(parts) for parts in chunk)):
+            ordered.extend(parts[index] for parts in chunk if index < len(parts))
+    for value in ordered:
+        graph.initializers.pop(value.name)
+    for value in ordered:
+        graph.initializers[value.name] = value
 
 
 @contextlib.contextmanager

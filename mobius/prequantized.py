@@ -245,7 +245,7 @@ def place_prequantized(
         wide = packing.wide_zero_points()
         label = f"{checkpoint.spec.method.upper()} 4-bit block {linear.block}"
         packed = packed_initializers(
-            weight, key, nk, scheme, packing.getter, label, float_zero_points=wide
+            weight, key, nk, scheme, packing, label, float_zero_points=wide
         )
         if linear.order is not None:
             a = _reorder_inputs(node, a, linear.order, f"{packed[0].name}.act_order")

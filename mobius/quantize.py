@@ -193,11 +193,11 @@ def _quantize_lookups(
             continue
         if k % scheme.block_size:
             continue
-        shared = _SharedPacking(_nk_slabs(tensor, True), (n, k), scheme)
+        shared = _SharedPacking(_nk_slabs(tensor, True), (n, k), scheme, tensor)
         label = f"{scheme.name} block {scheme.block_size} " + (
             "symmetric" if scheme.symmetric else "asymmetric"
         )
-        packed = packed_initializers(value, key, (n, k), scheme, shared.getter, label)
+        packed = packed_initializers(value, key, (n, k), scheme, shared, label)
         if share_with_gathers(value, packed, scheme):
             report.quantized_embedding.append(key)
             model.graph.initializers.pop(value.name, None)
@@ -252,11 +252,12 @@ def _replace(
 ) -> list[ir.Value]:
     """Swap ``node`` for MatMulNBits; returns its initializers (B, scales[, zero_points])."""
     n, k = linear_shape(weight, transposed)
-    shared = _SharedPacking(_nk_slabs(weight.const_value, transposed), (n, k), scheme)
+    tensor = weight.const_value
+    shared = _SharedPacking(_nk_slabs(tensor, transposed), (n, k), scheme, tensor)
     label = f"{scheme.name} block {scheme.block_size} " + (
         "symmetric" if scheme.symmetric else "asymmetric"
     )
-    packed = packed_initializers(weight, key, (n, k), scheme, shared.getter, label)
+    packed = packed_initializers(weight, key, (n, k), scheme, shared, label)
     swap_for_matmulnbits(node, a, packed, (n, k), scheme)
     return packed
 
@@ -272,13 +273,13 @@ def packed_initializers(
     key: str,
     nk: tuple[int, int],
     scheme: Scheme,
-    getter: Callable[[str, str], Callable[[], ir.TensorProtocol]],
+    packing: LazyPacking,
     label: str,
     *,
     float_zero_points: bool = False,
 ) -> list[ir.Value]:
     """Register the lazy MatMulNBits initializers (B, scales[, zero_points]) of ``weight``, each
-    produced by ``getter(part, name)`` when saved; zero points are uint8 (packed for 4 bits) or,
+    produced by ``packing`` when saved; zero points are uint8 (packed for 4 bits) or,
     with ``float_zero_points``, one per block in the scales' dtype."""
     n, k = nk
     kb = scheme.blocks(k)
@@ -295,7 +296,7 @@ def packed_initializers(
     values = []
     for part, part_dtype, shape in parts:
         name = f"{base}.{part}"
-        lazy = ir.LazyTensor(getter(part, name), dtype=part_dtype, shape=ir.Shape(shape), name=name)
+        lazy = packing.part(part, name, part_dtype, shape)
         lazy.metadata_props["mobius.source_key"] = key
         lazy.metadata_props["mobius.transform"] = f"{label} ({part})"
         value = ir.Value(name=name, type=ir.TensorType(part_dtype), shape=lazy.shape)
@@ -365,9 +366,13 @@ class _SharedPacking(LazyPacking):
     """Quantizes one weight (round to nearest) when its parts are first asked for."""
 
     def __init__(
-        self, load: Callable[[], Iterator[np.ndarray]], shape: tuple[int, int], scheme: Scheme
+        self,
+        load: Callable[[], Iterator[np.ndarray]],
+        shape: tuple[int, int],
+        scheme: Scheme,
+        source: ir.TensorProtocol,
     ) -> None:
-        super().__init__()
+        super().__init__(reads=[source])
         self.load, self.shape, self.scheme = load, shape, scheme
 
     def _pack(self) -> None:

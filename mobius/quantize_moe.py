@@ -41,7 +41,7 @@ class _ExpertPacking(LazyPacking):
     """The QMoE parts of one stacked ``[E, N, K]`` weight, made on the first request."""
 
     def __init__(self, tensor: ir.TensorProtocol, scheme: Scheme) -> None:
-        super().__init__()
+        super().__init__(reads=[tensor])
         self.tensor, self.scheme = tensor, scheme
 
     def _pack(self) -> None:
@@ -78,9 +78,7 @@ def _parts(graph: ir.Graph, weight: ir.Value, scheme: Scheme) -> list[ir.Value |
             continue
         dtype, shape = shapes[part]
         name = f"{weight.name}.{scheme.name}.{part}"
-        lazy = ir.LazyTensor(
-            packing.getter(part, name), dtype=dtype, shape=ir.Shape(shape), name=name
-        )
+        lazy = packing.part(part, name, dtype, shape)
         lazy.metadata_props["mobius.source_key"] = tensor.metadata_props.get(
             "mobius.source_key", weight.name or ""
         )

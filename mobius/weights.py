@@ -100,17 +100,13 @@ def lazy_initializer(
     return ir.Value(name=name, type=ir.TensorType(ir_dtype), shape=ir_shape, const_value=tensor)
 
 
-class LoadedTensor(ir.LazyTensor):
+class LoadedTensor(direct_io.DirectTofile, ir.LazyTensor):
     """An initializer loaded whole from the checkpoint (or kept in memory) when it is written.
 
     Each call loads afresh and shares nothing, so the package's writer threads may write several
     at once (``ModelPackage`` asks ``parallel_write_safe``)."""
 
     parallel_write_safe = True
-
-    def tofile(self, file) -> None:
-        with direct_io.writer(file, self.nbytes) as out:
-            super().tofile(out)
 
 
 def _will_need(source, offset: int, length: int) -> None:

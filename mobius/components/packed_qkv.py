@@ -15,6 +15,8 @@ import numpy as np
 import onnx_ir as ir
 
 from lowering.transposed import TransposedTensor
+from mobius.joined import JoinedTensor
+from mobius.package import writes_alongside
 
 if TYPE_CHECKING:
     from mobius.components.gqa import Block
@@ -55,11 +57,16 @@ def _reads_leading_dims(node: ir.Node) -> bool:
 class _Rows:
     """Row-wise concatenation of tensors' arrays (``[W_q; W_k; W_v]``), read on demand."""
 
-    def __init__(self, loaders: list, shape: list[int], dtype: ir.DataType) -> None:
-        self.loaders, self.dtype, self.shape = loaders, dtype, ir.Shape(shape)
+    def __init__(self, sources: list, shape: list[int], dtype: ir.DataType) -> None:
+        self.sources, self.dtype, self.shape = sources, dtype, ir.Shape(shape)
 
     def numpy(self) -> np.ndarray:
-        return np.concatenate([load() for load in self.loaders], axis=0)
+        return np.concatenate([source.numpy() for source in self.sources], axis=0)
+
+    @property
+    def parallel_write_safe(self) -> bool:
+        """Each source is read by this tensor alone: safe alongside others when they are."""
+        return all(writes_alongside(source) for source in self.sources)
 
 
 def _packed_weight(weights: list[ir.Value], name: str) -> ir.Value:
@@ -68,15 +75,10 @@ def _packed_weight(weights: list[ir.Value], name: str) -> ir.Value:
     rows = sum(int(t.shape[1]) for t in tensors)
     cols = int(tensors[0].shape[0])
     if all(isinstance(t, TransposedTensor) for t in tensors):
-        stacked = _Rows([t._source for t in tensors], [rows, cols], tensors[0].dtype)
+        stacked = _Rows([t._tensor for t in tensors], [rows, cols], tensors[0].dtype)
         tensor = TransposedTensor(stacked, name=name)
     else:
-        tensor = ir.LazyTensor(
-            lambda: ir.tensor(np.concatenate([t.numpy() for t in tensors], axis=1)),
-            dtype=tensors[0].dtype,
-            shape=ir.Shape([cols, rows]),
-            name=name,
-        )
+        tensor = JoinedTensor(tensors, 1, name, tensors[0].dtype, [cols, rows])
     keys = [
         t.metadata_props.get("mobius.source_key", w.name or "")
         for t, w in zip(tensors, weights, strict=True)
@@ -89,12 +91,7 @@ def _packed_weight(weights: list[ir.Value], name: str) -> ir.Value:
 def _packed_bias(biases: list[ir.Value], name: str) -> ir.Value:
     tensors = [b.const_value for b in biases]
     size = sum(int(t.shape[0]) for t in tensors)
-    tensor = ir.LazyTensor(
-        lambda: ir.tensor(np.concatenate([t.numpy() for t in tensors])),
-        dtype=tensors[0].dtype,
-        shape=ir.Shape([size]),
-        name=name,
-    )
+    tensor = JoinedTensor(tensors, 0, name, tensors[0].dtype, [size])
     tensor.metadata_props["mobius.source_keys"] = ",".join(
         t.metadata_props.get("mobius.source_key", b.name or "")
         for t, b in zip(tensors, biases, strict=True)

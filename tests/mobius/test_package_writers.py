@@ -3,15 +3,19 @@ reported, and one thread wherever an initializer may share state with another (`
 
 from __future__ import annotations
 
+import numpy as np
+import onnx
 import onnx_ir as ir
 import pytest
 import torch
+from onnx import numpy_helper
 from safetensors.torch import save_file
 
 import mobius.direct_io
 import mobius.package
 from lowering.transposed import TransposedTensor
-from mobius.package import ModelPackage, writers_for
+from mobius.blockquant import LazyPacking
+from mobius.package import ModelPackage, spread_packings, writers_for
 from mobius.safetensors_header import read_header
 from mobius.weights import Checkpoint, lazy_initializer
 
@@ -88,3 +92,62 @@ def test_an_initializer_that_may_share_state_keeps_one_writer(tmp_path):
         name="shared", type=ir.TensorType(ir.DataType.FLOAT), const_value=shared
     )
     assert writers_for(model) == 1
+
+
+class _CountingPacking(LazyPacking):
+    """Three parts of one weight, made together; counts how often they are made."""
+
+    def __init__(self, seed: int, made: list[int]) -> None:
+        super().__init__()
+        self.seed, self.made = seed, made
+
+    def _pack(self) -> None:
+        self.made.append(self.seed)
+        rng = np.random.default_rng(self.seed)
+        self.pending = {
+            "b": rng.integers(0, 255, (64, 2, 16), dtype=np.uint8),
+            "scales": rng.standard_normal(128).astype(np.float32),
+            "zero_points": rng.integers(0, 255, 64, dtype=np.uint8),
+        }
+
+
+def _packed_model(made: list[int]) -> ir.Model:
+    """Four packed weights (B, scales, zero points each, side by side) and a plain constant."""
+    shapes = {"b": (ir.DataType.UINT8, [64, 2, 16]), "scales": (ir.DataType.FLOAT, [128])}
+    shapes["zero_points"] = (ir.DataType.UINT8, [64])
+    values = [ir.Value(name="c", const_value=ir.tensor(np.arange(6, dtype=np.float32), name="c"))]
+    for weight in range(4):
+        packing = _CountingPacking(weight, made)
+        for part, (dtype, shape) in shapes.items():
+            name = f"w{weight}.{part}"
+            tensor = packing.part(part, name, dtype, shape)
+            values.append(ir.Value(name=name, type=ir.TensorType(dtype), const_value=tensor))
+    nodes = [ir.node("Identity", [v]) for v in values]
+    graph = ir.Graph(
+        [], [n.outputs[0] for n in nodes], nodes=nodes, initializers=values, opset_imports={"": 18}
+    )
+    return ir.Model(graph, ir_version=10)
+
+
+def test_packed_parts_are_written_by_several_threads_each_weight_packed_once(tmp_path):
+    made: list[int] = []
+    model = _packed_model(made)
+    assert writers_for(model) == (3 if mobius.direct_io.enabled() else 2)
+    spread_packings(model.graph, 3)  # three weights at a time, part by part
+    assert list(model.graph.initializers)[:10] == [
+        "c", "w0.b", "w1.b", "w0.scales", "w1.scales", "w0.zero_points", "w1.zero_points",
+        "w2.b", "w3.b", "w2.scales",
+    ]  # fmt: skip
+    ModelPackage(model=_packed_model(made)).save(tmp_path / "several")
+    assert sorted(made) == [0, 1, 2, 3]  # each weight packed once
+    several = onnx.load(tmp_path / "several" / "model.onnx")
+    made.clear()
+    one_model = _packed_model(made)
+    for value in one_model.graph.initializers.values():  # the plain, one-thread path
+        value.const_value = ir.tensor(value.const_value.numpy(), name=value.name)
+    ModelPackage(model=one_model).save(tmp_path / "one")
+    one = onnx.load(tmp_path / "one" / "model.onnx")
+    arrays = {t.name: numpy_helper.to_array(t) for t in one.graph.initializer}
+    assert len(several.graph.initializer) == len(arrays) == 13
+    for tensor in several.graph.initializer:
+        np.testing.assert_array_equal(numpy_helper.to_array(tensor), arrays[tensor.name])
