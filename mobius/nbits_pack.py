@@ -27,6 +27,7 @@ import onnx_ir as ir
 
 from mobius.joined import JoinedTensor
 from mobius.quantize import MS_DOMAIN
+from mobius.quantize_gather import take_over
 
 ATTRIBUTES = ("K", "bits", "block_size", "accuracy_level")
 
@@ -79,12 +80,7 @@ def unflatten(model: ir.Model) -> int:
             continue
         flatten, restore = pair
         node.replace_input_with(0, flatten.inputs[0])
-        out, restored = node.outputs[0], restore.outputs[0]
-        out.shape, out.type = restored.shape, restored.type
-        name = restored.name
-        restored.replace_all_uses_with(out, replace_graph_outputs=True)
-        restored.name = None
-        out.name = name
+        take_over(restore.outputs[0], node.outputs[0])
         graph = node.graph
         graph.remove(restore, safe=True)
         if not flatten.outputs[0].uses():

@@ -67,14 +67,18 @@ def share_with_gathers(weight: ir.Value, packed: list[ir.Value], scheme: Scheme)
     return True
 
 
-def swap_node(node: ir.Node, replacement: ir.Node) -> None:
-    """Put ``replacement`` where ``node`` is; its output takes over the old one's name and uses."""
-    owner = node.graph
-    owner.insert_before(node, replacement)
-    old, new = node.outputs[0], replacement.outputs[0]
+def take_over(old: ir.Value, new: ir.Value) -> None:
+    """``new`` takes ``old``'s shape, type, name and uses (a graph output included)."""
     new.shape, new.type = old.shape, old.type
     name = old.name
     old.replace_all_uses_with(new, replace_graph_outputs=True)
     old.name = None
     new.name = name
+
+
+def swap_node(node: ir.Node, replacement: ir.Node) -> None:
+    """Put ``replacement`` where ``node`` is; its output takes over the old one's name and uses."""
+    owner = node.graph
+    owner.insert_before(node, replacement)
+    take_over(node.outputs[0], replacement.outputs[0])
     owner.remove(node, safe=True)
