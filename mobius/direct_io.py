@@ -31,10 +31,8 @@ MIN_BYTES = 1 << 20
 # Bytes staged before each direct write (a multiple of ALIGN).
 STAGE_BYTES = 8 << 20
 
-_LOCAL = threading.local()
+_LOCAL = threading.local()  # this thread's free staging buffer
 _REFUSED: set[str] = set()  # files whose file system refused O_DIRECT once: buffered from then on
-_OPENED: list[int] = []  # every direct descriptor, of every thread, until ``release``
-_OPENED_LOCK = threading.Lock()
 
 
 def enabled() -> bool:
@@ -52,17 +50,18 @@ class _Buffered:
 class DirectWriter:
     """Appends bytes at a file position: the aligned middle by ``O_DIRECT``, head and tail buffered.
 
-    One writer per tensor; each thread reuses one staging buffer and one direct descriptor per file.
+    One writer per tensor, with its own ``O_DIRECT`` descriptor (opened and closed by ``writer``:
+    nothing is shared between saves); each thread reuses one staging buffer.
     """
 
-    def __init__(self, file, path: str, direct_fd: int) -> None:
+    def __init__(self, file, path: str, direct_fd: int, stage: memoryview) -> None:
         file.flush()
         self.file = file
         self.fd = file.fileno()
         self.direct_fd = direct_fd
         self.path = path
         self.pos = file.tell()  # file offset of the next byte written
-        self.stage = _stage()
+        self.stage = stage
         self.filled = 0  # bytes of stage holding data; stage[0] is at file offset self.pos
 
     def write(self, data) -> None:
@@ -89,7 +88,6 @@ class DirectWriter:
             self._buffered(self.stage[: self.filled], self.pos)
             self.pos += self.filled
             self.filled = 0
-        self.stage.release()
         self.file.seek(self.pos)
 
     def _flush(self, nbytes: int) -> None:
@@ -122,42 +120,23 @@ def _write_all(fd: int, chunk: memoryview, offset: int) -> None:
         chunk, offset = chunk[done:], offset + done
 
 
-def _stage() -> memoryview:
-    """This thread's page-aligned staging buffer (anonymous memory is page aligned)."""
+def _take_stage() -> mmap.mmap:
+    """This thread's page-aligned staging buffer (anonymous memory is page aligned), or a new one
+    while it is in use."""
     stage = getattr(_LOCAL, "stage", None)
-    if stage is None:
-        stage = _LOCAL.stage = mmap.mmap(-1, STAGE_BYTES)
-    return memoryview(stage)
+    _LOCAL.stage = None
+    return stage if stage is not None else mmap.mmap(-1, STAGE_BYTES)
 
 
-def _direct_fd(path: str) -> int:
-    """This thread's ``O_DIRECT`` descriptor on ``path`` (opened once), or -1 if refused."""
-    fds: dict[str, int] = getattr(_LOCAL, "fds", None) or {}
-    _LOCAL.fds = fds
-    if path in fds:
-        return fds[path]
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_DIRECT)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
-            raise
-        _REFUSED.add(path)
-        fd = -1
+def _give_back(stage: mmap.mmap) -> None:
+    if getattr(_LOCAL, "stage", None) is None and len(stage) == STAGE_BYTES:
+        _LOCAL.stage = stage
     else:
-        with _OPENED_LOCK:
-            _OPENED.append(fd)
-    fds[path] = fd
-    return fd
+        stage.close()
 
 
 def release() -> None:
-    """Close every thread's direct descriptors (the writer threads are done by then) and free this
-    thread's staging buffer (a finished thread's goes with it)."""
-    with _OPENED_LOCK:
-        for fd in _OPENED:
-            os.close(fd)
-        _OPENED.clear()
-    _LOCAL.fds = None
+    """Free this thread's staging buffer (a finished writer thread's goes with the thread)."""
     stage = getattr(_LOCAL, "stage", None)
     _LOCAL.stage = None
     if stage is not None:
@@ -181,13 +160,24 @@ def writer(file, nbytes: int) -> Iterator[DirectWriter | _Buffered]:
     ):
         yield _Buffered(file)
         return
-    fd = _direct_fd(path)
-    if fd < 0:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_DIRECT)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+            raise
+        _REFUSED.add(path)
         yield _Buffered(file)
         return
-    out = DirectWriter(file, path, fd)
-    yield out
-    out.close()
+    stage = _take_stage()
+    view = memoryview(stage)
+    try:
+        out = DirectWriter(file, path, fd, view)
+        yield out
+        out.close()
+    finally:
+        os.close(fd)
+        view.release()
+        _give_back(stage)
 
 
 class DirectTofile:
