@@ -143,9 +143,7 @@ def apply(
         report.packed_qkv += int(packed)
         report.gqa_modules.append(block.module)
     if ep == "cpu":  # blocks GQA cannot carry keep Attention, fed by packed q/k/v as in _cpu
-        for node in [n for n in graph if n.op_type == "Attention" and n.domain == ""]:
-            block = gqa.attention_inputs(node)
-            report.packed_qkv += int(block is not None and pack_and_split(graph, block))
+        _pack_attention(graph, report)
         graph.sort()  # the computed caches and packed MatMuls go where their inputs are
     report.skip_norms = fuse_skip_norms(graph)
     gqa.remove_dead(graph)
@@ -177,11 +175,8 @@ def _cpu_form(block: gqa.Block) -> gqa.Block | str:
 def _cpu(model: ir.Model, report: EpReport, pack: bool) -> EpReport:
     """``--ep cpu``: ONNX Attention kept; q/k/v packed into one MatMul and split, skip norms."""
     graph = model.graph
-    attention = [n for n in graph if n.op_type == "Attention" and n.domain == ""]
-    for node in attention if pack else []:
-        block = gqa.attention_inputs(node)
-        if block is not None and pack_and_split(graph, block):
-            report.packed_qkv += 1
+    if pack:
+        _pack_attention(graph, report)
     if report.packed_qkv:
         graph.sort()  # the packed MatMul follows the last projection it replaces
     report.skip_norms = fuse_skip_norms(graph)
@@ -189,6 +184,13 @@ def _cpu(model: ir.Model, report: EpReport, pack: bool) -> EpReport:
     if report.skip_norms:
         model.opset_imports.setdefault(gqa.MS, 1)
     return report
+
+
+def _pack_attention(graph: ir.Graph, report: EpReport) -> None:
+    """The q/k/v projections of each ONNX ``Attention`` node as one MatMul and a ``Split``."""
+    for node in [n for n in graph if n.op_type == "Attention" and n.domain == ""]:
+        block = gqa.attention_inputs(node)
+        report.packed_qkv += int(block is not None and pack_and_split(graph, block))
 
 
 def _caches(

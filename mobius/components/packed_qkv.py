@@ -16,7 +16,6 @@ import onnx_ir as ir
 
 from lowering.transposed import TransposedTensor
 from mobius.joined import JoinedTensor
-from mobius.package import writes_alongside
 
 if TYPE_CHECKING:
     from mobius.components.gqa import Block
@@ -54,28 +53,15 @@ def _reads_leading_dims(node: ir.Node) -> bool:
     return node.op_type == "Shape" and node.attributes.get_int("end", 99) <= 2 and node.domain == ""
 
 
-class _Rows:
-    """Row-wise concatenation of tensors' arrays (``[W_q; W_k; W_v]``), read on demand."""
-
-    def __init__(self, sources: list, shape: list[int], dtype: ir.DataType) -> None:
-        self.sources, self.dtype, self.shape = sources, dtype, ir.Shape(shape)
-
-    def numpy(self) -> np.ndarray:
-        return np.concatenate([source.numpy() for source in self.sources], axis=0)
-
-    @property
-    def parallel_write_safe(self) -> bool:
-        """Each source is read by this tensor alone: safe alongside others when they are."""
-        return all(writes_alongside(source) for source in self.sources)
-
-
 def _packed_weight(weights: list[ir.Value], name: str) -> ir.Value:
     """``[in, q + 2 kv]``: the transposed weights side by side, made lazily when saved."""
     tensors = [w.const_value for w in weights]
     rows = sum(int(t.shape[1]) for t in tensors)
     cols = int(tensors[0].shape[0])
     if all(isinstance(t, TransposedTensor) for t in tensors):
-        stacked = _Rows([t._tensor for t in tensors], [rows, cols], tensors[0].dtype)
+        stacked = JoinedTensor(
+            [t._tensor for t in tensors], 0, name, tensors[0].dtype, [rows, cols]
+        )
         tensor = TransposedTensor(stacked, name=name)
     else:
         tensor = JoinedTensor(tensors, 1, name, tensors[0].dtype, [cols, rows])

@@ -154,11 +154,7 @@ def test_a_failure_inside_a_tensor_leaves_the_next_writer_working(tmp_path):
             raise RuntimeError("cast failed")
         file.seek(0)
         data = os.urandom(3 * ALIGN)
-        _write_tensors_into(file, data)
+        with direct_io.writer(file, len(data)) as out:
+            out.write(data)
     with open(path, "rb") as file:
         assert file.read(len(data)) == data
-
-
-def _write_tensors_into(file, data: bytes) -> None:
-    with direct_io.writer(file, len(data)) as out:
-        out.write(data)
