@@ -106,6 +106,7 @@ class TransformersCache:
                 layer.device = tensor.device
             else:  # recurrent layers update these in place: give them their own copy
                 getattr(layer, slot.attribute)[slot.index] = tensor.clone()
+        _count_tokens_in_graph(layers, self.slots, tensors)
         return cache
 
     def read(self, model: torch.nn.Module, returned: Any) -> list[torch.Tensor]:
@@ -279,6 +280,25 @@ def _fresh_layer(layer: Any) -> Any:
         # continuation form: the graph always starts from a state (zeros at the first call)
         fresh.has_previous_state = dict.fromkeys(layer.has_previous_state, True)
     return fresh
+
+
+def _count_tokens_in_graph(
+    layers: list[Any], slots: Sequence[StateSlot], tensors: Sequence[torch.Tensor]
+) -> None:
+    """Give each recurrent layer a token counter made inside the traced call.
+
+    transformers' linear-attention layers count the tokens they have seen in a tensor they update
+    in place (``cumulative_length_linear.add_``). Shared with the probed template, that tensor
+    would be a constant of the graph that the graph mutates, which ``torch.export`` refuses. A
+    fresh one per call starts at the past length where a growing state holds it (hybrid models),
+    else at 0 (a purely recurrent model has no positions to count from it).
+    """
+    past = next((t.shape[s.token_axis] for s, t in zip(slots, tensors, strict=True) if s.grows), 0)
+    for layer in layers:
+        held = getattr(layer, "cumulative_length_linear", None)
+        if isinstance(held, torch.Tensor):
+            device = next((t.device for t in tensors), held.device)
+            layer.cumulative_length_linear = torch.zeros((), dtype=held.dtype, device=device) + past
 
 
 def _line(exc: BaseException) -> str:

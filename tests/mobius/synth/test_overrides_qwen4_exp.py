@@ -25,14 +25,16 @@ def _compared_indexers(model: torch.nn.Module) -> list[int]:
         batched = copy.copy(indexer)
         batched_selection(batched)
 
-        def forward(hidden, positions, mask, cache=None, hf=hf_forward, batched=batched, i=indexer):
+        def forward(
+            hidden, positions, mask, cache=None, hf=hf_forward, batched=batched, i=indexer, **kw
+        ):
             if cache is not None:  # both append the new indexer keys: the second call starts over
                 layer_cache = cache.layers[i.layer_idx]
                 saved = layer_cache.indexer_keys, layer_cache.is_indexer_initialized
-            expected = hf(hidden, positions, mask, cache)
+            expected = hf(hidden, positions, mask, cache, **kw)
             if cache is not None:
                 layer_cache.indexer_keys, layer_cache.is_indexer_initialized = saved
-            actual = batched.forward(hidden, positions, mask, cache)
+            actual = batched.forward(hidden, positions, mask, cache, **kw)
             differences.append(int((actual != expected).sum()))
             return actual
 

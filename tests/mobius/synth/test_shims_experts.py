@@ -3,7 +3,6 @@
 import copy
 
 import torch
-from transformers.models.longcat_flash.modeling_longcat_flash import LongcatFlashExperts
 
 from mobius.synth.shims import _is_looped_experts, make_traceable
 from mobius.testing.configs import tiny_config_for
@@ -46,6 +45,28 @@ class ClampedExperts(LoopedExperts):
         return out
 
 
+class IdentityExperts(LoopedExperts):
+    """LongCat-Flash's kind (transformers <= 5.24): ``gate_up_proj`` has rows for zero-compute
+    experts past the last ``down_proj``; a token routed there passes through ``identity_expert``."""
+
+    def __init__(self, routed: int = 4, zero: int = 2, hidden: int = 8, inner: int = 6) -> None:
+        super().__init__(routed, hidden, inner)
+        self.gate_up_proj = torch.nn.Parameter(torch.randn(routed + zero, 2 * inner, hidden))
+        self.identity_expert = torch.nn.Identity()
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        out = torch.zeros_like(hidden_states)
+        for e in range(self.gate_up_proj.shape[0]):
+            tok, pos = torch.where(top_k_index == e)
+            if e >= self.down_proj.shape[0]:
+                h = self.identity_expert(hidden_states[tok])
+            else:
+                gate, up = (hidden_states[tok] @ self.gate_up_proj[e].T).chunk(2, -1)
+                h = (self.act_fn(gate) * up) @ self.down_proj[e].T
+            out.index_add_(0, tok, h * top_k_weights[tok, pos, None])
+        return out
+
+
 class Routed(torch.nn.Module):
     """Routing (top-k of a projection) then the experts, so indices come from the input."""
 
@@ -57,13 +78,6 @@ class Routed(torch.nn.Module):
     def forward(self, x):
         weights, index = self.router(x).softmax(-1).topk(self.k, -1)
         return self.experts(x, index, weights)
-
-
-def _longcat_experts() -> tuple[torch.nn.Module, int, int]:
-    config = tiny_config_for("longcat_flash")
-    experts = randomize(LongcatFlashExperts(config).float().eval(), seed=0)
-    total = config.n_routed_experts + (config.zero_expert_num or 0)
-    return experts, total, config.hidden_size
 
 
 def _check_shim(experts: torch.nn.Module, count: int, hidden: int, k: int) -> None:
@@ -78,10 +92,10 @@ def _check_shim(experts: torch.nn.Module, count: int, hidden: int, k: int) -> No
     check_lowering(model, [torch.randn(5, hidden)], [{0: "t"}], [torch.randn(9, hidden)], atol=1e-4)
 
 
-def test_longcat_identity_experts():
-    experts, total, hidden = _longcat_experts()
-    assert total > experts.down_proj.shape[0]  # the tiny config keeps zero-compute experts
-    _check_shim(experts, total, hidden, k=3)
+def test_identity_experts():
+    experts = IdentityExperts().eval()
+    assert experts.gate_up_proj.shape[0] > experts.down_proj.shape[0]
+    _check_shim(experts, experts.gate_up_proj.shape[0], 8, k=3)
 
 
 def test_plain_looped_experts():
