@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from mobius.config import ArchitectureConfig
+from mobius.errors import UnsupportedError
 from mobius.tasks.base import BATCH, TensorSpec
 
 MAPPING = "MODEL_FOR_IMAGE_TEXT_TO_TEXT"
@@ -344,6 +345,11 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
     hf = config.hf_config
     vision = getattr(hf, "vision_config", None)
+    if vision is None and "vision_config" in vars(hf) and flat_patch_inputs(hf) is None:
+        raise UnsupportedError(
+            f"{hf.model_type}'s config sets no vision_config: the model has no vision tower, so "
+            "it has no image-text-to-text graphs"
+        )
     method = image_features_method(config)
     arguments = image_feature_arguments(config)
     channels, height, width = _image_shape(vision)

@@ -352,3 +352,14 @@ def test_vision_language_checkpoint_builds_its_text_path_with_a_warning(
     warning = _warning(caplog)
     assert "llava is a vision-language model" in warning
     assert "no preprocessor_config.json or processor_config.json" in warning
+
+
+def test_vision_language_config_without_a_vision_tower(capsys, monkeypatch, tmp_path):
+    # Gemma 4 builds with vision_config=None: a refusal that names it, no internal error
+    monkeypatch.undo()  # the refusal comes from the vision graph's inputs, inside the build
+    config = tiny_config_for("gemma4", architectures=["Gemma4ForConditionalGeneration"])
+    config.vision_config = None
+    from transformers import AutoModelForImageTextToText
+
+    AutoModelForImageTextToText.from_config(config).save_pretrained(tmp_path / "gemma4")
+    assert_refused(capsys, tmp_path / "gemma4", tmp_path, "no vision_config", "no vision tower")
