@@ -33,7 +33,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import signal
 import subprocess
@@ -44,6 +43,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import sweep_versions  # sibling module
 from coverage_report import (  # sibling module
     ATOL,
     LENGTH,
@@ -328,21 +328,6 @@ def run_one(model_type: str, timeout: float, genai_only: bool = False) -> dict:
     return result
 
 
-def _versions() -> dict:
-    import onnx
-    import onnxruntime
-    import torch
-    import transformers
-
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "onnx": onnx.__version__,
-        "onnxruntime": onnxruntime.__version__,
-    }
-
-
 def _load() -> dict:
     if RESULTS.exists():
         return json.loads(RESULTS.read_text())
@@ -394,9 +379,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"not causal-LM model types: {', '.join(unknown)}")
     if args.genai_only:
         return _genai_only(data, types, args)
+    versions = sweep_versions.record("causal", partial=bool(args.only))
     data["meta"] = {
-        "date": datetime.date.today().isoformat(),
-        "versions": _versions(),
+        **versions,
         "types_total": len(all_types),
         "atol": ATOL,
     }

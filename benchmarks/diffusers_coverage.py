@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import sweep_versions  # sibling module
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "diffusers_coverage.json"
 COVERAGE = ROOT / "docs" / "coverage.md"
@@ -300,6 +302,7 @@ def main() -> None:
     if args.merge:
         args.results.write_text(json.dumps(results, indent=2))
     if not args.report:
+        sweep_versions.record("diffusers", bool(args.only))
         for label, _, _ in ALL_CONFIGS:
             if args.only and label not in args.only:
                 continue

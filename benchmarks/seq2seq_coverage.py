@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import sweep_versions  # sibling module
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "seq2seq_coverage.json"
 IMAGE_TEXT_RESULTS = ROOT / "benchmarks" / "results" / "vlm_coverage.json"
@@ -110,6 +112,7 @@ def main() -> None:
     path = IMAGE_TEXT_RESULTS if args.image_text else RESULTS
     results = json.loads(path.read_text()) if path.exists() else {}
     todo = args.only or (IMAGE_TEXT_TYPES if args.image_text else all_types())
+    sweep_versions.record("seq2seq-images" if args.image_text else "seq2seq", bool(args.only))
     for model_type in todo:
         results[model_type] = run_one(model_type, args.timeout)
         print(model_type, json.dumps(results[model_type]), flush=True)

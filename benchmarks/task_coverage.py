@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import sweep_versions  # sibling module
+
 ATOL = 1e-4
 
 
@@ -208,7 +210,9 @@ def main(argv: list[str]) -> int:
     from mobius.tasks import TASKS
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("tasks", nargs="+", choices=list(TASKS))
+    parser.add_argument(
+        "tasks", nargs="+", choices=[*TASKS, "all"], help="tasks to probe; all: every task"
+    )
     parser.add_argument("--types", help="comma-separated model types (default: the whole mapping)")
     parser.add_argument("--timeout", type=int, default=180)
     parser.add_argument("--json", help="write the results here")
@@ -226,6 +230,8 @@ def main(argv: list[str]) -> int:
         help="run only the pairs whose latest line here is not a pass",
     )
     args = parser.parse_args(argv)
+    if "all" in args.tasks:
+        args.tasks = [name for name, task in TASKS.items() if type(task).__name__ == "HeadTask"]
     done = logged(args.skip)
     failed = {k for k, v in logged(args.only_failed).items() if v.get("status") != "pass"}
     log = open(args.log, "a", buffering=1) if args.log else None  # noqa: SIM115 - whole run
@@ -239,6 +245,7 @@ def main(argv: list[str]) -> int:
     logging.disable(logging.WARNING)
     signal.signal(signal.SIGALRM, _alarm)
     results: dict[str, dict[str, dict]] = {}
+    sweep_versions.record("tasks", partial=True)
     chosen = pairs(args.tasks)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.tasks:

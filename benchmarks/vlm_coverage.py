@@ -24,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import sweep_versions  # sibling module
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "vlm_coverage.json"
 ATOL = 1e-4
@@ -136,6 +138,7 @@ def main() -> None:
     path = args.results
     results = json.loads(path.read_text()) if path.exists() else {}
     todo = args.only or all_types()
+    sweep_versions.record("vlm", bool(args.only or args.skip_done))
     for model_type in reversed(todo) if args.reverse else todo:
         if args.skip_done and model_type in results:
             continue
