@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 import warnings
+from typing import NoReturn
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -383,6 +384,23 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"mobius: error: {error}", file=sys.stderr)
         return error.exit_code
+
+
+def run() -> NoReturn:
+    """The ``mobius`` program: :func:`main`, then exit with its status.
+
+    Once ``main`` has returned the outcome is decided (the package is in place, or the error is
+    reported), so a signal during the interpreter's shutdown must not turn it into a death by
+    signal: from there on SIGINT and SIGTERM are ignored.
+    """
+    code = main()
+    failures.ignore_stop_signals()
+    # A KeyboardInterrupt that escaped code run through exec() of a string (torch runs generated
+    # code so) sets CPython's "unhandled KeyboardInterrupt" flag even though main() caught it;
+    # `python -m` then ends by re-sending itself SIGINT (status -2) instead of exiting with 130.
+    # Every exec() of a string clears that flag first.
+    exec("pass")  # noqa: S102
+    raise SystemExit(code)
 
 
 def _interrupted(exc: KeyboardInterrupt | None, args: argparse.Namespace | None) -> int:

@@ -92,6 +92,15 @@ def _on_signal(signum, frame) -> None:
     raise _interrupt_for(signum)
 
 
+def ignore_stop_signals() -> None:
+    """The process only exits now: SIGINT and SIGTERM are ignored by the OS from here on, also
+    while the interpreter shuts down (which puts Python-level handlers back to the default, so a
+    signal then would kill the process after its output was already complete)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def install_signal_handlers() -> None:
     """SIGINT raises KeyboardInterrupt, SIGTERM :class:`Terminated`; both record the request first.
 

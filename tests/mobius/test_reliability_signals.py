@@ -94,3 +94,32 @@ def test_sigint_from_outside_while_tracing(checkpoints, tmp_path):
     err = "".join(seen) + rest
     assert "built" not in rest, f"the signal came too late to test tracing: {err}"
     _check_stopped(proc, err, out, 130)
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.2])
+def test_sigint_after_the_package_is_written_exits_0(checkpoints, tmp_path, delay):
+    # the interpreter's shutdown after "wrote ..." puts the default handlers back: a signal then
+    # must not turn a complete package into exit 130
+    directory, _, _ = checkpoints.get("llama")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "mobius", "build", "--model", str(directory), "--output", str(out)]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        preexec_fn=_default_signals,
+    )  # fmt: skip
+    try:
+        for line in proc.stdout:
+            if line.startswith("wrote "):
+                break
+        else:
+            pytest.fail(f"the build wrote nothing: {proc.communicate(timeout=60)[1]}")
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert (out / "model.onnx").is_file() and (out / "mobius.json").is_file()
+    assert not _debris(out)
