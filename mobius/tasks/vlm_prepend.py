@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from mobius.tasks.head import VLM_MAPPING, auto_mapping
+
 TEXT_SEQUENCE = "text_sequence_length"
 MAX_IMAGES = 1 << 16  # images one embedding call may be given
 
@@ -46,12 +48,9 @@ def prepends_image(owner: Any) -> bool:
     before the text."""
     from transformers import PretrainedConfig
 
-    from mobius.tasks.head import auto_mapping
-    from mobius.tasks.vlm_inputs import MAPPING
-
     hf = getattr(owner, "hf_config", owner)
     if isinstance(hf, PretrainedConfig):
-        owner = auto_mapping(MAPPING).get(type(hf), None)
+        owner = auto_mapping(VLM_MAPPING).get(type(hf), None)
         if owner is None:
             return False
     cls = owner if isinstance(owner, type) else type(owner)

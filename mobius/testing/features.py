@@ -11,7 +11,7 @@ import torch
 
 import mobius
 from mobius.features import apply_features
-from mobius.package import ModelPackage
+from mobius.output.package import ModelPackage
 
 COMPANIONS = ("mobius.json", "genai_config.json")
 

@@ -153,7 +153,7 @@ def test_genai_greedy_matches_hf(real_model, prompt):
     genai stops at an end-of-sequence token and HF's reference here does not, so genai's tokens
     must be HF's first ones, all ``NEW_TOKENS`` of them or up to an end-of-sequence token.
     """
-    from mobius.generate import genai_tokens, stop_tokens
+    from mobius.runtime.generate import genai_tokens, stop_tokens
 
     ids, _ = real_model.encode([prompt])
     expected = real_model.hf_tokens([prompt])[0].tolist()

@@ -132,12 +132,12 @@ def test_unreachable_hub_id_names_the_id(capsys, tmp_path, monkeypatch):
 @pytest.fixture
 def no_trace(monkeypatch):
     """Fail the test if the model would be built: config errors must come before any allocation."""
-    import mobius.synth.prepare
+    import mobius.synth.chain
 
     def trace(*args, **kwargs):
         raise AssertionError("the model was built before the config was rejected")
 
-    monkeypatch.setattr(mobius.synth.prepare, "trace", trace)
+    monkeypatch.setattr(mobius.synth.chain, "trace", trace)
 
 
 def test_config_not_json(capsys, llama_copy, tmp_path, no_trace):

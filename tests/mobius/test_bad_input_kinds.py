@@ -19,12 +19,12 @@ from mobius.testing.gguf import smollm2_gguf
 @pytest.fixture(autouse=True)
 def no_trace(monkeypatch):
     """Every refusal here must come before the model is built."""
-    import mobius.synth.prepare
+    import mobius.synth.chain
 
     def trace(*args, **kwargs):
         raise AssertionError("the model was built before the input was refused")
 
-    monkeypatch.setattr(mobius.synth.prepare, "trace", trace)
+    monkeypatch.setattr(mobius.synth.chain, "trace", trace)
 
 
 def assert_refused(capsys, model: Path, tmp_path: Path, *words: str) -> str:
@@ -101,7 +101,7 @@ def test_gguf_writer_matches_the_reference_reader(tmp_path):
 def test_gguf_type_table_matches_the_gguf_package():
     import gguf
 
-    from mobius.gguf import TENSOR_TYPES
+    from mobius.sources.gguf_header import TENSOR_TYPES
 
     reference = {int(t): (t.name, *gguf.GGML_QUANT_SIZES[t]) for t in gguf.GGMLQuantizationType}
     assert {k: reference[k] for k in TENSOR_TYPES if k in reference} == TENSOR_TYPES
@@ -140,7 +140,7 @@ def test_directory_holding_only_gguf(capsys, tmp_path):
 
 
 def test_real_gguf_header_is_read(capsys, tmp_path):
-    from mobius.gguf import inspect_gguf
+    from mobius.sources.gguf_header import inspect_gguf
 
     path = smollm2_gguf()
     info = inspect_gguf(path)
@@ -323,7 +323,7 @@ def _warning(caplog) -> str:
 
 @pytest.mark.parametrize("with_processor", [False, True])
 def test_vision_language_text_path_is_flagged(caplog, tmp_path, with_processor):
-    from mobius.input_kinds import warn_text_only
+    from mobius.tasks.vlm_unsplit import warn_text_only
 
     if with_processor:
         (tmp_path / "preprocessor_config.json").write_text("{}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from mobius.config import from_hf, hf_config_from_dict
+from mobius.sources.config import from_hf, hf_config_from_dict
 from mobius.testing.configs import tiny_config_for
 
 

@@ -1,4 +1,4 @@
-"""mobius.direct_io: large tensors written past the page cache, byte for byte as a buffered write."""
+"""mobius.output.direct_io: large tensors written past the page cache, byte for byte as a buffered write."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from mobius import direct_io
+from mobius.output import direct_io
 
 ALIGN = direct_io.ALIGN
 

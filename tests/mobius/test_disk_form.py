@@ -1,10 +1,10 @@
-"""What a saved graph leaves out (``mobius.disk_form``): nothing a reader cannot rebuild.
+"""What a saved graph leaves out (``mobius.output.disk_form``): nothing a reader cannot rebuild.
 
 The saved file itself is checked in ``test_package.py`` (on the build it saves anyway)."""
 
 from __future__ import annotations
 
-from mobius.disk_form import CLASSES, SCOPES, scopes_repeat_namespace
+from mobius.output.disk_form import CLASSES, SCOPES, scopes_repeat_namespace
 
 
 def test_scopes_repeat_namespace():

@@ -25,11 +25,11 @@ from onnx import helper, numpy_helper
 
 import mobius
 from mobius.cli import _parser
-from mobius.components.gqa import rotary_caches
-from mobius.ep import default_dtype, genai_for
+from mobius.ep.gqa import rotary_caches
+from mobius.ep.rewrite import default_dtype, genai_for
 from mobius.errors import UnsupportedError
-from mobius.generate import genai_tokens
-from mobius.runtime import OnnxCausalLM
+from mobius.runtime.causal_lm import OnnxCausalLM
+from mobius.runtime.generate import genai_tokens
 from mobius.testing.parity import assert_left_padded_batch_matches_hf
 
 # an ONNX half-precision graph may be this many times further from the float64 reference than

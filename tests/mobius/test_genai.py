@@ -17,15 +17,15 @@ import pytest
 import torch
 
 import mobius
-from mobius.genai import (
+from mobius.runtime.causal_lm import OnnxCausalLM
+from mobius.runtime.genai import (
     GENAI_CONFIG_FILE,
     NotDrivable,
     cache_geometry,
     genai_files,
     genai_model_type,
 )
-from mobius.generate import genai_tokens
-from mobius.runtime import OnnxCausalLM
+from mobius.runtime.generate import genai_tokens
 from mobius.testing.tiny import make_checkpoint
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "tiny-llama"

@@ -17,7 +17,7 @@ import torch
 
 import mobius
 from mobius.cli import main
-from mobius.genai import GENAI_CONFIG_FILE
+from mobius.runtime.genai import GENAI_CONFIG_FILE
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "tiny-llama"
 PROMPT = "The quick brown fox"

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from mobius.cli import main
-from mobius.gguf_blocks import LAYOUTS, decode_rows, dequantize
-from mobius.nbits_cpu import OFFSET_4BIT, SPLIT_8BIT
+from mobius.gguf.blocks import LAYOUTS, decode_rows, dequantize
+from mobius.quant.nbits_cpu import OFFSET_4BIT, SPLIT_8BIT
 from mobius.testing.gguf_files import BLOCKS, random_blocks, write_tiny_llama
 
 
@@ -50,7 +50,7 @@ def tiny(tmp_path_factory) -> tuple[Path, Path]:
 def test_tiny_gguf_logits_match_transformers(tiny):
     from transformers import AutoModelForCausalLM
 
-    from mobius.runtime import OnnxCausalLM
+    from mobius.runtime.causal_lm import OnnxCausalLM
 
     path, out = tiny
     hf = AutoModelForCausalLM.from_pretrained(
@@ -94,8 +94,8 @@ def test_tiny_gguf_keeps_blocks_and_reports(tiny):
 def test_gguf_q_and_k_rows_are_reordered(tmp_path):
     """llama.cpp stores Q and K rows interleaved for its RoPE; transformers restores HF's order,
     and the blocks are read in that order."""
-    from mobius.gguf import inspect_gguf
-    from mobius.gguf_source import resolve_gguf
+    from mobius.gguf.source import resolve_gguf
+    from mobius.sources.gguf_header import inspect_gguf
 
     path = write_tiny_llama(tmp_path / "t.gguf", types=[{"attn_q": "Q4_0", "attn_k": "Q8_0"}])
     source = resolve_gguf(path, need_weights=True)
@@ -115,7 +115,7 @@ def test_ep_cpu_packs_blocks_that_line_up(tmp_path):
     8-bit codes into planes or float zero points into offsets; logits as transformers'."""
     from transformers import AutoModelForCausalLM
 
-    from mobius.runtime import OnnxCausalLM
+    from mobius.runtime.causal_lm import OnnxCausalLM
 
     qkv = {part: "Q4_K" for part in ("attn_q", "attn_k", "attn_v")}  # float zero points
     mlp = {"ffn_gate": "Q8_0", "ffn_up": "Q8_0", "ffn_down": "Q4_0"}  # 8-bit: two planes

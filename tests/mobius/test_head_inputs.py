@@ -2,7 +2,7 @@
 
 import torch
 
-from mobius.config import from_hf
+from mobius.sources.config import from_hf
 from mobius.tasks import TASKS
 from mobius.testing.configs import tiny_config_for
 

@@ -16,8 +16,8 @@ import pytest
 
 import mobius
 from mobius.cli import main
-from mobius.config import from_hf, hf_config_from_dict, position_limit
 from mobius.errors import ConfigError
+from mobius.sources.config import from_hf, hf_config_from_dict, position_limit
 from mobius.testing.causal_lm import tiny_causal_lm
 from mobius.testing.configs import tiny_config_for
 from mobius.testing.parity import OnnxCausalLM, causal_lm_parity, max_abs_diff

@@ -1,4 +1,4 @@
-"""The CPU forms of MatMulNBits (``mobius.nbits_cpu``): same values as the form they replace,
+"""The CPU forms of MatMulNBits (``mobius.quant.nbits_cpu``): same values as the form they replace,
 run by onnxruntime before and after the rewrite on random codes, scales and zero points."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 
-from mobius.nbits_cpu import OFFSET_4BIT, SPLIT_8BIT, fast_cpu_forms
+from mobius.quant.nbits_cpu import OFFSET_4BIT, SPLIT_8BIT, fast_cpu_forms
 from mobius.testing.graphs import initializer_value
 
 MS = "com.microsoft"

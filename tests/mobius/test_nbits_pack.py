@@ -1,4 +1,4 @@
-"""``mobius.nbits_pack.fuse_biases``: a bias ``Add`` after MatMulNBits becomes its ``bias`` input
+"""``mobius.quant.nbits_pack.fuse_biases``: a bias ``Add`` after MatMulNBits becomes its ``bias`` input
 (Qwen2's packed q/k/v bias), with the values onnxruntime computed before."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import onnx_ir as ir
 import onnxruntime as ort
 
-from mobius.nbits_pack import BIAS_INPUT, fuse_biases
+from mobius.quant.nbits_pack import BIAS_INPUT, fuse_biases
 from mobius.testing.graphs import initializer_value
 
 MS = "com.microsoft"

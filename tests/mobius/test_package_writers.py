@@ -11,13 +11,13 @@ import torch
 from onnx import numpy_helper
 from safetensors.torch import save_file
 
-import mobius.direct_io
-import mobius.package
+import mobius.output.direct_io
+import mobius.output.package
 from lowering.transposed import TransposedTensor
-from mobius.blockquant import LazyPacking
-from mobius.package import ModelPackage, spread_packings, writers_for
-from mobius.safetensors_header import read_header
-from mobius.weights import Checkpoint, lazy_initializer
+from mobius.output.package import ModelPackage, spread_packings, writers_for
+from mobius.output.weights import Checkpoint, lazy_initializer
+from mobius.quant.blocks import LazyPacking
+from mobius.sources.safetensors_header import read_header
 
 
 def _model(tmp_path) -> ir.Model:
@@ -69,15 +69,15 @@ def _model(tmp_path) -> ir.Model:
 @pytest.mark.parametrize("direct", ["1", "0"])
 def test_several_writers_write_the_bytes_of_one_and_report_nonfinite(tmp_path, monkeypatch, direct):
     monkeypatch.setenv("MOBIUS_DIRECT_IO", direct)
-    monkeypatch.setattr(mobius.direct_io, "MIN_BYTES", 1)  # the small weights go direct too
+    monkeypatch.setattr(mobius.output.direct_io, "MIN_BYTES", 1)  # the small weights go direct too
     model = _model(tmp_path)
     assert writers_for(model) == (3 if direct == "1" else 2)
-    monkeypatch.setattr(mobius.package, "WRITERS", 1)
-    monkeypatch.setattr(mobius.package, "DIRECT_WRITERS", 1)
+    monkeypatch.setattr(mobius.output.package, "WRITERS", 1)
+    monkeypatch.setattr(mobius.output.package, "DIRECT_WRITERS", 1)
     one = ModelPackage(model=model)
     one.save(tmp_path / "one")
-    monkeypatch.setattr(mobius.package, "WRITERS", 2)
-    monkeypatch.setattr(mobius.package, "DIRECT_WRITERS", 3)
+    monkeypatch.setattr(mobius.output.package, "WRITERS", 2)
+    monkeypatch.setattr(mobius.output.package, "DIRECT_WRITERS", 3)
     several = ModelPackage(model=_model(tmp_path))
     several.save(tmp_path / "several")
     for name in ("model.onnx", "model.onnx.data"):
@@ -132,7 +132,7 @@ def _packed_model(made: list[int]) -> ir.Model:
 def test_packed_parts_are_written_by_several_threads_each_weight_packed_once(tmp_path):
     made: list[int] = []
     model = _packed_model(made)
-    assert writers_for(model) == (3 if mobius.direct_io.enabled() else 2)
+    assert writers_for(model) == (3 if mobius.output.direct_io.enabled() else 2)
     spread_packings(model.graph, 3)  # three weights at a time, part by part
     assert list(model.graph.initializers)[:10] == [
         "c", "w0.b", "w1.b", "w0.scales", "w1.scales", "w0.zero_points", "w1.zero_points",

@@ -14,7 +14,7 @@ from safetensors.torch import save_file
 
 import mobius
 from mobius.cli import main
-from mobius.runtime import OnnxCausalLM
+from mobius.runtime.causal_lm import OnnxCausalLM
 
 GROUP = 32
 AWQ_PACK_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]  # the output column held by each nibble of a word

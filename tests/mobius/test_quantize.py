@@ -4,7 +4,7 @@ The reference here quantizes and dequantizes each nn.Linear weight itself, in to
 MatMulNBits definition (per block of ``block_size`` along K: asymmetric ``scale = (max(w, 0) -
 min(w, 0)) / (2^bits - 1)``, ``zero = round(-min / scale)``; symmetric ``scale = max|w| / (2^(bits-1)
 - 1)``, ``zero = 2^(bits-1)``; ``w ~ (clamp(round(w / scale) + zero) - zero) * scale``). It shares no
-code with ``mobius.blockquant``. The tiny llama has hidden size 80 and MLP width 144, so every K
+code with ``mobius.quant.blocks``. The tiny llama has hidden size 80 and MLP width 144, so every K
 ends in a partial block.
 """
 
@@ -20,11 +20,11 @@ import pytest
 import torch
 
 import mobius
-import mobius.quantize
-from mobius.blockquant import Scheme
+import mobius.quant.linears
 from mobius.cli import main
-from mobius.quantize import default_accuracy_level
-from mobius.quantize_moe import why_float
+from mobius.quant.blocks import Scheme
+from mobius.quant.linears import default_accuracy_level
+from mobius.quant.moe import why_float
 from mobius.report.schema import errors as schema_errors
 from mobius.testing.parity import assert_left_padded_batch_matches_hf, max_abs_diff
 from mobius.testing.tiny import make_checkpoint
@@ -94,7 +94,7 @@ def test_matches_reference_dequantized_weights(
     llama, tmp_path, monkeypatch, precision, symmetric, block
 ):
     directory, model, config = llama
-    monkeypatch.setattr(mobius.quantize, "SLAB_BYTES", 1000)  # a few rows per slab read
+    monkeypatch.setattr(mobius.quant.linears, "SLAB_BYTES", 1000)  # a few rows per slab read
     package = mobius.build(directory, precision=precision, symmetric=symmetric, block_size=block)
     out = package.save(tmp_path / "q")
     graph = onnx.load(str(out / "model.onnx"), load_external_data=False).graph
@@ -238,7 +238,7 @@ def test_moe_experts_become_qmoe(tmp_path):
 
 def test_ep_cpu_packs_projections(llama, tmp_path):
     """``--ep cpu``: q/k/v (packed in float, then quantized as one) and gate/up (packed after
-    quantization, ``mobius.nbits_pack``) are one MatMulNBits each, with the same values; every
+    quantization, ``mobius.quant.nbits_pack``) are one MatMulNBits each, with the same values; every
     checkpoint weight still has its entry in the weights record. Head size 20 keeps ONNX
     Attention (onnxruntime's CPU GroupQueryAttention wants multiples of 16), with the reason."""
     directory, model, config = llama

@@ -25,7 +25,7 @@ def test_smollm2_knows_paris(real_models):
 def test_smollm2_chat_answers_paris(real_models, runtime):
     """What the README's first command prints: the chat template applied, greedy, through the CLI's
     code path, on both runtimes."""
-    from mobius.generate import generate
+    from mobius.runtime.generate import generate
 
     model = real_models("smollm2")
     pieces = generate(

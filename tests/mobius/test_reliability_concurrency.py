@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mobius.cli import main
-from mobius.package import _lock_path
+from mobius.output.package import _lock_path
 
 FILES = ("model.onnx", "model.onnx.data", "mobius.json", "explain.json", "config.json")
 
@@ -91,7 +91,7 @@ def test_not_enough_free_space_is_refused_before_writing(
 ):
     from onnx_ir import external_data
 
-    import mobius.package
+    import mobius.output.package
 
     directory, _, _ = checkpoints.get("llama")
     usage = namedtuple("usage", "total used free")
@@ -104,7 +104,7 @@ def test_not_enough_free_space_is_refused_before_writing(
     def no_write(*args):
         raise AssertionError("a weight was written after the space check")
 
-    monkeypatch.setattr(mobius.package.shutil, "disk_usage", small_disk)
+    monkeypatch.setattr(mobius.output.package.shutil, "disk_usage", small_disk)
     monkeypatch.setattr(external_data, "_write_tensor_at", no_write)
     out = tmp_path / "sub" / "out"
     capsys.readouterr()
@@ -131,7 +131,7 @@ def test_free_space_estimate_is_the_weights(checkpoints):
 
 
 def test_lock_file_is_per_output_and_removed(tmp_path):
-    from mobius.package import output_lock
+    from mobius.output.package import output_lock
 
     with output_lock(tmp_path / "a"), output_lock(tmp_path / "b"):
         assert _lock_path(tmp_path / "a").exists() and _lock_path(tmp_path / "b").exists()

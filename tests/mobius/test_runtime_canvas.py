@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from mobius.runtime_canvas import canvas_positions
+from mobius.runtime.canvas import canvas_positions
 from mobius.tasks.vlm_canvas import canvas_recipe, position_manifest
 from mobius.testing.configs import tiny_config_for
 

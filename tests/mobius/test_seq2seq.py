@@ -14,8 +14,8 @@ import json
 import pytest
 
 import mobius
-from mobius.config import from_hf
-from mobius.registry import detect_task
+from mobius.sources.config import from_hf
+from mobius.tasks.detect import detect_task
 from mobius.testing.configs import tiny_config_for
 from mobius.testing.seq2seq import NEW_TOKENS, encoder_inputs, seq2seq_parity, tiny_seq2seq
 
@@ -151,7 +151,7 @@ def test_self_and_cross_attention_are_fused(model_type, converted):
 
 
 def test_runner_generate_is_the_greedy_loop(converted):
-    from mobius.runtime_seq2seq import Seq2SeqRunner
+    from mobius.runtime.seq2seq import Seq2SeqRunner
 
     out, diffs = converted("t5")
     feeds = {
@@ -175,7 +175,7 @@ def test_one_token_decoder_runs_in_a_token_loop(tmp_path):
     import onnx
     import torch
 
-    from mobius.runtime_seq2seq import Seq2SeqRunner
+    from mobius.runtime.seq2seq import Seq2SeqRunner
 
     model, _ = tiny_seq2seq("prophetnet", tmp_path / "hf")
     out = mobius.build(tmp_path / "hf").save(tmp_path / "onnx")

@@ -10,8 +10,8 @@ import json
 import pytest
 
 import mobius
-from mobius.config import from_hf
-from mobius.registry import detect_task
+from mobius.sources.config import from_hf
+from mobius.tasks.detect import detect_task
 from mobius.testing.configs import tiny_config_for
 from mobius.testing.seq2seq import NEW_TOKENS, seq2seq_parity, tiny_seq2seq
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mobius.config import from_hf
-from mobius.registry import detect_task
+from mobius.sources.config import from_hf
+from mobius.tasks.detect import detect_task
 from mobius.testing.configs import tiny_config_for
 
 

@@ -12,10 +12,10 @@ import json
 import pytest
 
 from mobius.cli import main
-from mobius.config import from_hf
 from mobius.errors import ConfigError
-from mobius.registry import detect_task, get_task
+from mobius.sources.config import from_hf
 from mobius.tasks import HeadTask
+from mobius.tasks.detect import detect_task, get_task
 from mobius.testing.parity import contract_diffs
 from mobius.testing.tiny import make_checkpoint, tiny_config
 

@@ -123,7 +123,7 @@ def test_cache_contract_and_explain(model_type, built):
         shape = lm.inputs[name].shape
         growing = name.endswith((".key", ".value"))
         assert [isinstance(d, str) for d in shape] == [True, False, growing, False][: len(shape)]
-    # onnxruntime-genai drives key/value caches only (mobius/genai.py)
+    # onnxruntime-genai drives key/value caches only (mobius/runtime/genai.py)
     only_keys_and_values = all(n.endswith((".key", ".value")) for n in lm.cache_names)
     assert (out / "genai_config.json").is_file() == only_keys_and_values
     summary = json.loads((out / "explain.json").read_text())["summary"]

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from mobius.cli import main
-from mobius.config import from_hf
-from mobius.registry import detect_task
+from mobius.sources.config import from_hf
+from mobius.tasks.detect import detect_task
 from mobius.testing.configs import tiny_config_for
 from mobius.testing.vlm import vlm_parity
 
@@ -64,7 +64,7 @@ def test_text_only_writes_the_decoder_alone(tiny_llava_vlm, tmp_path):
     assert list(manifest["graphs"]) == ["decoder_model.onnx"]
     assert manifest["graphs"]["decoder_model.onnx"]["inputs"][0] == "input_ids"
     assert json.loads((out / "genai_config.json").read_text())["model"]["type"] == "decoder"
-    from mobius.runtime_vlm import OnnxVisionLanguageModel
+    from mobius.runtime.vlm import OnnxVisionLanguageModel
 
     session = OnnxVisionLanguageModel(out).sessions["decoder_model"]
     ids = torch.randint(3, 500, (2, 6), generator=torch.Generator().manual_seed(0))
@@ -134,7 +134,7 @@ def tiny_qwen2_5_vl(tmp_path_factory):
 def test_grid_vision_and_multi_axis_positions(tiny_qwen2_5_vl):
     """The Qwen2-VL family: the vision graph takes the processor's ``image_grid_thw`` (patches of
     any number of images, windows clipped at the grid's edge), the decoder ``[3, batch, seq]``
-    positions made by runtime_vlm's recipe; features, prefill, a step and 4 greedy tokens match
+    positions made by runtime/vlm.py's recipe; features, prefill, a step and 4 greedy tokens match
     PyTorch (which computes its positions itself)."""
     model, out = tiny_qwen2_5_vl
     manifest = json.loads((out / "mobius.json").read_text())
@@ -147,7 +147,7 @@ def test_grid_vision_and_multi_axis_positions(tiny_qwen2_5_vl):
     assert result["generate_logits_diff"] < ATOL
     assert result["tokens_equal"], (result["tokens"], result["hf_tokens"])
     # two images of other grids in one call: each image's rows as HF gives them
-    from mobius.runtime_vlm import OnnxVisionLanguageModel
+    from mobius.runtime.vlm import OnnxVisionLanguageModel
 
     grid = torch.tensor([[1, 4, 6], [1, 6, 4]])
     gen = torch.Generator().manual_seed(5)

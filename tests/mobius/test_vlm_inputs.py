@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mobius.config import from_hf
 from mobius.errors import UnsupportedError
+from mobius.sources.config import from_hf
 from mobius.tasks.vlm import IMAGE_TEXT_TO_TEXT, VisionGraph, vision_inputs, vision_outputs
 from mobius.tasks.vlm_inputs import extra_vision_inputs
 from mobius.testing.configs import tiny_config_for
@@ -54,8 +54,8 @@ def test_extra_inputs_by_their_hf_names():
 def test_models_outside_get_image_features():
     # InstructBLIP-Video has get_video_features only: clips of frames, the video token placed
     from mobius.errors import ConfigError
-    from mobius.registry import get_task
-    from mobius.tasks.vlm import image_token_id
+    from mobius.tasks.detect import get_task
+    from mobius.tasks.vlm_inputs import image_token_id
 
     config = from_hf(tiny_config_for("instructblipvideo", video_token_index=250))
     assert IMAGE_TEXT_TO_TEXT.supports(config)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import torch
 from transformers.models.minicpmv4_6 import modeling_minicpmv4_6 as minicpm
 
-from mobius.config import from_hf
+from mobius.sources.config import from_hf
 from mobius.synth.overrides import install_overrides
 from mobius.tasks.vlm import vision_inputs
 from mobius.tasks.vlm_grid import symbolic_grid

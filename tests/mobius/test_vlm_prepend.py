@@ -9,7 +9,7 @@ import copy
 
 import torch
 
-from mobius.config import from_hf
+from mobius.sources.config import from_hf
 from mobius.synth.overrides import git as git_override
 from mobius.tasks.vlm import IMAGE_TEXT_TO_TEXT, merge_image_features, vision_outputs
 from mobius.tasks.vlm_prepend import image_rows

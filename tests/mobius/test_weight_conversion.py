@@ -15,7 +15,7 @@ import torch
 from transformers.core_model_loading import Chunk, WeightConverter, WeightRenaming
 
 import mobius
-from mobius.key_mapping import KeyMapping
+from mobius.sources.key_mapping import KeyMapping
 from mobius.testing.causal_lm import tiny_causal_lm
 from mobius.testing.parity import causal_lm_parity
 

@@ -1,4 +1,4 @@
-"""mobius.weights: the non-finite check and the byte-copy path for checkpoint tensors."""
+"""mobius.output.weights: the non-finite check and the byte-copy path for checkpoint tensors."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from mobius.package import NONFINITE
-from mobius.safetensors_header import read_header
-from mobius.weights import Checkpoint, CopiedTensor, _all_finite, lazy_initializer
+from mobius.output.saving import NONFINITE
+from mobius.output.weights import Checkpoint, CopiedTensor, _all_finite, lazy_initializer
+from mobius.sources.safetensors_header import read_header
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])

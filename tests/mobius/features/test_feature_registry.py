@@ -9,7 +9,7 @@ import pytest
 from mobius.cli import main
 from mobius.errors import ConfigError
 from mobius.features import ORDER, apply_features, known, parse_features
-from mobius.package import ModelPackage
+from mobius.output.package import ModelPackage
 from mobius.testing.features import load_package
 
 

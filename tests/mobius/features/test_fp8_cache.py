@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
-from mobius.runtime import OnnxCausalLM
+from mobius.runtime.causal_lm import OnnxCausalLM
 
 
 def e4m3_bound(x: np.ndarray) -> np.ndarray:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from mobius.report import ExplainReport
 from mobius.report.grouping import build_tree, group
-from mobius.report.model import Component, ExplainReport, ModuleReport, Summary
+from mobius.report.model import Component, ModuleReport, Summary
 from mobius.report.paths import compact, ranges
 
 

@@ -23,9 +23,9 @@ FLAGS = [
 def page(digamma_checkpoint, tmp_path_factory):
     from conftest import MODEL_TYPE
 
-    import mobius.config
+    import mobius.sources.config
 
-    assert MODEL_TYPE in mobius.config.known_model_types()
+    assert MODEL_TYPE in mobius.sources.config.known_model_types()
     report = mobius.explain(digamma_checkpoint)
     path = tmp_path_factory.mktemp("html") / "report.html"
     path.write_text(report.render_html(), encoding="utf-8")

@@ -10,11 +10,11 @@ import json
 import pytest
 
 import mobius
-from mobius.config import from_hf
 from mobius.errors import UnsupportedError
+from mobius.findings import Analysis, ModuleAnalysis
 from mobius.report import ExplainReport
 from mobius.report.schema import errors
-from mobius.synth.analysis import Analysis, ModuleAnalysis
+from mobius.sources.config import from_hf
 from mobius.tasks.vlm_unsplit import IMAGE_TASK_HINT, image_path_left_out, why_not_split
 from mobius.testing.configs import tiny_config_for
 
@@ -61,7 +61,7 @@ def test_a_text_path_that_does_not_trace_says_why_not_split(tmp_path, monkeypatc
     def fails(*args, **kwargs):
         raise UnsupportedError("torch.export could not trace pi0 (TypeError: no actions)")
 
-    monkeypatch.setattr(prepare, "_trace_with_fallbacks", fails)
+    monkeypatch.setattr(prepare, "trace_with_fallbacks", fails)
     tiny_config_for("pi0").save_pretrained(tmp_path)
     with pytest.raises(UnsupportedError, match=r"no actions\); pi0 .* does not generate text"):
         mobius.explain(tmp_path)

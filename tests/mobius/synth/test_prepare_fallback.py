@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from mobius.errors import UnsupportedError
-from mobius.synth import prepare as prepare_mod
+from mobius.synth import chain
 
 
 class _Task:
@@ -26,18 +26,16 @@ def _fake_trace(fails_with: set[str]):
 
 def test_traces_transformers_attention_without_cache(monkeypatch):
     trace, calls = _fake_trace({"mobius"})
-    monkeypatch.setattr(prepare_mod, "trace", trace)
+    monkeypatch.setattr(chain, "trace", trace)
     first = UnsupportedError("torch.export could not trace mobius (TypeError)")
-    traced = prepare_mod._trace_without_cache(
-        None, _Task(), torch.float32, ("sdpa", "eager"), first
-    )
+    traced = chain._trace_without_cache(None, _Task(), torch.float32, ("sdpa", "eager"), first)
     assert traced == "traced with sdpa"
     assert calls == [("sdpa", "eager")]
 
 
 def test_both_fail_reports_the_first_error(monkeypatch):
     trace, _ = _fake_trace({"mobius", "sdpa"})
-    monkeypatch.setattr(prepare_mod, "trace", trace)
+    monkeypatch.setattr(chain, "trace", trace)
     first = UnsupportedError("torch.export could not trace mobius (TypeError)")
     with pytest.raises(UnsupportedError, match="trace mobius"):
-        prepare_mod._trace_without_cache(None, _Task(), torch.float32, ("sdpa", "eager"), first)
+        chain._trace_without_cache(None, _Task(), torch.float32, ("sdpa", "eager"), first)
