@@ -1,5 +1,5 @@
-"""Real weights, end to end: the checks shared by ``test_real_weights_smollm2.py`` and
-``test_real_weights_gemma3.py`` (imported by both; one file per model, so that the two models'
+"""Real weights, end to end: the checks shared by ``test_convert_real_smollm2.py`` and
+``test_convert_real_gemma3.py`` (imported by both; one file per model, so that the two models'
 slow builds run on different test workers).
 
 SmolLM2-135M-Instruct (Q4_1) and Gemma3-270M (Q4_K_M) are converted straight from their GGUF

@@ -19,7 +19,7 @@ import mobius
 from mobius.cli import main
 from mobius.runtime.genai import GENAI_CONFIG_FILE
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "tiny-llama"
+EXAMPLE = Path(__file__).parents[3] / "examples" / "tiny-llama"
 PROMPT = "The quick brown fox"
 NEW_TOKENS = 12
 # a minimal chat template in the example tokenizer's own special tokens

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import pytest
-from real_weights_cases import *  # noqa: F403 (the shared checks run here on Gemma3)
-from real_weights_cases import RealModel
+
+from tests.mobius.real_weights_cases import *  # noqa: F403 (the shared checks run here on Gemma3)
+from tests.mobius.real_weights_cases import RealModel
 
 pytestmark = pytest.mark.slow
 

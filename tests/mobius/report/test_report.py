@@ -6,12 +6,12 @@ import json
 
 import pytest
 import torch
-from conftest import BLOCKED_OP, MODEL_TYPE
 
 import mobius
 from lowering import find_lowering
 from mobius.cli import main
 from mobius.errors import UnsupportedError
+from tests.mobius.report.conftest import BLOCKED_OP, MODEL_TYPE
 
 
 def _module(report, path):

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import pytest
-from real_weights_cases import *  # noqa: F403 (the shared checks run here on SmolLM2)
-from real_weights_cases import PROMPTS, RealModel
+
+from tests.mobius.real_weights_cases import *  # noqa: F403 (the shared checks run here on SmolLM2)
+from tests.mobius.real_weights_cases import PROMPTS, RealModel
 
 pytestmark = pytest.mark.slow
 

@@ -1,21 +1,28 @@
-"""``mobius explain`` says why a vision-language model converts without its image path: the
-reason ``tasks/vlm_unsplit.why_not_split`` gives the refusal and the text-only warning, as an
-``image`` gap (text and explain.json), or in the error when the text path does not trace either.
-Config only: no model is traced."""
+"""Why a vision-language model converts without its image path (``tasks/vlm_unsplit.py``): the
+reason ``why_not_split`` gives the refusal, the text-only warning (``warn_text_only``) and
+``mobius explain``'s ``image`` gap (text and explain.json), or the error when the text path does
+not trace either. Config only: no weights are read."""
 
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
 import mobius
+from mobius.cli import main
 from mobius.errors import UnsupportedError
 from mobius.findings import Analysis, ModuleAnalysis
 from mobius.report import ExplainReport
 from mobius.report.schema import errors
 from mobius.sources.config import from_hf
-from mobius.tasks.vlm_unsplit import IMAGE_TASK_HINT, image_path_left_out, why_not_split
+from mobius.tasks.vlm_unsplit import (
+    IMAGE_TASK_HINT,
+    image_path_left_out,
+    warn_text_only,
+    why_not_split,
+)
 from mobius.testing.configs import tiny_config_for
 
 
@@ -65,3 +72,35 @@ def test_a_text_path_that_does_not_trace_says_why_not_split(tmp_path, monkeypatc
     tiny_config_for("pi0").save_pretrained(tmp_path)
     with pytest.raises(UnsupportedError, match=r"no actions\); pi0 .* does not generate text"):
         mobius.explain(tmp_path)
+
+
+def _warning(caplog) -> str:
+    return " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+
+
+@pytest.mark.parametrize("with_processor", [False, True])
+def test_vision_language_text_path_is_flagged(caplog, tmp_path, with_processor):
+    if with_processor:
+        (tmp_path / "preprocessor_config.json").write_text("{}")
+    with caplog.at_level(logging.WARNING, logger="mobius"):
+        warn_text_only(tiny_config_for("llava"), tmp_path, "feature-extraction")
+        warn_text_only(tiny_config_for("llama"), tmp_path, "causal-lm")  # no vision: silent
+    warning = _warning(caplog)
+    assert len(caplog.records) == 1
+    assert "llava is a vision-language model" in warning and "text path only" in warning
+    assert ("no preprocessor_config.json" in warning) is not with_processor
+
+
+def test_vision_language_checkpoint_builds_its_text_path_with_a_warning(capsys, caplog, tmp_path):
+    folder = tmp_path / "llava"
+    tiny_config_for("llava", architectures=["LlavaForConditionalGeneration"]).save_pretrained(
+        folder
+    )
+    capsys.readouterr()
+    out = ["--output", str(tmp_path / "out"), "--no-weights", "--task", "feature-extraction"]
+    code = main(["build", "--model", str(folder), *out])  # detected: image-text-to-text
+    assert code == 0, capsys.readouterr().err
+    assert (tmp_path / "out" / "model.onnx").is_file()
+    warning = _warning(caplog)
+    assert "llava is a vision-language model" in warning
+    assert "no preprocessor_config.json or processor_config.json" in warning

@@ -28,7 +28,7 @@ from mobius.runtime.genai import (
 from mobius.runtime.generate import genai_tokens
 from mobius.testing.tiny import make_checkpoint
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "tiny-llama"
+EXAMPLE = Path(__file__).parents[3] / "examples" / "tiny-llama"
 TOKENS = {"vocab_size": 512, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 3}
 PROMPT = "The quick brown fox jumps over the lazy dog, twice."  # longer than the windows below
 NEW_TOKENS = 24

@@ -1,8 +1,8 @@
 """A representative third of the causal-LM model types, each family shape once (issue 7's CI set).
 
 The other two thirds run in ``benchmarks/coverage.py`` (the whole sweep, ``docs/coverage.md``).
-Together with the families in ``test_cache_parity.py``, ``test_traced_cache.py``,
-``test_sweep_classes.py`` and ``tests/patterns``, these cover one type per shape the sweep found:
+Together with the families in ``tasks/test_causal_lm.py``, ``synth/test_state.py``,
+``test_convert_sweep_classes.py`` and ``tests/patterns``, these cover one type per shape the sweep found:
 how attention is reached (captured, matched, carried through the trace, lowered), how positions
 are made, the cache's state kinds, MoE routing, and the lowerings that only some families need.
 

@@ -1,11 +1,11 @@
 """Input kinds mobius does not convert yet (GGUF, diffusers, quantized checkpoints) and broken
-ones of those kinds: `mobius build` and `mobius explain` each refuse with one line, exit 2, and
-write nothing; a vision-language checkpoint converts its text path with one warning line."""
+ones of those kinds (``mobius.sources.input_kinds``): `mobius build` and `mobius explain` each
+refuse with one line, exit 2, and write nothing. (A vision-language checkpoint converted as text
+only: tests/mobius/tasks/test_vlm_unsplit.py.)"""
 
 from __future__ import annotations
 
 import json
-import logging
 import struct
 from pathlib import Path
 
@@ -300,7 +300,7 @@ def test_quantized_checkpoint_is_refused_naming_the_method(capsys, tmp_path, spe
     ids=["gptq-8bit", "gptq-3bit", "awq-gemv"],
 )
 def test_gptq_awq_variant_not_mapped(capsys, tmp_path, spec, words):
-    """4-bit GPTQ and AWQ (gemm) convert (tests/mobius/test_prequantized.py); other variants are
+    """4-bit GPTQ and AWQ (gemm) convert (tests/mobius/quant/test_prequantized.py); other variants are
     refused before anything is read."""
     assert_refused(
         capsys, _llama_config(tmp_path / "q", quantization_config=spec), tmp_path, *words
@@ -312,43 +312,3 @@ def test_quantization_in_a_sub_config(capsys, tmp_path):
         tmp_path / "q", text_config={"quantization_config": {"quant_method": "hqq"}}
     )
     assert_refused(capsys, folder, tmp_path, "text_config: hqq")
-
-
-# --- vision-language checkpoints -----------------------------------------------------------
-
-
-def _warning(caplog) -> str:
-    return " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
-
-
-@pytest.mark.parametrize("with_processor", [False, True])
-def test_vision_language_text_path_is_flagged(caplog, tmp_path, with_processor):
-    from mobius.tasks.vlm_unsplit import warn_text_only
-
-    if with_processor:
-        (tmp_path / "preprocessor_config.json").write_text("{}")
-    with caplog.at_level(logging.WARNING, logger="mobius"):
-        warn_text_only(tiny_config_for("llava"), tmp_path, "feature-extraction")
-        warn_text_only(tiny_config_for("llama"), tmp_path, "causal-lm")  # no vision: silent
-    warning = _warning(caplog)
-    assert len(caplog.records) == 1
-    assert "llava is a vision-language model" in warning and "text path only" in warning
-    assert ("no preprocessor_config.json" in warning) is not with_processor
-
-
-def test_vision_language_checkpoint_builds_its_text_path_with_a_warning(
-    capsys, caplog, monkeypatch, tmp_path
-):
-    monkeypatch.undo()  # this one is built
-    folder = tmp_path / "llava"
-    tiny_config_for("llava", architectures=["LlavaForConditionalGeneration"]).save_pretrained(
-        folder
-    )
-    capsys.readouterr()
-    out = ["--output", str(tmp_path / "out"), "--no-weights", "--task", "feature-extraction"]
-    code = main(["build", "--model", str(folder), *out])  # detected: image-text-to-text
-    assert code == 0, capsys.readouterr().err
-    assert (tmp_path / "out" / "model.onnx").is_file()
-    warning = _warning(caplog)
-    assert "llava is a vision-language model" in warning
-    assert "no preprocessor_config.json or processor_config.json" in warning

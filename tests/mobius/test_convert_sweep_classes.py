@@ -34,7 +34,7 @@ def test_nested_text_config_converts_as_causal_lm_with_cache(model_type, tmp_pat
 
 
 def test_encoder_family_as_decoder_keeps_a_cache(tmp_path):
-    # (BERT with and without is_decoder: tests/patterns/test_sdpa_pattern.py)
+    # (BERT with and without is_decoder: tests/patterns/test_sdpa.py)
     result, config = convert("roberta", tmp_path)
     assert config.is_decoder
     assert result["cache"] and result["max_diff"] <= ATOL, result

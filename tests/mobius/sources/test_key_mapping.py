@@ -2,7 +2,7 @@
 
 A model whose parameters differ from its checkpoint layout saves with the mapping reversed: split
 projections are fused (hrm_text's ``attn.gqkv_proj``, lara_mini's ``linear_attn.in_proj``) and
-parameters renamed (deepseek_v4, converted in tests/mobius/synth/test_overrides_deepseek_v4.py; the
+parameters renamed (deepseek_v4, converted in tests/mobius/synth/overrides/test_deepseek_v4.py; the
 renaming is checked on a toy model below). Loading splits the fused tensor into every target, and keeps a
 key's own name when a broad renaming would send it to no parameter (``.norm.`` -> ``.kv_norm.``
 must leave ``model.norm.weight`` alone).
