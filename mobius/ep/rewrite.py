@@ -12,7 +12,7 @@
   QKV, rotary inside), its cos/sin caches computed in the graph for the mask's length
   (``gqa.computed_caches``: no initializer): a quantized decode step is short enough that the
   90 nodes this saves (q/k/v ``Split``, two ``RotaryEmbedding`` a layer) are ~6 % of it
-  (SmolLM2-135M, docs/design-notes.md). Blocks it cannot carry (4-D layout, head size not a
+  (SmolLM2-135M, docs/design/). Blocks it cannot carry (4-D layout, head size not a
   multiple of 16) keep the Attention form, with the reason at info level.
 
 A block in the 4-D layout (QK-norm, partial rotary, fused-QKV splits the packed block declines)

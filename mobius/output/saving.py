@@ -11,8 +11,8 @@ from contextvars import ContextVar
 
 from mobius.output import direct_io
 
-# While ModelPackage.save runs, mobius.output.weights appends here the name of each tensor that it reads
-# and finds NaN or Inf in (checked as the tensor is written: no second pass over the data).
+# While ModelPackage.save runs, mobius.output.weights appends here the name of each tensor that it
+# reads and finds NaN or Inf in (checked as the tensor is written: the data is read once).
 NONFINITE: ContextVar[list[str] | None] = ContextVar("mobius_nonfinite", default=None)
 # The same lists, for the threads that write weights (a ContextVar does not reach onnx_ir's pool).
 _SAVING: list[list[str]] = []

@@ -4,7 +4,7 @@ features method the vision graph splits at, and the embedding graph's prepending
 ``GitForCausalLM`` has no ``get_image_features`` and no image token: ``GitModel.forward`` puts
 the projected patch features (``P = (image_size / patch_size)² + 1`` rows per image) in front of
 the word embeddings, repeating one image over the batch (``batch // images``). The three graphs
-(docs/design-notes.md, "GIT fits the contract"): the vision graph gives the projected features;
+(docs/design/, "GIT fits the contract"): the vision graph gives the projected features;
 the embedding graph gives per batch row its image's ``P`` rows followed by the raw word
 embeddings; the decoder (``synth/overrides/git.py``) adds positions and the LayerNorm to the text
 rows only, told apart by ``position_ids`` being as long as the text.

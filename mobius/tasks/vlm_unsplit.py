@@ -1,6 +1,6 @@
 """Why a model of the image-text-to-text mapping does not split into the three graphs
 (CONTRACTS.md, "Vision–language models"): said when it converts as text generation, and when
-``--task image-text-to-text`` is asked for. docs/design-notes.md, "VLMs outside
+``--task image-text-to-text`` is asked for. docs/design/, "VLMs outside
 ``get_image_features``"."""
 
 from __future__ import annotations

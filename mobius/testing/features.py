@@ -1,4 +1,4 @@
-"""Helpers for the build-feature tests: a saved build loaded back as a package, and one tiny
+"""For the build-feature tests: a saved build loaded back as a package, and one tiny
 converted model with its HF reference."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run ``mobius build`` and send the process a real signal at a chosen point (test helper).
+"""Run ``mobius build`` and send the process a real signal at a chosen point (for test_cli_signals.py).
 
     python _interrupt_at.py STEP SIGNAL [convert] -- BUILD ARGS...
 

@@ -68,7 +68,7 @@ class RealModel:
 @pytest.fixture(scope="session")
 def real_models(tmp_path_factory):
     """model name -> RealModel (ONNX built from the GGUF file, HF and onnxruntime loaded), made once
-    a session."""
+    per test run."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     root = tmp_path_factory.mktemp("real_weights")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-HELPER = Path(__file__).with_name("_interrupt_at.py")
+INTERRUPT_AT = Path(__file__).with_name("_interrupt_at.py")
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -56,7 +56,7 @@ def test_signal_at_each_step_stops_cleanly(checkpoints, tmp_path, step, signame,
     directory, _, _ = checkpoints.get("llama")
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, str(HELPER), step, signame, *options, "--"]
+        [sys.executable, str(INTERRUPT_AT), step, signame, *options, "--"]
         + ["--model", str(directory), "--output", str(out)],
         capture_output=True,
         text=True,

@@ -10,11 +10,6 @@ from onnx import helper, numpy_helper
 
 from mobius.ep.gqa import rotary_caches
 
-# an ONNX half-precision graph may be this many times further from the float64 reference than
-# PyTorch's own computation in that dtype is (two implementations, each rounding at every op in
-# its own order: their errors against the exact result are of one size, not equal; 2x for either
-# side, fixed before measuring: measured ratios are 0.4-1.2, docs/design-notes.md)
-
 
 def _table_graph(length_dependent: bool) -> ir.Model:
     """cos/sin ``[1, seq, 2]`` of ``position_ids`` with inv_freq (1, 0.1); longrope-like when

@@ -32,7 +32,7 @@ from mobius.testing.parity import assert_left_padded_batch_matches_hf
 # an ONNX half-precision graph may be this many times further from the float64 reference than
 # PyTorch's own computation in that dtype is (two implementations, each rounding at every op in
 # its own order: their errors against the exact result are of one size, not equal; 2x for either
-# side, fixed before measuring: measured ratios are 0.4-1.2, docs/design-notes.md)
+# side, fixed before measuring: measured ratios are 0.4-1.2, docs/design/)
 HALF_ERROR_FACTOR = 2.0
 PREFILL, DECODE = 7, 2
 
