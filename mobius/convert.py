@@ -1,4 +1,8 @@
-"""The synthesis driver: config -> task -> trace -> emit -> bind weights -> ModelPackage."""
+"""The build driver: source -> config -> task -> trace -> emit -> bind weights, then the EP
+rewrite and quantization -> ModelPackage, with its explain report and ``mobius.json``.
+
+It sits above ``report`` and ``synth`` (and everything they use); ``mobius.build`` calls it.
+"""
 
 from __future__ import annotations
 
@@ -230,7 +234,10 @@ def build_graphs(
     strict: bool = False,
 ) -> ModelPackage:
     """Emit and bind every graph; one ModelPackage with ``<graph>.onnx`` for each. With
-    ``strict``, any graph's fallback is refused (``fallbacks.refuse``)."""
+    ``strict``, any graph's fallback is refused (``fallbacks.refuse``).
+
+    Each graph binds its own subset of the checkpoint; a tensor both graphs read (T5's shared
+    embedding) is written into each graph's data file."""
     if strict:
         fallbacks.refuse([f for part in prepared.graphs.values() for f in part.fallbacks])
 

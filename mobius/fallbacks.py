@@ -1,6 +1,6 @@
 """Fallbacks a build took: what each cost (fused components, the KV cache) and why.
 
-``prepare`` records one :class:`Fallback` per step down the chain (captured attention -> cache
+``synth/chain.py`` records one :class:`Fallback` per step down the chain (captured attention -> cache
 carried through the trace -> one token at a time -> no cache). The build logs each as one
 warning line, writes them to ``mobius.json`` and ``explain.json``, and ``strict`` refuses them.
 """

@@ -78,7 +78,7 @@ def _constants(*values: ir.Value | None) -> bool:
 
 
 def _key(value: ir.Value) -> str:
-    """The weight's checkpoint key (comma-joined keys for a packed one, ``mobius.quant.nbits_pack``)."""
+    """The weight's checkpoint key (comma-joined keys for a packed one, ``nbits_pack.py``)."""
     props = value.const_value.metadata_props
     return props.get("mobius.source_key") or props.get("mobius.source_keys") or value.name
 

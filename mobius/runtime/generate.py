@@ -4,8 +4,8 @@ Two runtimes, one behaviour (greedy decoding, stop at an end-of-sequence token):
 
 - ``genai``: onnxruntime-genai's ``Model`` / ``Generator`` and its tokenizer, from
   ``genai_config.json`` (written by ``mobius build``);
-- ``onnxruntime``: plain onnxruntime (:class:`mobius.runtime.causal_lm.OnnxCausalLM`) and the transformers
-  tokenizer saved beside the model.
+- ``onnxruntime``: plain onnxruntime (:class:`mobius.runtime.causal_lm.OnnxCausalLM`) and the
+  transformers tokenizer saved beside the model.
 
 ``auto`` takes genai when it is installed and the directory has a ``genai_config.json``.
 The chat template, when the tokenizer has one, wraps the prompt as one user turn unless

@@ -73,8 +73,8 @@ class StaticCacheLM:
     def stream(
         self, ids: Iterable[int], max_new_tokens: int, stop: Iterable[int] = ()
     ) -> Iterator[int]:
-        """Greedy tokens for one prompt, as :meth:`mobius.runtime.causal_lm.OnnxCausalLM.stream`; stops
-        after a token in ``stop`` or when the buffers are full."""
+        """Greedy tokens for one prompt, as :meth:`mobius.runtime.causal_lm.OnnxCausalLM.stream`;
+        stops after a token in ``stop`` or when the buffers are full."""
         ids = np.asarray([list(ids)], dtype=np.int64)
         mask = np.ones_like(ids)
         positions = np.arange(ids.shape[1], dtype=np.int64)[None]

@@ -295,7 +295,8 @@ EPS_FIELDS = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps"
 
 def _check_kinds(config: dict, prefix: str) -> None:
     """Fields that are not sizes but that transformers uses unchecked: rope parameters, epsilons,
-    ``layer_types``, ``quantization_config`` (found by fuzzing, ``tests/mobius/testing/test_fuzz.py``)."""
+    ``layer_types``, ``quantization_config`` (found by fuzzing,
+    ``tests/mobius/testing/test_fuzz.py``)."""
     sub_configs = [k for k, v in config.items() if k.endswith("_config") and v is not None]
     for name in (*OBJECT_FIELDS, *sub_configs):
         value = config.get(name)

@@ -1,4 +1,5 @@
-"""Resolve a model source (local directory or hub id) to local files, refusing unsafe inputs."""
+"""Resolve a model source (local directory, hub id or GGUF file) to local files, refusing unsafe
+inputs; a GGUF file, and a GPTQ/AWQ checkpoint's weights, through their readers (``readers.py``)."""
 
 from __future__ import annotations
 

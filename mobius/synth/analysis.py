@@ -1,6 +1,8 @@
-"""What became of every module of a traced model: components, lowered ops, blocked ops, declines.
+"""What became of every module of a traced model: components, lowered ops, blocked ops, declines;
+for a task of several graphs, each graph's modules under the graph's name (``analyze_graphs``).
 
-This is the data behind ``mobius explain``; it needs the traced graph only, no weights.
+This is the data behind ``mobius explain`` (``mobius.findings``); it needs the traced graph only,
+no weights.
 """
 
 from __future__ import annotations

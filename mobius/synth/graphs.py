@@ -1,8 +1,7 @@
-"""Tasks made of several graphs (encoder–decoder): each graph goes through the same trace ->
-match -> emit -> bind path as a one-graph task, and the package holds them side by side.
-
-Each graph binds its own subset of the checkpoint; a tensor both graphs read (T5's shared
-embedding) is written into each graph's data file.
+"""Tasks made of several graphs (encoder–decoder, vision–language): each graph traced on meta as
+a one-graph task is, a causal decoder down the same fallback chain (``chain.py``), the others with
+attention captured where the task captures it. ``mobius.convert.build_graphs`` then emits and
+binds them side by side.
 """
 
 from __future__ import annotations

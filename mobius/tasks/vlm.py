@@ -457,8 +457,8 @@ class VisionLanguageTask(Task):
     def runtime_files(
         self, models: dict[str, Any], config: ArchitectureConfig, checkpoint_dir: Any
     ) -> tuple[dict[str, str], str | None]:
-        """``genai_config.json`` where onnxruntime-genai runs the family (``runtime/genai_vlm.py``), and
-        else why not (recorded in mobius.json as ``genai``)."""
+        """``genai_config.json`` where onnxruntime-genai runs the family (``runtime/genai_vlm.py``),
+        and else why not (recorded in mobius.json as ``genai``)."""
         from mobius.runtime.genai_vlm import vlm_genai_files
 
         return vlm_genai_files(

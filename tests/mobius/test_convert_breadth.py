@@ -2,9 +2,10 @@
 
 The other two thirds run in ``benchmarks/coverage.py`` (the whole sweep, ``docs/coverage.md``).
 Together with the families in ``tasks/test_causal_lm.py``, ``synth/test_state.py``,
-``test_convert_sweep_classes.py`` and ``tests/patterns``, these cover one type per shape the sweep found:
-how attention is reached (captured, matched, carried through the trace, lowered), how positions
-are made, the cache's state kinds, MoE routing, and the lowerings that only some families need.
+``test_convert_sweep_classes.py`` and ``tests/patterns``, these cover one type per shape the sweep
+found: how attention is reached (captured, matched, carried through the trace, lowered), how
+positions are made, the cache's state kinds, MoE routing, and the lowerings that only some families
+need.
 
 Each type is built the way the sweep builds it (``tiny_causal_lm``: every parameter randomised),
 converted in process with ``mobius.build``, and compared with eager PyTorch at atol 1e-4: a

@@ -78,7 +78,7 @@ def test_several_graphs_are_refused():
 
 
 def test_cli_applies_features_and_release(converted, monkeypatch, capsys, tmp_path):
-    """The flags reach the package: the conversion itself is the shared fixture's (not redone here)."""
+    """The flags reach the package: the conversion itself is the fixture's (not redone here)."""
     import mobius
 
     monkeypatch.setattr(mobius, "build", lambda *a, **k: load_package(converted.base))

@@ -1,4 +1,5 @@
-"""mobius.output.direct_io: large tensors written past the page cache, byte for byte as a buffered write."""
+"""mobius.output.direct_io: large tensors written past the page cache, byte for byte as a
+buffered write."""
 
 from __future__ import annotations
 

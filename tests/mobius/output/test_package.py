@@ -58,7 +58,7 @@ def test_initializers_are_named_by_state_dict_key_and_tied_weights_stored_once(
 
 
 def _assert_saved_without_repeats(model: ir.Model, out) -> None:
-    """``mobius.output.disk_form``: the file lacks initializers' value_info and onnxscript's copies of
+    """``output/disk_form.py``: the file lacks initializers' value_info and onnxscript's copies of
     ``namespace``; read back, initializers have their types; the model in memory is unchanged."""
     saved = onnx.load(str(out / "model.onnx"), load_external_data=False)
     initializers = {i.name for i in saved.graph.initializer}

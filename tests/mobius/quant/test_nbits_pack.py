@@ -1,5 +1,5 @@
-"""``mobius.quant.nbits_pack.fuse_biases``: a bias ``Add`` after MatMulNBits becomes its ``bias`` input
-(Qwen2's packed q/k/v bias), with the values onnxruntime computed before."""
+"""``mobius.quant.nbits_pack.fuse_biases``: a bias ``Add`` after MatMulNBits becomes its ``bias``
+input (Qwen2's packed q/k/v bias), with the values onnxruntime computed before."""
 
 from __future__ import annotations
 

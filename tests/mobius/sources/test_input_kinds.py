@@ -300,8 +300,8 @@ def test_quantized_checkpoint_is_refused_naming_the_method(capsys, tmp_path, spe
     ids=["gptq-8bit", "gptq-3bit", "awq-gemv"],
 )
 def test_gptq_awq_variant_not_mapped(capsys, tmp_path, spec, words):
-    """4-bit GPTQ and AWQ (gemm) convert (tests/mobius/quant/test_prequantized.py); other variants are
-    refused before anything is read."""
+    """4-bit GPTQ and AWQ (gemm) convert (tests/mobius/quant/test_prequantized.py); other variants
+    are refused before anything is read."""
     assert_refused(
         capsys, _llama_config(tmp_path / "q", quantization_config=spec), tmp_path, *words
     )
