@@ -7,7 +7,7 @@ the shapes up front, which is what lets the data follow one tensor at a time. A 
 tokenizer trained locally (``examples/make_tiny_llama.py``) is saved beside it: the
 onnxruntime-genai builder reads one.
 
-    python benchmarks/checkpoints.py NAME DIRECTORY   (NAME: a key of convert.MODELS)
+    python benchmarks/checkpoints.py NAME DIRECTORY   (NAME: a key of MODELS)
 """
 
 from __future__ import annotations
@@ -22,6 +22,75 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 SHARD_BYTES = 4 << 30
 DTYPE_NAMES = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
+
+QWEN2_05B = {
+    "model_type": "qwen2",
+    "hidden_size": 896,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4864,
+    "vocab_size": 151936,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True,
+}
+
+
+LLAMA32_1B = {
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "num_hidden_layers": 16,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "intermediate_size": 8192,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": True,
+    "rope_parameters": {
+        "rope_type": "llama3",
+        "rope_theta": 500000.0,
+        "factor": 32.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+}
+
+
+LLAMA32_3B = {
+    **LLAMA32_1B,
+    "hidden_size": 3072,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 24,
+    "head_dim": 128,
+    "intermediate_size": 8192,
+}
+
+
+LLAMA31_8B = {
+    **LLAMA32_1B,
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "head_dim": 128,
+    "intermediate_size": 14336,
+    "tie_word_embeddings": False,
+    "rope_parameters": {**LLAMA32_1B["rope_parameters"], "factor": 8.0},
+}
+
+
+# name -> (config, checkpoint dtype); None: the bundled tiny Llama
+MODELS = {
+    "tiny": None,
+    "qwen2-0.5b": (QWEN2_05B, "float32"),
+    "llama-3.2-1b": (LLAMA32_1B, "float32"),
+    "llama-3.2-3b": (LLAMA32_3B, "bfloat16"),
+    "llama-3.1-8b": (LLAMA31_8B, "bfloat16"),
+}
 
 
 def state_shapes(spec: dict, dtype: str) -> tuple[object, dict[str, tuple[int, ...]]]:
@@ -120,9 +189,6 @@ def _numel(shape: tuple[int, ...]) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE))
-    import convert
-
     name, target = sys.argv[1], Path(sys.argv[2])
-    spec, dtype = convert.MODELS[name]
+    spec, dtype = MODELS[name]
     write_checkpoint(spec, target, dtype)

@@ -39,10 +39,12 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import checkpoints  # noqa: E402  (sibling module: the benchmark checkpoints)
 import convert_phases  # noqa: E402
 import convert_tables  # noqa: E402  (sibling modules; scripts run with this folder on sys.path)
 import peers  # noqa: E402  (sibling module; scripts run with this folder on sys.path)
 import psutil
+from checkpoints import MODELS  # noqa: E402
 from measure import measure, tree_rss  # noqa: E402,F401  (convert.measure is what the other benchmarks call)
 
 HERE = Path(__file__).resolve().parent
@@ -50,66 +52,6 @@ REPO = HERE.parent
 RESULTS = HERE / "results" / "convert.json"
 MiB = 1024 * 1024
 
-QWEN2_05B = {
-    "model_type": "qwen2",
-    "hidden_size": 896,
-    "num_hidden_layers": 24,
-    "num_attention_heads": 14,
-    "num_key_value_heads": 2,
-    "intermediate_size": 4864,
-    "vocab_size": 151936,
-    "max_position_embeddings": 32768,
-    "rope_theta": 1000000.0,
-    "rms_norm_eps": 1e-6,
-    "tie_word_embeddings": True,
-}
-LLAMA32_1B = {
-    "model_type": "llama",
-    "hidden_size": 2048,
-    "num_hidden_layers": 16,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "head_dim": 64,
-    "intermediate_size": 8192,
-    "vocab_size": 128256,
-    "max_position_embeddings": 131072,
-    "rms_norm_eps": 1e-5,
-    "tie_word_embeddings": True,
-    "rope_parameters": {
-        "rope_type": "llama3",
-        "rope_theta": 500000.0,
-        "factor": 32.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192,
-    },
-}
-LLAMA32_3B = {
-    **LLAMA32_1B,
-    "hidden_size": 3072,
-    "num_hidden_layers": 28,
-    "num_attention_heads": 24,
-    "head_dim": 128,
-    "intermediate_size": 8192,
-}
-LLAMA31_8B = {
-    **LLAMA32_1B,
-    "hidden_size": 4096,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "head_dim": 128,
-    "intermediate_size": 14336,
-    "tie_word_embeddings": False,
-    "rope_parameters": {**LLAMA32_1B["rope_parameters"], "factor": 8.0},
-}
-# name -> (config, checkpoint dtype); None: the bundled tiny Llama
-MODELS = {
-    "tiny": None,
-    "qwen2-0.5b": (QWEN2_05B, "float32"),
-    "llama-3.2-1b": (LLAMA32_1B, "float32"),
-    "llama-3.2-3b": (LLAMA32_3B, "bfloat16"),
-    "llama-3.1-8b": (LLAMA31_8B, "bfloat16"),
-}
 BIG = ("llama-3.1-8b",)  # only with --big: a 16 GB checkpoint
 # checkpoint dtype -> (mobius --dtype, builder -p): bf16 checkpoints convert to f16
 OUTPUT_DTYPES = {"float32": ("f32", "fp32"), "bfloat16": ("f16", "fp16")}
@@ -157,8 +99,6 @@ def make_checkpoint(name: str, workdir: Path) -> Path:
 
 
 def _create(name: str, directory: str) -> None:
-    import checkpoints
-
     tmp = Path(directory + ".partial")
     for path in (tmp, Path(directory)):
         shutil.rmtree(path, ignore_errors=True)

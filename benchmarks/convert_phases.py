@@ -1,6 +1,6 @@
 """Where one mobius conversion spends its time: import, trace, emit, write (wall and CPU seconds).
 
-Runs the steps of ``mobius.synth.build.build`` one by one in this process and prints one JSON
+Runs the steps of ``mobius.convert.build`` one by one in this process and prints one JSON
 object: per phase the wall and CPU (user + system, all threads) seconds, plus the peak RSS.
 
 - ``import``: torch, transformers, onnx_ir, onnxscript and mobius itself;
@@ -69,13 +69,13 @@ def main(argv: list[str]) -> int:
     import torch  # noqa: F401
     import transformers  # noqa: F401
 
-    from mobius.package import ModelPackage
+    from mobius.convert import parse_dtype
+    from mobius.output.package import ModelPackage
+    from mobius.output.weights import Checkpoint
     from mobius.report import ExplainReport
     from mobius.synth.analysis import analyze
-    from mobius.synth.build import parse_dtype
     from mobius.synth.emit import emit
     from mobius.synth.prepare import prepare
-    from mobius.weights import Checkpoint
 
     phases.mark("import")
     src, out = argv[0], argv[1]

@@ -143,7 +143,7 @@ def _logits(out):
 
 def _longest(config) -> int:
     """The long check's length: LONG_LENGTH, or the model's position table if that is shorter."""
-    from mobius.config import position_limit
+    from mobius.sources.config import position_limit
 
     positions = position_limit(config)
     return LONG_LENGTH if positions is None else min(LONG_LENGTH, positions)
@@ -168,8 +168,8 @@ def _genai(out_dir: Path, config) -> str:
     if not (out_dir / "genai_config.json").is_file():
         return "no config"
     try:
-        from mobius.generate import genai_tokens, stop_tokens
-        from mobius.runtime import OnnxCausalLM
+        from mobius.runtime.causal_lm import OnnxCausalLM
+        from mobius.runtime.generate import genai_tokens, stop_tokens
 
         vocab = config.get_text_config().vocab_size
         ids = [(7 * i + 3) % vocab for i in range(LENGTH)]

@@ -78,7 +78,7 @@ KNOWN_CAUSES: dict[str, str] = {
     "chunk_size is 4) and its recurrent step over the rest; the two forms differ by 4.9e-5 even "
     "in float64 (the chunk-level stabiliser enters the normaliser's max). The graph runs the "
     "recurrent step token by token, as HF does when it decodes, and matches HF's own "
-    "token-by-token decoding at 1e-4 (tests/mobius/test_traced_state_xlstm.py); against the "
+    "token-by-token decoding at 1e-4 (tests/mobius/synth/test_state_xlstm.py); against the "
     "full forward it is 1.2e-4 off on the 9-token check and 1.6e-5 on the 80-token one",
     "blt": "converts without a cache: transformers' BltModel builds its DynamicCache from the "
     "top-level config (no num_hidden_layers), and its entropy patching reads the whole prefix, so "

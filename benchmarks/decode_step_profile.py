@@ -3,8 +3,9 @@ calling-thread CPU time of each step, the median per-step ratio of each graph to
 (``--profile``) onnxruntime's profiler by op type (sum over nodes of each node's median kernel
 time, and how many nodes ran).
 
-Used for the int4 comparison with the genai builder (design-notes, "Quantized decode on the CPU
-EP"). Run it twice with the directories in both orders: a process's first session can run slower.
+Used for the int4 comparison with the genai builder (docs/design/, "Quantized decode on the
+CPU EP"). Run it twice with the directories in both orders: a process's first session can run
+slower.
 Each directory needs ``model.onnx`` and ``genai_config.json`` (for the cache shape). With one
 intra-op thread, the calling thread's CPU time is the whole step's work, the fair figure on a
 loaded machine.

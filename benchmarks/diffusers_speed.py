@@ -40,7 +40,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import convert  # noqa: E402
-from encoder_speed import onnx_file, session  # noqa: E402  (the same ORT timing helpers)
+from encoder_speed import onnx_file, session  # noqa: E402  (the same ORT timing functions)
 
 RESULTS = HERE / "results" / "diffusers_speed.json"
 EXPORTERS = ("mobius", "torch-dynamo")

@@ -59,7 +59,7 @@ def reason(name: str) -> str | None:
 # what the last run's table cannot say (shown under it)
 NOTES = [
     "The sweep ran niced at a 1-minute load of 12-22 on 2 shared cores. The rows with a CPU "
-    "figure come from reruns of this session: a conversion's CPU seconds are a small part of "
+    "figure come from reruns: a conversion's CPU seconds are a small part of "
     "its wall time (AutoencoderKLCogVideoX: 59 s of CPU in 930 s), so `timeout` is this "
     "machine's verdict, not the class's.",
     "Where the detail says `num_frames fixed to 5`, the trace fixes or bounds the frame count "
@@ -70,8 +70,8 @@ NOTES = [
     "(build, conversion and both checks) at a load of ~25 on 2 cores, past the sweep's 900 s.",
     "The rows of Lumina2Transformer2DModel, AutoencoderKLMochi, AutoencoderKLCosmos, "
     "Kandinsky6SRVAE, AutoencoderKLCogVideoX, AutoencoderKLWan and AutoencoderKLQwenImage come "
-    "from the fourth pass (branch wip-dmore, per-family overrides and the ConvTranspose "
-    'lowering; design notes, "Diffusers: the last failing classes"), each also run at a '
+    "from a later run, with the per-family overrides and the ConvTranspose lowering "
+    "(docs/design/), each also run at a "
     "second size set (batch 1, 32x24, text 9, 13 frames where the frames are not fixed); wall "
     "times at a load of 20-28 on 2 cores.",
     "CogVideoX's, Wan's and QwenImage's VAEs loop over chunks of frames in Python, and a chunk is "

@@ -67,7 +67,7 @@ def variant(base: Path, features: list[str], **options) -> Path:
 
 PREFILL_RUN = """
 import json, resource, sys, time, numpy as np, psutil
-from mobius.runtime import OnnxCausalLM
+from mobius.runtime.causal_lm import OnnxCausalLM
 lm = OnnxCausalLM(sys.argv[1], threads=2)
 n = int(sys.argv[2])
 loaded = psutil.Process().memory_info().rss
@@ -82,8 +82,8 @@ print(json.dumps({"logits_shape": list(logits.shape), "ms": round(ms, 1),
 
 DECODE_RUN = """
 import json, resource, statistics, sys, time, numpy as np
-from mobius.runtime import OnnxCausalLM
-from mobius.runtime_static import StaticCacheLM
+from mobius.runtime.causal_lm import OnnxCausalLM
+from mobius.runtime.static import StaticCacheLM
 path, static, prompt, steps = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), int(sys.argv[4])
 ids = np.random.default_rng(0).integers(0, 1000, (1, prompt))
 mask = np.ones_like(ids); positions = np.arange(prompt)[None]

@@ -2,7 +2,7 @@
 
     python benchmarks/fuzz.py --minutes 15 [--seed 0] [--json benchmarks/results/fuzz.json]
 
-Runs the property of ``tests/mobius/test_fuzz.py`` (``mobius.testing.fuzz``) over many more
+Runs the property of ``tests/mobius/testing/test_fuzz.py`` (``mobius.testing.fuzz``) over many more
 mutated tiny checkpoints: every case must convert with parity or be refused with one
 ``mobius: error:`` line and exit 2. Failures do not stop the run; they are grouped by their first
 line and printed with one reproducing case each.

@@ -6,7 +6,7 @@ gets ``--new-tokens`` (32) greedy tokens, never stopping at an end-of-sequence t
 
 - **mobius**: ``python -m mobius build --model FILE.gguf`` (variants: the default, and
   ``--accuracy-level 0`` and ``4``), run with onnxruntime on the CPU and the KV cache
-  (``mobius.runtime.OnnxCausalLM``);
+  (``mobius.runtime.causal_lm.OnnxCausalLM``);
 - **hf**: transformers' model loaded from the same file (``gguf_file=``), dequantized to float32,
   eager attention, ``generate`` (greedy);
 - **llama.cpp**: ``benchmarks/llamacpp/greedy.mjs``, llama.cpp's own CPU inference through the
@@ -91,7 +91,7 @@ def margins(logits: np.ndarray) -> list[tuple[int, int, float, float]]:
 
 def mobius_greedy(directory: Path, ids: list[int], new_tokens: int, threads: int) -> dict:
     """Greedy tokens of a mobius build with onnxruntime and its KV cache, and each step's margin."""
-    from mobius.runtime import OnnxCausalLM
+    from mobius.runtime.causal_lm import OnnxCausalLM
 
     lm = OnnxCausalLM(directory, threads=threads)
     tokens, steps = [], []
@@ -114,7 +114,7 @@ def mobius_greedy(directory: Path, ids: list[int], new_tokens: int, threads: int
 def mobius_forced(directory: Path, ids: list[int], forced: list[int], watch: list, threads: int):
     """A mobius build's logits along ``forced`` (one prefill), in ``greedy.mjs``'s teacher-forced
     form: per step its top 2 and the logits of the ``watch`` tokens."""
-    from mobius.runtime import OnnxCausalLM
+    from mobius.runtime.causal_lm import OnnxCausalLM
 
     lm = OnnxCausalLM(directory, threads=threads)
     sequence = np.asarray([ids + forced[:-1]], dtype=np.int64)

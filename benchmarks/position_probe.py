@@ -1,4 +1,4 @@
-"""How each causal-LM type's HF forward treats ``position_ids`` (design notes, 'Position ids').
+"""How each causal-LM type's HF forward treats ``position_ids`` (docs/design/, 'Position ids').
 
 For every type in ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`` (or the ones named), on the sweep's tiny
 randomised model: HF with the contract's ids (real tokens from 0) against HF without

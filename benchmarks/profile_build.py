@@ -26,7 +26,7 @@ INTERVAL_S = 0.005
 # phase -> a frame that marks it (the first phase whose marker is on the stack wins)
 PHASES = [
     ("import", "_find_and_load"),
-    ("write", "mobius/package.py:save"),
+    ("write", "mobius/output/package.py:save"),
     ("cache probe", "synth/trace.py:_try_probe"),
     ("torch.export", "synth/trace.py:_export"),
     ("decompositions", "decompose_unlowered"),
@@ -37,8 +37,8 @@ PHASES = [
     ("analysis", "synth/analysis.py:analyze"),
     ("report", "mobius/report/"),
     ("emit", "synth/emit.py:emit"),
-    ("quantize (graph)", "mobius/quantize.py:quantize_linears"),
-    ("genai config", "mobius/genai.py"),
+    ("quantize (graph)", "mobius/quant/linears.py:quantize_linears"),
+    ("genai config", "mobius/runtime/genai.py"),
 ]
 
 

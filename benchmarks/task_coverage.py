@@ -51,7 +51,7 @@ def hf_failure(model, task, config) -> str | None:
     pair is transformers' limit, not mobius', and counts as not buildable."""
     import torch
 
-    from mobius.config import from_hf
+    from mobius.sources.config import from_hf
 
     feeds = {}
     for spec in task.inputs(from_hf(config), model):
@@ -74,7 +74,7 @@ def probe(task_name: str, model_type: str, root: Path, fan_in: bool = False) -> 
     import torch
 
     import mobius
-    from mobius.config import from_hf
+    from mobius.sources.config import from_hf
     from mobius.tasks import TASKS
     from mobius.testing.configs import tiny_config_for
     from mobius.testing.parity import contract_diffs

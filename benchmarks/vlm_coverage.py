@@ -51,7 +51,7 @@ reason = not_image_text_generation(model)
 if reason:
     done("not-image-text", error=reason)
 import mobius
-from mobius.config import from_hf
+from mobius.sources.config import from_hf
 from mobius.tasks.vlm_unsplit import why_not_split
 unsplit = why_not_split(from_hf(model.config))  # what --task image-text-to-text refuses with
 if unsplit:

@@ -10,7 +10,7 @@ puts them at the prompt's image tokens; ``decoder_model`` generates from ``input
 key/value cache, each new token embedded alone (no image features). Without an image file a
 synthetic gradient is captioned. Families with multi-axis positions (Qwen2-VL, ``mobius.json``
 ``"position_ids": "multi-axis"``) need their ``get_rope_index`` ids instead of the mask count used
-here: ``mobius.runtime_vlm.multi_axis_positions`` is the recipe (the grid comes from the
+here: ``mobius.runtime.vlm.multi_axis_positions`` is the recipe (the grid comes from the
 processor's ``image_grid_thw``), and the first new token goes one past each row's largest
 position.
 """

@@ -19,7 +19,7 @@ template = directory / "chat_template.jinja"
 try:
     import onnxruntime_genai as og
 except ImportError:  # plain onnxruntime: mobius's own loop, the same tokens
-    from mobius.generate import generate
+    from mobius.runtime.generate import generate
 
     for piece in generate(directory, prompt, max_new_tokens=64):
         print(piece, end="", flush=True)

@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mobius.runtime_seq2seq import Seq2SeqRunner  # noqa: E402 (onnxruntime + numpy only)
+from mobius.runtime.seq2seq import Seq2SeqRunner  # noqa: E402 (onnxruntime + numpy only)
 
 
 def make_tiny(output: Path) -> None:

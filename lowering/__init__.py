@@ -1,6 +1,7 @@
 """aten -> ONNX lowering: one small function per op family, registered in a table.
 
-Importing this package fills the table (``LOWERINGS``).
+Importing this package fills the table (``LOWERINGS``). Lowering imports torch, onnxscript and
+onnx_ir only: nothing of mobius.
 """
 
 from lowering import (  # noqa: F401  (imported for their registrations)

@@ -1,4 +1,5 @@
-"""What a lowering function gets: the op builder, the values lowered so far, and type helpers."""
+"""What a lowering function gets: the op builder, the values lowered so far, and the type
+queries lowerings share."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ class TransposedTensor(ir.LazyTensor):
         return ir.tensor(transpose(self._source()))
 
     def tofile(self, file) -> None:
-        # a checkpoint tensor streamed by mobius.weights: cast and transposed in one pass
+        # a checkpoint tensor streamed by mobius.output.weights: cast and transposed in one pass
         write = getattr(self._tensor, "write_transposed", None)
         if write is not None and write(file):
             return

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from mobius.errors import MobiusError, UnsupportedError
 
 if TYPE_CHECKING:
-    from mobius.package import ModelPackage
+    from mobius.output.package import ModelPackage
     from mobius.report import ExplainReport
 
 __version__ = "0.1.0"
@@ -49,7 +49,7 @@ def build(
         symmetric: no zero points (asymmetric, the default, stores one per block).
         accuracy_level: MatMulNBits' compute type: 0 the activation's, 4 int8 (fastest on CPU);
             also for the blocks a GGUF file's weights keep. None: 4 for ``precision`` with
-            ``ep="cpu"``, else 0 (``mobius.quantize.default_accuracy_level``).
+            ``ep="cpu"``, else 0 (``mobius.quant.linears.default_accuracy_level``).
         quant_exclude: globs over module paths (``lm_head``, ``*.mlp.down_proj``) kept in float.
         ep: ``"cpu"``, ``"cuda"``, ``"dml"`` or ``"webgpu"``: tune the graph for that execution
             provider (GroupQueryAttention and SkipSimplifiedLayerNormalization on the GPU ones);
@@ -70,8 +70,8 @@ def build(
         A ModelPackage; call ``.save(directory)`` to write ``model.onnx`` and ``model.onnx.data``.
     """
     from mobius import failures
-    from mobius.quantize import QuantOptions, default_accuracy_level
-    from mobius.synth.build import build as _build
+    from mobius.convert import build as _build
+    from mobius.quant.linears import QuantOptions, default_accuracy_level
 
     if accuracy_level is None:
         accuracy_level = default_accuracy_level(ep, precision)
@@ -80,7 +80,7 @@ def build(
         quantization = QuantOptions(
             precision, block_size, symmetric, accuracy_level, tuple(quant_exclude)
         )
-    from mobius import ep as _ep
+    from mobius.ep import rewrite as _ep
 
     _ep.check(ep)
     failures.reset()
@@ -159,7 +159,7 @@ def _diffusers(src: str | os.PathLike, component: str | None) -> bool:
 
 def __getattr__(name: str):
     if name == "ModelPackage":
-        from mobius.package import ModelPackage
+        from mobius.output.package import ModelPackage
 
         return ModelPackage
     if name == "ExplainReport":

@@ -108,7 +108,7 @@ def _component_flag(p: argparse.ArgumentParser) -> None:
 
 def _add_build_gguf_parser(sub) -> None:
     """``mobius build-gguf FILE.gguf --output DIR``: ``build --model FILE.gguf`` as the seed spells
-    it (mobius.gguf_source)."""
+    it (mobius.gguf.source)."""
     g = sub.add_parser("build-gguf", help="convert a GGUF file (same as build --model FILE.gguf)")
     g.add_argument("model", metavar="FILE.gguf", help="the GGUF file")
     g.add_argument("--output", required=True, help="directory to create (written atomically)")
@@ -214,7 +214,7 @@ def _add_generate_parser(sub) -> None:
 def _build(args: argparse.Namespace) -> int:
     import mobius
     from mobius.features import apply_features, parse_features
-    from mobius.package import check_output_dir, output_lock
+    from mobius.output.package import check_output_dir, output_lock
 
     features = parse_features(
         args.features, max_seq_len=args.max_seq_len
@@ -280,7 +280,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     from mobius.errors import ConfigError
-    from mobius.generate import generate, pick_runtime
+    from mobius.runtime.generate import generate, pick_runtime
 
     if args.max_new_tokens < 1:
         raise ConfigError("--max-new-tokens must be at least 1")

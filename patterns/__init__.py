@@ -3,6 +3,9 @@
 ``match_all`` runs every pattern over the traced graph: region patterns look at the nodes of one
 module instance, anchored patterns at a subgraph ending in one node. The result maps each claimed
 node to its claim, and lists the declines with their reasons (for the explain report).
+
+Patterns emit ``mobius.components``; they may import those, ``lowering``, the contracts' names
+(``mobius.tasks``), ``mobius.sources`` and ``mobius.failures``; never ``synth``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from mobius.config import read
+from mobius.sources.config import read
 from patterns.attention import AttentionCall, attend
 from patterns.base import Claim, Decline, MatchContext, aten, is_op
 

@@ -21,10 +21,6 @@ they run transformers' sdpa path, record ``_mobius_declined`` on the module, and
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -32,43 +28,12 @@ import torch.fx
 
 from lowering import LoweringContext, onnx_dtype
 from mobius.components.cross_attention import BiasedAttention, Seq2SeqMask
+from mobius.tasks.seq2seq_phase import current_phase
 from patterns.attention import reference_attention
 from patterns.registry import emits
 
 IMPLEMENTATION = "mobius_seq2seq"
 _UNSUPPORTED_KWARGS = ("s_aux", "sinks", "attention_chunk_size", "head_mask", "alibi")
-
-
-@dataclass(frozen=True)
-class GraphPhase:
-    """What is being traced: ``encoder`` (its self-attention), ``placeholder`` (the encoder
-    graph's decoder call, dead code but for the cross keys/values), or ``decoder``.
-    ``padded_lengths``: the lengths of the inputs, when one is a padding mask (None: no padding
-    input); ``cross_lengths``: the cross caches' lengths (decoder; one symbol per input)."""
-
-    graph: str
-    padded_lengths: tuple[int | torch.SymInt, ...] | None = None
-    cross_lengths: tuple[int | torch.SymInt, ...] = ()
-
-
-_PHASE: contextvars.ContextVar[GraphPhase | None] = contextvars.ContextVar(
-    "mobius_seq2seq_phase", default=None
-)
-
-
-def enter_phase(current: GraphPhase) -> None:
-    """Switch to ``current`` inside an enclosing ``phase`` block, which restores its own phase at
-    its end (module hooks that mark where one part of a call ends and the next begins)."""
-    _PHASE.set(current)
-
-
-@contextlib.contextmanager
-def phase(current: GraphPhase) -> Iterator[None]:
-    token = _PHASE.set(current)
-    try:
-        yield
-    finally:
-        _PHASE.reset(token)
 
 
 def _same(a: int | torch.SymInt, b: int | torch.SymInt | None) -> bool:
@@ -115,7 +80,7 @@ def decline_reason(
     kwargs: dict[str, Any],
 ) -> tuple[str | None, bool]:
     """(why the call cannot be captured, or None; whether it is causal)."""
-    current = _PHASE.get()
+    current = current_phase()
     if current is None:
         return "the call is outside an encoder-decoder graph's trace", False
     for name in _UNSUPPORTED_KWARGS:
@@ -171,7 +136,7 @@ def mobius_seq2seq_attention_forward(
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout, scaling, is_causal, **kwargs
         )
-    current = _PHASE.get()
+    current = current_phase()
     bias = kwargs.get("position_bias")
     out = torch.ops.mobius.seq2seq_attention(
         query,

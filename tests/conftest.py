@@ -1,4 +1,4 @@
-"""Shared fixtures: tiny random-weight checkpoints, built once per test session."""
+"""Shared fixtures: tiny random-weight checkpoints, built once per test run."""
 
 from __future__ import annotations
 

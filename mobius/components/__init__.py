@@ -1,4 +1,8 @@
-"""Hand-authored onnxscript components (``onnxscript.nn.Module``) emitted for matched patterns."""
+"""Hand-authored onnxscript components (``onnxscript.nn.Module``) emitted for matched patterns:
+attention and its masks, rotary embeddings, norms, MLPs, mixtures of experts, embeddings, linears.
+
+Components import onnxscript and onnx_ir only: no torch, nothing else of mobius.
+"""
 
 from mobius.components.attention import Attention, CausalMask
 from mobius.components.embedding import Embedding, LearnedPositions

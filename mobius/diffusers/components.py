@@ -15,17 +15,18 @@ import onnx_ir as ir
 import torch
 
 from mobius import failures
-from mobius.config import ArchitectureConfig
 from mobius.diffusers import tasks as dt
 from mobius.diffusers.config import architecture, class_name, model_class
 from mobius.errors import ConfigError, UnsupportedError
-from mobius.package import MODEL_FILE, ModelPackage
+from mobius.findings import Analysis, ModuleAnalysis
+from mobius.output.package import MODEL_FILE, ModelPackage
 from mobius.report import ExplainReport
-from mobius.source import Source
-from mobius.synth.analysis import Analysis, ModuleAnalysis, analyze
+from mobius.sources.config import ArchitectureConfig
+from mobius.sources.resolve import Source
+from mobius.synth.analysis import analyze
+from mobius.synth.chain import Prepared
 from mobius.synth.decompose import decompose_unlowered, mutates
 from mobius.synth.graphs import _drop_dead_code
-from mobius.synth.prepare import Prepared
 from mobius.synth.trace import SpecialisedShapeError
 from mobius.tasks import Task
 
@@ -104,10 +105,10 @@ def prepare_graph(
 
 
 def emit_graph(prepared: Prepared, *, weights: bool, src: str) -> tuple[ir.Model, ExplainReport]:
-    """Match, emit and bind one traced graph (the same steps as ``mobius.synth.build``)."""
-    from mobius.synth.build import _blocked_message
+    """Match, emit and bind one traced graph (the same steps as ``mobius.convert``)."""
+    from mobius.convert import _blocked_message
+    from mobius.output.weights import Checkpoint
     from mobius.synth.emit import emit
-    from mobius.weights import Checkpoint
 
     arch, task, traced = prepared.arch, prepared.task, prepared.traced
     with failures.phase(f"matching patterns in {arch.model_type}"):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mobius.config import ArchitectureConfig
 from mobius.errors import ConfigError
+from mobius.sources.config import ArchitectureConfig
 
 
 class DiffusersConfig:

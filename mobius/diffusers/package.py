@@ -9,7 +9,7 @@ from pathlib import Path
 
 import onnx_ir as ir
 
-from mobius.package import ModelPackage
+from mobius.output.package import ModelPackage
 
 
 @dataclass

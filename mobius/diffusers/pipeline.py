@@ -15,7 +15,6 @@ from pathlib import Path
 
 import torch
 
-from mobius import source as source_mod
 from mobius.diffusers.components import (
     component_directory,
     component_tasks,
@@ -28,9 +27,10 @@ from mobius.diffusers.components import (
 from mobius.diffusers.config import class_name, model_class
 from mobius.diffusers.package import DirectoryPackage
 from mobius.errors import ConfigError
-from mobius.package import ModelPackage
+from mobius.output.package import ModelPackage
 from mobius.report import ExplainReport
-from mobius.synth.prepare import Prepared
+from mobius.sources import resolve as source_mod
+from mobius.synth.chain import Prepared
 
 log = logging.getLogger("mobius")
 
@@ -54,7 +54,7 @@ def read_index(directory: Path) -> dict:
 def pipeline_components(directory: Path) -> dict[str, tuple[str, str]]:
     """Component name -> (library, class name), as ``model_index.json`` lists them (unset
     components, ``[null, null]``, left out); a broken index or a missing component is refused."""
-    from mobius.input_kinds import check_diffusers_pipeline
+    from mobius.sources.input_kinds import check_diffusers_pipeline
 
     return check_diffusers_pipeline(directory)
 
@@ -100,7 +100,7 @@ def build(
     trust_remote_code: bool = False,
 ) -> ModelPackage:
     """Convert a diffusers pipeline or model directory (see the module docstring)."""
-    from mobius.synth.build import parse_dtype
+    from mobius.convert import parse_dtype
 
     torch_dtype = parse_dtype(dtype)
     directory = _directory(src)

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from mobius.config import ArchitectureConfig
+from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
 
 HEIGHT, WIDTH = "height", "width"

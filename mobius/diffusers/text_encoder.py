@@ -9,15 +9,15 @@ from typing import Any
 
 import torch
 
-from mobius import config as config_mod
-from mobius import source as source_mod
-from mobius.config import ArchitectureConfig
 from mobius.diffusers.components import emit_graph, graph_package
 from mobius.errors import ConfigError
-from mobius.package import ModelPackage
-from mobius.source import Source
+from mobius.output.package import ModelPackage
+from mobius.sources import config as config_mod
+from mobius.sources import resolve as source_mod
+from mobius.sources.config import ArchitectureConfig
+from mobius.sources.resolve import Source
+from mobius.synth.chain import Prepared, trace_with_fallbacks
 from mobius.synth.decompose import decompose_unlowered
-from mobius.synth.prepare import Prepared, _trace_with_fallbacks
 from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
 from mobius.tasks.nested import FromConfig
 
@@ -74,7 +74,7 @@ def prepare_text_encoder(source: Source, cls_name: str, dtype: torch.dtype) -> P
     hf = config_mod.hf_config_from_dict(source.config)
     arch = config_mod.from_hf(hf)
     task = TextEncoderTask(_text_class(cls_name))
-    prepared = _trace_with_fallbacks(source, arch, task, dtype)
+    prepared = trace_with_fallbacks(source, arch, task, dtype)
     prepared.traced.program = decompose_unlowered(prepared.traced.program)
     return prepared
 

@@ -16,11 +16,11 @@ from typing import Any
 import torch
 
 from mobius import failures
-from mobius.config import ArchitectureConfig
 from mobius.diffusers.config import model_class
 from mobius.diffusers.overrides import install as install_overrides
 from mobius.diffusers.tasks import HEIGHT, WIDTH
 from mobius.errors import ConfigError, UnsupportedError
+from mobius.sources.config import ArchitectureConfig
 from mobius.synth.inline import inline_grad_regions
 from mobius.synth.lifted_constants import match_constants
 from mobius.synth.meta_model import BUILD_ERRORS, quiet

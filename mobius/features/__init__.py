@@ -10,6 +10,8 @@ boundary. A feature the model cannot honour raises one ``ConfigError`` line (exi
 task into its decoder alone (``tasks/vlm.apply_features``); its registry entry here only checks the
 result. On a model that is already text only (a causal LM) it changes nothing; on other tasks it
 is refused.
+
+Features rewrite a built ``ModelPackage``: they may import ``mobius.output`` and ``mobius.errors``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from mobius.errors import ConfigError
-from mobius.package import MODEL_FILE, ModelPackage
+from mobius.features.checks import package_info
+from mobius.output.package import MODEL_FILE, ModelPackage, graph_names
 
 log = logging.getLogger("mobius")
 
@@ -43,7 +46,7 @@ BUILD_TIME = ("text-only",)  # applied by mobius.build itself; the entry here on
 def _text_only(package: ModelPackage, options: FeatureOptions) -> None:
     """A text-generation model is already its text decoder alone, and an image-text-to-text
     build was made as its decoder alone: nothing to do."""
-    task = _info(package).get("task")
+    task = package_info(package).get("task")
     if task == "image-text-to-text":
         return
     if task not in ("text-generation", "causal-lm"):
@@ -129,34 +132,12 @@ def apply_features(
     options = FeatureOptions(features=names, max_seq_len=max_seq_len)
     for name in names:
         known()[name](package, options)
-    info = _info(package)
+    info = package_info(package)
     if info:
         info["features"] = list(names)
         if package.model is not None:
-            from mobius.synth.build import graph_names
-
             info["graphs"] = {MODEL_FILE: graph_names(package.model)}
         package.texts["mobius.json"] = json.dumps(info, indent=2)
     for model in [package.model] if package.model is not None else package.models.values():
         model.metadata_props["mobius.features"] = ",".join(names)
     return package
-
-
-def _info(package: ModelPackage) -> dict:
-    text = package.texts.get("mobius.json")
-    return json.loads(text) if text else {}
-
-
-def require_causal_cache(package: ModelPackage, feature: str) -> None:
-    """Refuse ``feature`` unless the package is a text-generation graph with a key/value cache."""
-    info = _info(package)
-    if info.get("task") not in ("text-generation", "causal-lm", None):
-        raise ConfigError(
-            f"--features {feature} applies to text-generation models, not {info['task']}"
-        )
-    names = [v.name or "" for v in package.model.graph.inputs]
-    if not any(n.startswith("past_key_values.") for n in names):
-        raise ConfigError(
-            f"--features {feature} needs a key/value cache; this model was built without one "
-            "(see `mobius explain`)"
-        )

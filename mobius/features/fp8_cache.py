@@ -20,7 +20,8 @@ import re
 import onnx_ir as ir
 
 from mobius.errors import ConfigError
-from mobius.package import ModelPackage
+from mobius.features.checks import require_causal_cache
+from mobius.output.package import ModelPackage
 
 log = logging.getLogger("mobius")
 
@@ -29,8 +30,6 @@ _CACHE = re.compile(r"^(past_key_values|present)\.(\d+)\.(key|value)$")
 
 
 def fp8_kv_cache(package: ModelPackage, options) -> None:
-    from mobius.features import require_causal_cache
-
     require_causal_cache(package, "fp8-kv-cache")
     graph = package.model.graph
     pasts = [v for v in graph.inputs if _CACHE.match(v.name or "")]

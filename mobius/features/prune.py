@@ -17,7 +17,8 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from mobius.errors import ConfigError
-from mobius.package import ModelPackage
+from mobius.features.checks import require_causal_cache
+from mobius.output.package import ModelPackage
 
 # ops between the head's product and ``logits`` that act on each position by itself
 _PER_POSITION = {"Reshape", "Cast", "CastLike", "Div", "Mul", "Tanh", "Add", "Sub", "Identity"}
@@ -69,8 +70,6 @@ def _reaches(value: ir.Value) -> set[str]:
 
 
 def prune_prefill_prefix(package: ModelPackage, options) -> None:
-    from mobius.features import require_causal_cache
-
     require_causal_cache(package, "prune-prefill-prefix")
     graph = package.model.graph
     head, hidden = find_head(graph)

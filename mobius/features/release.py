@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from mobius.package import ModelPackage
+from mobius.output.package import ModelPackage
 
 KEEP_PREFIX = "mobius."
 

@@ -29,7 +29,8 @@ import numpy as np
 import onnx_ir as ir
 
 from mobius.errors import ConfigError
-from mobius.package import ModelPackage
+from mobius.features.checks import require_causal_cache
+from mobius.output.package import ModelPackage
 
 log = logging.getLogger("mobius")
 
@@ -106,8 +107,6 @@ def _cache_attention(graph: ir.Graph) -> list[tuple[int, ir.Node]]:
 
 
 def static_cache(package: ModelPackage, options) -> None:
-    from mobius.features import require_causal_cache
-
     require_causal_cache(package, "static-cache")
     model = package.model
     graph = model.graph

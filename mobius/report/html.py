@@ -8,7 +8,7 @@ from __future__ import annotations
 from html import escape
 
 from mobius.report.grouping import Group, build_tree, group
-from mobius.report.model import ExplainReport
+from mobius.report.model import Report
 from mobius.report.text import VERDICT_TEXT, cache_text, format_components, format_ops, human
 
 OPEN_DEPTH = 3  # levels of the tree shown expanded; blocked subtrees are always expanded
@@ -37,7 +37,7 @@ function setAll(open){document.querySelectorAll('details').forEach(d=>d.open=ope
 """
 
 
-def render(report: ExplainReport) -> str:
+def render(report: Report) -> str:
     """The whole page as a string."""
     s = report.summary
     root = group(build_tree(report.modules))
@@ -70,7 +70,7 @@ def render(report: ExplainReport) -> str:
 _LEGEND = ("component", "lowered", "blocked", "empty")
 
 
-def _summary_table(report: ExplainReport) -> str:
+def _summary_table(report: Report) -> str:
     s = report.summary
     cache = cache_text(s)
     unsupported = "".join(
@@ -92,7 +92,7 @@ def _summary_table(report: ExplainReport) -> str:
     return f"<table class='summary'>{cells}</table>"
 
 
-def _next_steps(report: ExplainReport) -> str:
+def _next_steps(report: Report) -> str:
     gaps = report.summary.gaps
     if not gaps:
         return "<p>None: the model converts fully.</p>"

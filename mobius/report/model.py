@@ -9,12 +9,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from mobius.findings import Analysis, Decline, ModuleAnalysis
 from mobius.report.paths import describe
-
-if TYPE_CHECKING:
-    from mobius.synth.analysis import Analysis, ModuleAnalysis
 
 SCHEMA_VERSION = 2  # 2: ``weights`` (each weight's storage: float or its quantization scheme)
 STATUSES = ("component", "lowered", "blocked", "empty")
@@ -28,14 +26,6 @@ class Component:
     pattern: str
     component: str
     attributes: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Decline:
-    """A pattern looked at the module and left it to lowering."""
-
-    pattern: str
-    reason: str
 
 
 @dataclass
@@ -87,13 +77,14 @@ class Summary:
     cache_layers: int  # layers that keep a cache (attention components, or carried by the trace)
     unsupported_ops: dict[str, list[str]]  # aten op -> modules that use it
     gaps: list[Gap]
-    # steps down the fallback chain the build took: kind, reason, costs (synth/fallbacks.py)
+    # steps down the fallback chain the build took: kind, reason, costs (mobius/fallbacks.py)
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
-class ExplainReport:
-    """What ``mobius explain`` found: ``modules`` in tree order, and a ``summary``."""
+class Report:
+    """What ``mobius explain`` found: ``modules`` in tree order, and a ``summary``; rendered by
+    ``text.py`` and ``html.py`` (``ExplainReport``, in this package's ``__init__``, has both)."""
 
     source: str
     model_type: str
@@ -117,18 +108,8 @@ class ExplainReport:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=_json_default)
 
-    def render_text(self, color: bool = False) -> str:
-        from mobius.report.text import render
-
-        return render(self, color=color)
-
-    def render_html(self) -> str:
-        from mobius.report.html import render
-
-        return render(self)
-
     @classmethod
-    def from_analysis(cls, analysis: Analysis, source: str) -> ExplainReport:
+    def from_analysis(cls, analysis: Analysis, source: str) -> Report:
         modules = [_module(m) for m in analysis.modules]
         return cls(
             source=source,
@@ -288,7 +269,7 @@ def _gaps(
                 "onnxruntime-genai",
                 [],
                 f"no genai_config.json: {analysis.genai_left_out}; the graphs run in "
-                "onnxruntime (mobius.runtime_vlm)",
+                "onnxruntime (mobius.runtime.vlm)",
             )
         )
     return gaps

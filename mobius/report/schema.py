@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mobius.report.model import SCHEMA_VERSION, STATUSES, VERDICTS
-from mobius.synth.fallbacks import (
+from mobius.fallbacks import (
     ANY_IMAGE_SIZE,
     ANY_LENGTH,
     FUSED_ATTENTION,
@@ -18,6 +17,7 @@ from mobius.synth.fallbacks import (
     KV_CACHE,
     PARALLEL_PREFILL,
 )
+from mobius.report.model import SCHEMA_VERSION, STATUSES, VERDICTS
 
 _COUNTS = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}
 _PATHS = {"type": "array", "items": {"type": "string"}}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mobius.report.grouping import Group, build_tree, group
-from mobius.report.model import Component, ExplainReport, ModuleReport, Summary
+from mobius.report.model import Component, ModuleReport, Report, Summary
 
 COLORS = {"component": "32", "lowered": "36", "blocked": "1;31", "empty": "2", "decline": "33"}
 MAX_OPS = 4
@@ -78,7 +78,7 @@ def _paint(text: str, status: str, color: bool) -> str:
     return f"\033[{COLORS[status]}m{text}\033[0m" if color else text
 
 
-def tree_lines(report: ExplainReport, color: bool = False) -> list[str]:
+def tree_lines(report: Report, color: bool = False) -> list[str]:
     root = group(build_tree(report.modules))
     lines = [_line(root, "", color)]
     _children(root, "", lines, color)
@@ -121,7 +121,7 @@ def cache_text(s: Summary) -> str:
     return "none needed: the model has no captured attention"
 
 
-def summary_lines(report: ExplainReport) -> list[str]:
+def summary_lines(report: Report) -> list[str]:
     s: Summary = report.summary
     cache = cache_text(s)
     unsupported = (
@@ -142,6 +142,6 @@ def summary_lines(report: ExplainReport) -> list[str]:
     return lines
 
 
-def render(report: ExplainReport, color: bool = False) -> str:
+def render(report: Report, color: bool = False) -> str:
     header = f"{report.model_type} · {report.task} · {report.source}"
     return "\n".join([header, "", *tree_lines(report, color), "", *summary_lines(report)]) + "\n"

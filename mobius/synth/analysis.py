@@ -1,12 +1,13 @@
-"""What became of every module of a traced model: components, lowered ops, blocked ops, declines.
+"""What became of every module of a traced model: components, lowered ops, blocked ops, declines;
+for a task of several graphs, each graph's modules under the graph's name (``analyze_graphs``).
 
-This is the data behind ``mobius explain``; it needs the traced graph only, no weights.
+This is the data behind ``mobius explain`` (``mobius.findings``); it needs the traced graph only,
+no weights.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -14,67 +15,17 @@ import torch.fx
 from torch.export.graph_signature import InputKind
 
 from lowering import op_name
-from mobius.config import read
+from mobius.findings import Analysis, ComponentUse, ModuleAnalysis
+from mobius.runtime.genai_vlm import genai_pipeline_missing
+from mobius.sources.config import read
+from mobius.synth.chain import Prepared
 from mobius.synth.emit import blocked_op_name, module_of, node_handler, regions, strip_prefix
-from mobius.synth.prepare import Prepared
+from mobius.synth.graphs import PreparedGraphs
 from mobius.tasks.vlm_unsplit import image_path_left_out
-from patterns import match_all, rotary
+from patterns import match_all, rotary, seq2seq_attention
 from patterns.base import NO_OPS, Claim, is_op
 
 BOOKKEEPING = {"aten._assert_tensor_metadata.default", "aten.sym_size.int", "_operator.getitem"}
-
-
-@dataclass
-class ComponentUse:
-    """One component a pattern emitted inside a module, with the attributes it extracted."""
-
-    pattern: str
-    component: str
-    attributes: dict[str, Any]
-
-
-@dataclass
-class ModuleAnalysis:
-    """One module instance of the HF model."""
-
-    path: str
-    cls: str
-    components: list[ComponentUse] = field(default_factory=list)
-    lowered_ops: Counter = field(default_factory=Counter)  # aten op -> count, outside components
-    blocked_ops: Counter = field(default_factory=Counter)  # aten op -> count, with no lowering
-    declines: list[tuple[str, str]] = field(default_factory=list)  # (pattern, reason)
-    parameters: int = 0  # elements of the parameters this module owns directly
-    claimed_parameters: int = 0  # of those, elements read only by components
-    nodes: int = 0
-    claimed_nodes: int = 0
-
-
-@dataclass
-class Analysis:
-    """The whole model: per-module results plus the facts the summary needs."""
-
-    model_type: str
-    task: str
-    kv_cache: bool
-    cache_supported: bool  # the task's contract has a KV cache at all
-    unclaimed_attention: list[str]
-    modules: list[ModuleAnalysis]
-    cache_blocker: str | None = None  # why captured attention could not carry the cache
-    traced_cache_layers: int = 0  # layers whose state the trace itself carries (synth/state.py)
-    token_loop: bool = False  # traced for one token, run over the sequence in an ONNX Loop
-    fallbacks: list[dict[str, object]] = field(default_factory=list)  # Fallback.to_dict()s
-    # a vision-language model converted without its image path: why (tasks/vlm_unsplit.py)
-    image_path_left_out: str | None = None
-    genai_left_out: str | None = None  # a three-graph VLM onnxruntime-genai has no pipeline for
-
-    @property
-    def blocked(self) -> dict[str, list[str]]:
-        """aten op -> modules that use it, for ops with no lowering."""
-        out: dict[str, list[str]] = {}
-        for module in self.modules:
-            for op in module.blocked_ops:
-                out.setdefault(op, []).append(module.path or "<model>")
-        return out
 
 
 def _attention_use(node: torch.fx.Node) -> ComponentUse:
@@ -212,3 +163,99 @@ def _rope_attributes(hf_config: Any) -> dict[str, Any]:
 
 def _tree_order(path: str) -> list:
     return [int(p) if p.isdigit() else p for p in path.split(".")] if path else []
+
+
+def analyze_graphs(prepared: PreparedGraphs) -> Any:
+    """One Analysis for the whole package: each graph's modules under the graph's name
+    (``encoder_model.model.encoder.layers.0``), only those that put something in that graph;
+    each captured attention call is an ``Attention`` component of its module."""
+    modules = [ModuleAnalysis("", "<model>")]
+    unclaimed: list[str] = []
+    for name, part in prepared.graphs.items():
+        analysis = analyze(part)
+        _report_captured(part.traced.program, {m.path: m for m in analysis.modules})
+        for module in analysis.modules:
+            if not (module.nodes or module.components or module.blocked_ops or module.declines):
+                continue  # not in this graph (its parameters may still be traced inputs)
+            path = f"{name}.{module.path}" if module.path else name
+            cls = module.cls if module.path else "<graph>"
+            modules.append(replace(module, path=path, cls=cls))
+        unclaimed += [f"{name}.{p}" if p else name for p in part.unclaimed_attention]
+    causal = [p for p in prepared.graphs.values() if p.task.supports_cache]
+    if causal:  # a VLM's decoder: captured attention, or the cache carried (and why)
+        blocker = "; ".join(f.reason for p in causal for f in p.fallbacks) or None
+        traced_layers = sum(
+            1
+            for p in causal
+            if p.traced.cache_in_graph
+            for s in p.traced.inputs
+            if s.name.startswith("past_key_values.") and s.name.endswith(".key")
+        )
+    else:  # an encoder-decoder: the self cache is carried where attention went op by op
+        decoder = prepared.graphs.get("decoder_model")
+        op_by_op = decoder is not None and bool(decoder.unclaimed_attention)
+        blocker = (
+            "the decoder's attention is not captured as fused calls (see the attention gaps)"
+            if op_by_op
+            else None
+        )
+        traced_layers = (
+            sum(1 for n in _decoder_inputs(prepared) if n.endswith(".decoder.key"))
+            if op_by_op
+            else 0
+        )
+    return Analysis(
+        model_type=prepared.arch.model_type,
+        task=prepared.task.name,
+        kv_cache=True,
+        cache_supported=True,
+        unclaimed_attention=unclaimed,
+        modules=modules,
+        cache_blocker=blocker,
+        traced_cache_layers=traced_layers,
+        fallbacks=[f.to_dict() for p in prepared.graphs.values() for f in p.fallbacks],
+        image_path_left_out=image_path_left_out(prepared.arch, prepared.task.name),
+        genai_left_out=(
+            genai_pipeline_missing(prepared.arch.model_type)
+            if "vision_encoder" in prepared.graphs
+            else None
+        ),
+    )
+
+
+def _report_captured(program: torch.export.ExportedProgram, modules: dict[str, Any]) -> None:
+    """Each ``mobius::seq2seq_attention`` node as an Attention component of its module, not a
+    lowered op."""
+    for node in program.graph.nodes:
+        if node.target is not seq2seq_attention.OP:
+            continue
+        report = modules.get(module_of(node)[0])
+        if report is None:
+            continue
+        q, k, v, bias, scaling, causal, padded, softcap = node.args
+        qv, kv, vv = (a.meta["val"] for a in (q, k, v))
+        name = op_name(node.target)
+        report.lowered_ops[name] -= 1
+        if report.lowered_ops[name] <= 0:
+            del report.lowered_ops[name]
+        report.claimed_nodes += 1
+        report.components.append(
+            ComponentUse(
+                "seq2seq_attention",
+                "Attention",
+                {
+                    "kind": "causal" if causal else "padded" if padded else "bidirectional",
+                    "heads": int(qv.shape[1]),
+                    "kv_heads": int(kv.shape[1]),
+                    "head_dim": int(qv.shape[-1]),
+                    "v_head_dim": int(vv.shape[-1]),
+                    "scaling": scaling,
+                    "bias": bias is not None and not seq2seq_attention.is_zeros(bias),
+                    "softcap": softcap or None,
+                },
+            )
+        )
+
+
+def _decoder_inputs(prepared: PreparedGraphs) -> list[str]:
+    return [s.name for part in prepared.graphs.values() for s in part.traced.inputs]

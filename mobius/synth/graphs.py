@@ -1,27 +1,28 @@
-"""Tasks made of several graphs (encoder–decoder): each graph goes through the same trace ->
-match -> emit -> bind path as a one-graph task, and the package holds them side by side.
-
-Each graph binds its own subset of the checkpoint; a tensor both graphs read (T5's shared
-embedding) is written into each graph's data file.
+"""Tasks made of several graphs (encoder–decoder, vision–language): each graph traced on meta as
+a one-graph task is, a causal decoder down the same fallback chain (``chain.py``), the others with
+attention captured where the task captures it. ``mobius.convert.build_graphs`` then emits and
+binds them side by side.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
-from mobius.package import ModelPackage
-from mobius.report.weights import to_json as weights_json
-from mobius.report.weights import weight_schemes
-from mobius.source import Source
+from mobius.fallbacks import CARRIED_CACHE, FUSED_ATTENTION, LENGTH_BOUND, Fallback, announce
+from mobius.sources.config import ArchitectureConfig
+from mobius.sources.resolve import Source
+from mobius.synth.chain import (
+    Prepared,
+    length_bound_fallback,
+    trace_carrying_cache,
+    trace_with_fallbacks,
+)
 from mobius.synth.decompose import decompose_unlowered
-from mobius.synth.fallbacks import announce
 from mobius.synth.trace import trace
 from mobius.tasks import Task
 from patterns import seq2seq_attention
@@ -85,9 +86,6 @@ def prepare_graphs(
 def _record_length_bounds(part: Any) -> None:
     """A graph kept up to a length only (checked in the graph, ``trace_bounds.guard_lengths``)
     is a fallback like a single-graph one: in ``mobius.json``, explain, and refused by strict."""
-    from mobius.synth.fallbacks import LENGTH_BOUND, announce
-    from mobius.synth.prepare import length_bound_fallback
-
     if part.traced.length_bounds and all(f.kind != LENGTH_BOUND for f in part.fallbacks):
         part.fallbacks.append(length_bound_fallback(part.traced))
         announce(part.fallbacks[-1:])
@@ -104,18 +102,15 @@ def _prepare_graph(
     """One graph traced: a VLM's causal decoder by the causal-LM chain (or with the cache carried
     where the task says the captured attention cannot serve), an encoder-decoder's graphs with
     attention captured, the others as they are."""
-    from mobius.synth.fallbacks import CARRIED_CACHE, FUSED_ATTENTION, Fallback, announce
-    from mobius.synth.prepare import Prepared, _trace_carrying_cache, _trace_with_fallbacks
-
     carried = getattr(graph, "carried_cache_reason", None)
     if carried:  # the task knows the captured attention cannot serve: carry the cache
-        traced = _trace_carrying_cache(arch, graph, dtype, graph.attention_implementations)
+        traced = trace_carrying_cache(arch, graph, dtype, graph.attention_implementations)
         taken = [Fallback(CARRIED_CACHE, carried, (FUSED_ATTENTION,))]
         part = Prepared(source, arch, graph, traced, use_cache=True, fallbacks=taken)
         announce(part.fallbacks)
         return part
     if graph.supports_cache:  # a causal decoder (a VLM's): the causal-LM chain
-        part = _trace_with_fallbacks(source, arch, graph, dtype)
+        part = trace_with_fallbacks(source, arch, graph, dtype)
         announce(part.fallbacks)
         return part
     if task.captures_attention:
@@ -133,8 +128,6 @@ def _prepare_captured(
     not wholly take it, with transformers' own attention (the reasons kept for explain). Not
     ``capturable`` (no attention module names the interface): transformers' own attention at
     once, with the same reasons."""
-    from mobius.synth.prepare import Prepared
-
     if not capturable:
         traced = trace(arch, graph, dtype)
         reasons = _uncaptured(traced)
@@ -195,112 +188,6 @@ def _uncaptured(traced: Any) -> dict[str, str]:
     return out
 
 
-def analyze_graphs(prepared: PreparedGraphs) -> Any:
-    """One Analysis for the whole package: each graph's modules under the graph's name
-    (``encoder_model.model.encoder.layers.0``), only those that put something in that graph;
-    each captured attention call is an ``Attention`` component of its module."""
-    from dataclasses import replace
-
-    from mobius.genai_vlm import genai_pipeline_missing
-    from mobius.synth.analysis import Analysis, ModuleAnalysis, analyze
-    from mobius.tasks.vlm_unsplit import image_path_left_out
-
-    modules = [ModuleAnalysis("", "<model>")]
-    unclaimed: list[str] = []
-    for name, part in prepared.graphs.items():
-        analysis = analyze(part)
-        _report_captured(part.traced.program, {m.path: m for m in analysis.modules})
-        for module in analysis.modules:
-            if not (module.nodes or module.components or module.blocked_ops or module.declines):
-                continue  # not in this graph (its parameters may still be traced inputs)
-            path = f"{name}.{module.path}" if module.path else name
-            cls = module.cls if module.path else "<graph>"
-            modules.append(replace(module, path=path, cls=cls))
-        unclaimed += [f"{name}.{p}" if p else name for p in part.unclaimed_attention]
-    causal = [p for p in prepared.graphs.values() if p.task.supports_cache]
-    if causal:  # a VLM's decoder: captured attention, or the cache carried (and why)
-        blocker = "; ".join(f.reason for p in causal for f in p.fallbacks) or None
-        traced_layers = sum(
-            1
-            for p in causal
-            if p.traced.cache_in_graph
-            for s in p.traced.inputs
-            if s.name.startswith("past_key_values.") and s.name.endswith(".key")
-        )
-    else:  # an encoder-decoder: the self cache is carried where attention went op by op
-        decoder = prepared.graphs.get("decoder_model")
-        op_by_op = decoder is not None and bool(decoder.unclaimed_attention)
-        blocker = (
-            "the decoder's attention is not captured as fused calls (see the attention gaps)"
-            if op_by_op
-            else None
-        )
-        traced_layers = (
-            sum(1 for n in _decoder_inputs(prepared) if n.endswith(".decoder.key"))
-            if op_by_op
-            else 0
-        )
-    return Analysis(
-        model_type=prepared.arch.model_type,
-        task=prepared.task.name,
-        kv_cache=True,
-        cache_supported=True,
-        unclaimed_attention=unclaimed,
-        modules=modules,
-        cache_blocker=blocker,
-        traced_cache_layers=traced_layers,
-        fallbacks=[f.to_dict() for p in prepared.graphs.values() for f in p.fallbacks],
-        image_path_left_out=image_path_left_out(prepared.arch, prepared.task.name),
-        genai_left_out=(
-            genai_pipeline_missing(prepared.arch.model_type)
-            if "vision_encoder" in prepared.graphs
-            else None
-        ),
-    )
-
-
-def _report_captured(program: torch.export.ExportedProgram, modules: dict[str, Any]) -> None:
-    """Each ``mobius::seq2seq_attention`` node as an Attention component of its module, not a
-    lowered op."""
-    from lowering import op_name
-    from mobius.synth.analysis import ComponentUse
-    from mobius.synth.emit import module_of
-
-    for node in program.graph.nodes:
-        if node.target is not seq2seq_attention.OP:
-            continue
-        report = modules.get(module_of(node)[0])
-        if report is None:
-            continue
-        q, k, v, bias, scaling, causal, padded, softcap = node.args
-        qv, kv, vv = (a.meta["val"] for a in (q, k, v))
-        name = op_name(node.target)
-        report.lowered_ops[name] -= 1
-        if report.lowered_ops[name] <= 0:
-            del report.lowered_ops[name]
-        report.claimed_nodes += 1
-        report.components.append(
-            ComponentUse(
-                "seq2seq_attention",
-                "Attention",
-                {
-                    "kind": "causal" if causal else "padded" if padded else "bidirectional",
-                    "heads": int(qv.shape[1]),
-                    "kv_heads": int(kv.shape[1]),
-                    "head_dim": int(qv.shape[-1]),
-                    "v_head_dim": int(vv.shape[-1]),
-                    "scaling": scaling,
-                    "bias": bias is not None and not seq2seq_attention.is_zeros(bias),
-                    "softcap": softcap or None,
-                },
-            )
-        )
-
-
-def _decoder_inputs(prepared: PreparedGraphs) -> list[str]:
-    return [s.name for part in prepared.graphs.values() for s in part.traced.inputs]
-
-
 def _drop_dead_code(program: torch.export.ExportedProgram) -> None:
     """Remove what no output reads (the encoder graph's placeholder decoder call). The graph's
     own ``eliminate_dead_code`` keeps it: shape assertions on dead tensors count as side effects.
@@ -340,88 +227,3 @@ def _writes_into(node: torch.fx.Node, live: set[torch.fx.Node]) -> bool:
             return False
         target = target.args[0]
     return True
-
-
-def build_graphs(
-    prepared: PreparedGraphs,
-    *,
-    src: str,
-    dtype: str,
-    weights: bool,
-    task: str | None,
-    strict: bool = False,
-) -> ModelPackage:
-    """Emit and bind every graph; one ModelPackage with ``<graph>.onnx`` for each. With
-    ``strict``, any graph's fallback is refused (``fallbacks.refuse``)."""
-    from mobius.report import ExplainReport
-    from mobius.synth import fallbacks
-    from mobius.synth.build import _blocked_message
-    from mobius.synth.emit import emit
-    from mobius.synth.token_loop import loop_over_tokens
-    from mobius.weights import Checkpoint
-
-    if strict:
-        fallbacks.refuse([f for part in prepared.graphs.values() for f in part.fallbacks])
-
-    report = ExplainReport.from_analysis(analyze_graphs(prepared), source=str(src))
-    if report.summary.unsupported_ops:
-        raise UnsupportedError(_blocked_message(report, src, task))
-    checkpoint = Checkpoint(prepared.source.tensors) if weights else None
-    models, unused = {}, None
-    for name, part in prepared.graphs.items():
-        traced = part.traced
-        binder = traced.binder(checkpoint)
-        captured_cache = part.use_cache and not traced.cache_in_graph
-        model = emit(
-            traced, binder, name=f"{prepared.arch.model_type}_{name}", use_cache=captured_cache
-        )
-        if traced.loop_inputs:
-            invariant = getattr(part.task, "loop_invariant", lambda _: set())(traced.inputs)
-            model = loop_over_tokens(model, traced.loop_inputs, traced.inputs, invariant)
-        model.metadata_props.update(
-            {
-                "mobius.model_type": prepared.arch.model_type,
-                "mobius.task": prepared.task.name,
-                "mobius.graph": name,
-                "mobius.dtype": dtype,
-            }
-        )
-        left = set(binder.unused_keys())
-        unused = left if unused is None else unused & left
-        models[name] = model
-    if unused:
-        shown = ", ".join(sorted(unused)[:5])
-        log.warning("the checkpoint has %d tensors no graph uses: %s", len(unused), shown)
-    manifest = {
-        "model_type": prepared.arch.model_type,
-        "task": prepared.task.name,
-        "dtype": dtype,
-        "kv_cache": True,
-        "graphs": {
-            f"{name}.onnx": {
-                "inputs": [v.name for v in m.graph.inputs],
-                "outputs": [v.name for v in m.graph.outputs],
-            }
-            for name, m in models.items()
-        },
-        **prepared.task.manifest(prepared.arch),
-    }
-    fallen = [f.to_dict() for part in prepared.graphs.values() for f in part.fallbacks]
-    if fallen:
-        manifest["fallbacks"] = fallen
-    runtime, note = {}, None
-    runtime_files = getattr(prepared.task, "runtime_files", None)  # genai_config.json (VLMs)
-    if runtime_files is not None:
-        runtime, note = runtime_files(models, prepared.arch, prepared.source.directory)
-    if note:
-        log.info("no genai_config.json: %s", note)
-        manifest["genai"] = f"no genai_config.json: {note}"
-    stored = {s.name: s for m in models.values() for s in weight_schemes(m)}  # shared: once
-    report.weights = manifest["weights"] = weights_json(list(stored.values()))
-    texts = {
-        "mobius.json": json.dumps(manifest, indent=2),
-        "explain.json": report.to_json(),
-        **runtime,
-    }
-    extra = [prepared.source.config_path, *prepared.source.extra_files()]
-    return ModelPackage(model=None, models=models, extra_files=extra, texts=texts)

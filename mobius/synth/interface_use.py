@@ -10,7 +10,7 @@ from functools import cache
 
 import torch
 
-from mobius.config import ArchitectureConfig
+from mobius.sources.config import ArchitectureConfig
 from mobius.tasks import Task
 
 # how transformers' modeling code reaches the interface (``ALL_ATTENTION_FUNCTIONS.get_interface``)

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 from mobius import failures
-from mobius.config import ArchitectureConfig
 from mobius.errors import ConfigError, UnsupportedError
+from mobius.sources.config import ArchitectureConfig
 from mobius.synth.shims import make_traceable
 from mobius.tasks import Task
 

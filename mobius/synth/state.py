@@ -13,10 +13,9 @@ applies the window.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 from unittest import mock
@@ -173,36 +172,7 @@ class CacheLayout:
         return [t for m in self.mechanisms for t in m.read(model, returned)]
 
 
-def probe_layout(model: torch.nn.Module) -> CacheLayout:
-    """Run the meta model once with a cache and describe what it carries afterwards."""
-    from mobius.synth.state_adapters import probe_mechanisms
-
-    with _attributes_restored(model):
-        mechanisms = probe_mechanisms(model, _probe_call)
-    if not mechanisms:
-        raise UnsupportedError("the model's cache holds no tensors after a call")
-    return CacheLayout(mechanisms)
-
-
-@contextlib.contextmanager
-def _attributes_restored(model: torch.nn.Module) -> Iterator[None]:
-    """Undo the plain tensor attributes a probe call sets on the modules (tables computed on first
-    use, module-held states): the traced call must start from the model as built, or a table the
-    probe made on meta would stand where the trace computes the real one."""
-    before = {module: dict(vars(module)) for module in model.modules()}
-    try:
-        yield
-    finally:
-        for module, attributes in before.items():
-            for name, value in list(vars(module).items()):
-                if isinstance(value, torch.Tensor) and attributes.get(name) is not value:
-                    if name in attributes:
-                        object.__setattr__(module, name, attributes[name])
-                    else:
-                        delattr(module, name)
-
-
-def _probe_call(model: torch.nn.Module, **extra: Any) -> Any:
+def probe_call(model: torch.nn.Module, **extra: Any) -> Any:
     """The model's output for a meta call of two sequences of three tokens, with a cache."""
     ids = torch.zeros(2, 3, dtype=torch.long, device="meta")
     try:

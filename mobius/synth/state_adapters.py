@@ -8,19 +8,26 @@ the states back after it. ``probe_mechanisms`` picks the adapters from one meta 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from mobius.errors import UnsupportedError
-from mobius.synth.state import StateMechanism, StateSlot, TransformersCache
+from mobius.synth.state import (
+    CacheLayout,
+    StateMechanism,
+    StateSlot,
+    TransformersCache,
+    probe_call,
+)
 from mobius.tasks.causal_lm import CACHE_ARGUMENTS, returned_cache
 
-PROBE_BATCH = 2  # the batch of the probe call (state._probe_call)
+PROBE_BATCH = 2  # the batch of the probe call (state.probe_call)
 
 
 @dataclass
@@ -198,3 +205,30 @@ def _layer_axis(tensor: torch.Tensor, layers: int) -> int | None:
 
 def _without(shape: tuple[int, ...], axis: int | None) -> tuple[int, ...]:
     return shape if axis is None else shape[:axis] + shape[axis + 1 :]
+
+
+def probe_layout(model: torch.nn.Module) -> CacheLayout:
+    """Run the meta model once with a cache and describe what it carries afterwards."""
+    with _attributes_restored(model):
+        mechanisms = probe_mechanisms(model, probe_call)
+    if not mechanisms:
+        raise UnsupportedError("the model's cache holds no tensors after a call")
+    return CacheLayout(mechanisms)
+
+
+@contextlib.contextmanager
+def _attributes_restored(model: torch.nn.Module) -> Iterator[None]:
+    """Undo the plain tensor attributes a probe call sets on the modules (tables computed on first
+    use, module-held states): the traced call must start from the model as built, or a table the
+    probe made on meta would stand where the trace computes the real one."""
+    before = {module: dict(vars(module)) for module in model.modules()}
+    try:
+        yield
+    finally:
+        for module, attributes in before.items():
+            for name, value in list(vars(module).items()):
+                if isinstance(value, torch.Tensor) and attributes.get(name) is not value:
+                    if name in attributes:
+                        object.__setattr__(module, name, attributes[name])
+                    else:
+                        delattr(module, name)

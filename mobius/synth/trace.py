@@ -10,9 +10,10 @@ from typing import Any
 import torch
 
 from mobius import failures
-from mobius.config import ArchitectureConfig
 from mobius.errors import ConfigError, UnsupportedError
-from mobius.key_mapping import KeyMapping
+from mobius.output.weights import Checkpoint, WeightBinder
+from mobius.sources.config import ArchitectureConfig
+from mobius.sources.key_mapping import KeyMapping
 from mobius.synth import replicate
 from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.init_values import computed_parameters
@@ -24,7 +25,8 @@ from mobius.synth.shims import (
     tracing_branches,
     unchecked_distributions,
 )
-from mobius.synth.state import CacheLayout, probe_layout
+from mobius.synth.state import CacheLayout
+from mobius.synth.state_adapters import probe_layout
 from mobius.synth.trace_bounds import (
     GuardSites,
     LengthBound,
@@ -39,7 +41,6 @@ from mobius.synth.trace_bounds import (
 )
 from mobius.tasks import Task, TensorSpec
 from mobius.tasks.base import SEQUENCE
-from mobius.weights import Checkpoint, WeightBinder
 from patterns.attention import single_graph_task
 from patterns.base import WRAPPER_PREFIX, MatchContext
 

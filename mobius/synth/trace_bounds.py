@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from torch.export.graph_signature import InputKind
 
-from mobius.config import ArchitectureConfig, position_limit
+from mobius.sources.config import ArchitectureConfig, position_limit
 from mobius.tasks import TensorSpec
 from mobius.tasks.base import SEQUENCE
 

@@ -1,7 +1,11 @@
 """Tasks: the I/O contracts of CONTRACTS.md, by their Hugging Face pipeline names.
 
 The order of ``TASKS`` is the order in which detection tries them when the config's
-``architectures`` name no class (decoders first, then the bare encoder).
+``architectures`` name no class (decoders first, then the bare encoder); ``detect.py`` picks one.
+
+May import ``mobius.sources``, ``mobius.runtime`` (a VLM's genai config), ``mobius.fallbacks``,
+``mobius.errors`` and ``mobius.failures``. Patterns and ``synth`` read the contracts; tasks never
+import them.
 """
 
 from mobius.tasks.base import Task, TensorSpec

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from mobius.config import ArchitectureConfig
+from mobius.sources.config import ArchitectureConfig
 
 BATCH = "batch"
 SEQUENCE = "sequence_length"

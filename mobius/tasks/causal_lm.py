@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from mobius.config import ArchitectureConfig
+from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 from mobius.tasks.nested import FromConfig, nested_model_class
 from mobius.tasks.positions import model_positions

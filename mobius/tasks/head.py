@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from mobius.config import ArchitectureConfig
 from mobius.errors import ConfigError
+from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
 from mobius.tasks.nested import FromConfig
 
@@ -28,6 +28,8 @@ IMAGE_BATCH = "image_batch_size"
 # the modalities a model class can take first, by its ``main_input_name``
 TEXT, VISION, AUDIO = "input_ids", "pixel_values", "input_values"
 SPECTROGRAM = "input_features"
+# transformers' auto mapping of the vision-language heads (image-text-to-text)
+VLM_MAPPING = "MODEL_FOR_IMAGE_TEXT_TO_TEXT"
 
 
 def auto_mapping(mapping: str) -> Any:

@@ -22,9 +22,10 @@ from typing import Any
 
 import torch
 
-from mobius.config import ArchitectureConfig
+from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, Task, TensorSpec
 from mobius.tasks.causal_lm import cache_argument
+from mobius.tasks.seq2seq_phase import GraphPhase, phase
 from mobius.tasks.vlm import masks_without_vmap
 
 ENCODER_SEQUENCE = "encoder_sequence_length"
@@ -176,7 +177,6 @@ class EncoderGraph(_GraphTask):
         from transformers.utils import ModelOutput
 
         from mobius.tasks.seq2seq_images import encode_through_forward, encoder_takes
-        from patterns.seq2seq_attention import GraphPhase, phase
 
         # with a padding mask, the lengths the keys may have: the mask's and each input's
         # sequence axis (axis 1: token ids, Pix2Struct's patches), which export may name apart
@@ -278,8 +278,6 @@ class DecoderGraph(_GraphTask):
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
-
-        from patterns.seq2seq_attention import GraphPhase, phase
 
         layers = len([k for k in inputs if k.endswith(".decoder.key")])
         own, cross = DynamicCache(), DynamicCache()

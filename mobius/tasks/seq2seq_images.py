@@ -21,8 +21,9 @@ from typing import Any
 
 import torch
 
-from mobius.config import ArchitectureConfig
+from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, TensorSpec
+from mobius.tasks.seq2seq_phase import GraphPhase, enter_phase, phase
 
 ENCODER_SEQUENCE = "encoder_sequence_length"
 HEIGHT, WIDTH = "image_height", "image_width"
@@ -46,7 +47,7 @@ FIXED_SIDES: dict[str, tuple[int, int, str]] = {
 
 def fixed_size_fallbacks(config: ArchitectureConfig) -> list[Any]:
     """The encoder graph takes one image size (``FIXED_SIDES``): a fallback, with its reason."""
-    from mobius.synth.fallbacks import ANY_IMAGE_SIZE, FIXED_IMAGE_SIZE, Fallback
+    from mobius.fallbacks import ANY_IMAGE_SIZE, FIXED_IMAGE_SIZE, Fallback
 
     fixed = FIXED_SIDES.get(config.model_type)
     if fixed is None:
@@ -127,7 +128,6 @@ def encode_through_forward(
     over its own positions, with no padding; in it ``text_phase``; after it, the placeholder's
     (the decoder). The outer ``phase`` restores the caller's phase at the end."""
     from mobius.tasks.causal_lm import cache_argument
-    from patterns.seq2seq_attention import GraphPhase, enter_phase, phase
 
     def enter(module: torch.nn.Module, args: Any) -> None:
         enter_phase(text_phase)

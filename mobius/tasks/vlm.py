@@ -22,16 +22,16 @@ from typing import Any
 
 import torch
 
-from mobius.config import ArchitectureConfig
+from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask, cache_argument, returned_cache
+from mobius.tasks.head import VLM_MAPPING, auto_mapping
 from mobius.tasks.vlm_canvas import position_manifest
 from mobius.tasks.vlm_deepstack import NAME as DEEPSTACK
 from mobius.tasks.vlm_deepstack import added_deepstack, deepstack_layers, stacked
 from mobius.tasks.vlm_inputs import (
     HEIGHT,
     IMAGES,
-    MAPPING,
     PACKED_WIDTH,
     PATCHES,
     WIDTH,
@@ -41,6 +41,7 @@ from mobius.tasks.vlm_inputs import (
     example_side,
     features_method,
     image_features_method,
+    image_token_id,
     images_per_call,
     images_per_call_fallbacks,
     model_class,
@@ -48,7 +49,6 @@ from mobius.tasks.vlm_inputs import (
     sized_by_pixels,
     sizes_as_tensors,
     sizes_from_pixels,
-    video_token_id,
     vision_inputs,
 )
 from mobius.tasks.vlm_masks import _as_first_call, _model_positions, masks_without_vmap
@@ -69,24 +69,14 @@ def text_config(config: ArchitectureConfig) -> Any:
     return config.hf_config.get_text_config(decoder=True)
 
 
-def image_token_id(hf: Any) -> int | None:
-    """The placeholder token the processor repeats once per image feature."""
-    for name in ("image_token_id", "image_token_index"):
-        value = getattr(hf, name, None)
-        if isinstance(value, int):
-            return value
-    return video_token_id(hf)  # a model that takes videos only: its video token
-
-
 def multi_axis_positions(hf: Any) -> bool:
     """Qwen2-VL-style rotary: ``position_ids`` ``[3, batch, sequence]``. Said by the config
     (``mrope_section``) or by the family's model, which computes them (``get_rope_index``)."""
     rope = getattr(text_config_of(hf), "rope_parameters", None) or {}
     if isinstance(rope, dict) and "mrope_section" in rope:
         return True
-    from mobius.tasks.head import auto_mapping
 
-    cls = auto_mapping(MAPPING).get(type(hf), None)
+    cls = auto_mapping(VLM_MAPPING).get(type(hf), None)
     if cls is None:
         return False
     family = sys.modules.get(cls.__module__)
@@ -151,7 +141,7 @@ class _VLMGraph(Task):
 
     attention_implementations = ("sdpa", "eager")
     padding_mask_input = None
-    mapping = MAPPING
+    mapping = VLM_MAPPING
 
     def __init__(self, parent: VisionLanguageTask) -> None:
         self.parent = parent
@@ -333,7 +323,7 @@ class DecoderGraph(CausalLMTask):
     """The language model and its head on ``inputs_embeds``: the text-generation contract."""
 
     name = "decoder_model"
-    mapping = MAPPING
+    mapping = VLM_MAPPING
 
     def __init__(self, parent: VisionLanguageTask | None = None, text_only: bool = False) -> None:
         self.parent = parent
@@ -429,9 +419,8 @@ class DecoderGraph(CausalLMTask):
 def supports_image_text(config: ArchitectureConfig) -> bool:
     """The config has an image-text-to-text class with its own features method (``vlm_inputs``'s
     ``FEATURE_METHODS``, or the image projection of a model that prepends it: GIT)."""
-    from mobius.tasks.head import auto_mapping
 
-    in_mapping = type(config.hf_config) in auto_mapping(MAPPING)
+    in_mapping = type(config.hf_config) in auto_mapping(VLM_MAPPING)
     return in_mapping and image_features_method(config) is not None
 
 
@@ -439,7 +428,7 @@ class VisionLanguageTask(Task):
     """Image-text-to-text: ``vision_encoder``, ``embedding`` and ``decoder_model``."""
 
     name = "image-text-to-text"
-    mapping = MAPPING
+    mapping = VLM_MAPPING
     alternative = "to convert its text decoder alone, pass --task text-generation"
 
     def __init__(self) -> None:
@@ -461,16 +450,16 @@ class VisionLanguageTask(Task):
         }
         manifest.update(images_per_call(hf, image_features_method(config)))
         manifest.update(placement_manifest(hf))  # GIT: its image rows before the text
-        if multi_axis_positions(hf):  # the recipe runtime_vlm computes them by (vlm_canvas)
+        if multi_axis_positions(hf):  # the recipe runtime.vlm computes them by (vlm_canvas)
             manifest.update(position_manifest(hf))
         return manifest
 
     def runtime_files(
         self, models: dict[str, Any], config: ArchitectureConfig, checkpoint_dir: Any
     ) -> tuple[dict[str, str], str | None]:
-        """``genai_config.json`` where onnxruntime-genai runs the family (``genai_vlm.py``), and
-        else why not (recorded in mobius.json as ``genai``)."""
-        from mobius.genai_vlm import vlm_genai_files
+        """``genai_config.json`` where onnxruntime-genai runs the family (``runtime/genai_vlm.py``),
+        and else why not (recorded in mobius.json as ``genai``)."""
+        from mobius.runtime.genai_vlm import vlm_genai_files
 
         return vlm_genai_files(
             models, config.hf_config, checkpoint_dir, image_token_id(config.hf_config)

@@ -1,5 +1,5 @@
 """What ``mobius.json`` says of a VLM's multi-axis positions: the Qwen2-VL grid recipe's
-``spatial_merge_size``, or MiniCPM-V 4.7's canvas recipe (``runtime_canvas``), chosen by what
+``spatial_merge_size``, or MiniCPM-V 4.7's canvas recipe (``runtime.canvas``), chosen by what
 the family's ``get_rope_index`` reads: ``target_sizes`` (each crop's size in patches) and the
 image markers of the config (``image_start_id``, ...) make the canvas."""
 
@@ -9,14 +9,15 @@ import inspect
 import sys
 from typing import Any
 
+from mobius.tasks.head import VLM_MAPPING, auto_mapping
+from mobius.tasks.vlm_inputs import image_token_id
+
 MARKERS = ("image_start_id", "image_end_id", "slice_start_id", "slice_end_id", "newline_id")
 
 
 def _rope_index_arguments(hf: Any) -> set[str]:
-    from mobius.tasks.head import auto_mapping
-    from mobius.tasks.vlm_inputs import MAPPING
 
-    cls = auto_mapping(MAPPING).get(type(hf), None)
+    cls = auto_mapping(VLM_MAPPING).get(type(hf), None)
     family = sys.modules.get(cls.__module__) if cls is not None else None
     for obj in vars(family).values() if family is not None else ():
         method = getattr(obj, "get_rope_index", None) if isinstance(obj, type) else None
@@ -31,12 +32,10 @@ def canvas_recipe(hf: Any) -> bool:
 
 
 def position_manifest(hf: Any) -> dict[str, Any]:
-    """The multi-axis recipe's settings for ``runtime_vlm`` (called for multi-axis models)."""
+    """The multi-axis recipe's settings for ``runtime.vlm`` (called for multi-axis models)."""
     if not canvas_recipe(hf):
         vision = getattr(hf, "vision_config", None)
         return {"spatial_merge_size": getattr(vision, "spatial_merge_size", 1)}
-    from mobius.tasks.vlm import image_token_id
-
     merge = 2 if getattr(hf, "downsample_mode", "16x") == "4x" else 4  # patches per token side
     canvas = {
         "image_token_id": image_token_id(hf),

@@ -4,7 +4,7 @@ text model adds to its hidden states at the image-token positions after its firs
 The vision graph outputs them as ``deepstack_visual_embeds`` ``[layers, num_image_tokens,
 hidden]`` (the order of ``image_features``); the decoder takes them under the same name, placed
 at their image-token positions, ``[layers, batch, sequence_length, hidden]``, zeros elsewhere
-(``runtime_vlm.place_deepstack``: a decode step passes zeros). Adding zeros changes nothing, so
+(``runtime.vlm.place_deepstack``: a decode step passes zeros). Adding zeros changes nothing, so
 the decoder adds the whole tensor where transformers adds the image rows
 (``_deepstack_process``), with no data-dependent selection.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from mobius.config import ArchitectureConfig
+from mobius.sources.config import ArchitectureConfig
 
 NAME = "deepstack_visual_embeds"  # transformers' argument name, the contract's input name
 DEEPSTACK_LAYERS = "deepstack_layers"

@@ -7,7 +7,7 @@ position-embedding interpolation) with Python loops over ``grid_thw.tolist()``, 
 image at a time by splitting on ``cu_seqlens.tolist()``. Neither traces for a dynamic number of
 images. While the vision graph is traced (:func:`symbolic_grid`):
 
-- each ``vision_utils`` helper is replaced by one written per patch: a patch's image is found by
+- each ``vision_utils`` function is replaced by one written per patch: a patch's image is found by
   comparing its index with the cumulative patch counts, so every shape is the number of patches
   (the first axis of ``pixel_values``) and nothing is data-dependent;
 - the model's attention runs through transformers' packed ("flash", ``cu_seq_lens_q``) path, served
@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 PACKED = "mobius_packed_flash"  # "flash" in the name selects transformers' cu_seqlens path
-_HELPERS = (
+_GRID_FUNCTIONS = (
     "get_vision_position_ids",
     "get_vision_cu_seqlens",
     "get_vision_attention_seqlens",
@@ -81,7 +81,7 @@ def _merge_order(local: torch.Tensor, width: torch.Tensor, merge: Any) -> tuple[
 
 
 class _Grid:
-    """The traceable ``vision_utils`` helpers, for ``patches`` patches in all."""
+    """The traceable ``vision_utils`` functions, for ``patches`` patches in all."""
 
     def __init__(self, patches: Any, originals: dict[str, Any]) -> None:
         self.patches = patches
@@ -297,13 +297,13 @@ def _transformers_modules() -> list[Any]:
 
 @contextlib.contextmanager
 def symbolic_grid(model: torch.nn.Module, patches: Any) -> Iterator[None]:
-    """While tracing the vision graph of ``model`` on ``patches`` patches: grid helpers written
+    """While tracing the vision graph of ``model`` on ``patches`` patches: grid functions written
     per patch and attention through :func:`packed_attention` (see the module docstring)."""
     from transformers import vision_utils
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     from transformers.utils import generic
 
-    originals = {name: getattr(vision_utils, name, None) for name in _HELPERS}
+    originals = {name: getattr(vision_utils, name, None) for name in _GRID_FUNCTIONS}
     originals["get_max_seqlen"] = generic.get_max_seqlen
     grid = _Grid(patches, originals)
     patched: list[tuple[Any, str, Any]] = []

@@ -18,11 +18,12 @@ from typing import Any
 
 import torch
 
-from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
+from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, TensorSpec
+from mobius.tasks.head import VLM_MAPPING, auto_mapping
+from mobius.tasks.vlm_prepend import prepended_features_method
 
-MAPPING = "MODEL_FOR_IMAGE_TEXT_TO_TEXT"
 IMAGES = "num_images"
 PATCHES = "num_patches"
 QFORMER_SEQUENCE = "qformer_sequence_length"
@@ -266,7 +267,7 @@ def images_per_call(hf: Any, method: Any) -> dict[str, Any]:
 
 def images_per_call_fallbacks(hf: Any, method: Any) -> list[Any]:
     """The fixed-resolution contract of an anyres tower, as a fallback (mobius.json, explain)."""
-    from mobius.synth.fallbacks import ANY_IMAGE_SIZE, FIXED_IMAGE_SIZE, Fallback
+    from mobius.fallbacks import ANY_IMAGE_SIZE, FIXED_IMAGE_SIZE, Fallback
 
     if not anyres(hf, method):
         return []
@@ -289,9 +290,8 @@ def image_feature_arguments(config: ArchitectureConfig) -> list[str]:
 
 def model_class(config: ArchitectureConfig) -> Any:
     """The image-text-to-text head class for the config."""
-    from mobius.tasks.head import auto_mapping
 
-    return auto_mapping(MAPPING)[type(config.hf_config)]
+    return auto_mapping(VLM_MAPPING)[type(config.hf_config)]
 
 
 def grid_merge_size(vision: Any) -> int:
@@ -395,8 +395,6 @@ def features_method(owner: Any) -> Any:
     """``owner``'s features method (a class or a model): ``get_image_features``, or where it has
     none and takes videos only (InstructBLIP-Video), ``get_video_features``; for a model that
     puts its image before the text (GIT, ``vlm_prepend``), the projection it prepends; else None."""
-    from mobius.tasks.vlm_prepend import prepended_features_method
-
     for name in FEATURE_METHODS:
         method = getattr(owner, name, None)
         if method is not None:
@@ -412,9 +410,8 @@ def takes_videos(method: Any) -> bool:
 
 def video_token_id(hf: Any) -> int | None:
     """The placeholder token of a model that takes videos only (``takes_videos``), else None."""
-    from mobius.tasks.head import auto_mapping
 
-    head = auto_mapping(MAPPING).get(type(hf), None)
+    head = auto_mapping(VLM_MAPPING).get(type(hf), None)
     if head is None or not takes_videos(features_method(head)):
         return None
     value = getattr(hf, "video_token_id", None)
@@ -424,10 +421,18 @@ def video_token_id(hf: Any) -> int | None:
 def image_features_method(config: ArchitectureConfig) -> Any:
     """``get_image_features`` of the ``...Model`` under the head where it has one (the head's
     may only pass ``*args`` on, or have none: DeepSeek-VL hybrid), else the head's (or None)."""
-    from mobius.tasks.head import auto_mapping
 
     head = model_class(config)
     inner = auto_mapping("MODEL").get(type(config.hf_config), None)
     # the head holds the base model as ``model`` (BLIP's holds another, under ``blip``)
     method = features_method(inner) if head.base_model_prefix == "model" else None
     return method if method is not None else features_method(head)
+
+
+def image_token_id(hf: Any) -> int | None:
+    """The placeholder token the processor repeats once per image feature."""
+    for name in ("image_token_id", "image_token_index"):
+        value = getattr(hf, name, None)
+        if isinstance(value, int):
+            return value
+    return video_token_id(hf)  # a model that takes videos only: its video token

@@ -4,7 +4,7 @@ features method the vision graph splits at, and the embedding graph's prepending
 ``GitForCausalLM`` has no ``get_image_features`` and no image token: ``GitModel.forward`` puts
 the projected patch features (``P = (image_size / patch_size)² + 1`` rows per image) in front of
 the word embeddings, repeating one image over the batch (``batch // images``). The three graphs
-(docs/design-notes.md, "GIT fits the contract"): the vision graph gives the projected features;
+(docs/design/, "GIT fits the contract"): the vision graph gives the projected features;
 the embedding graph gives per batch row its image's ``P`` rows followed by the raw word
 embeddings; the decoder (``synth/overrides/git.py``) adds positions and the LayerNorm to the text
 rows only, told apart by ``position_ids`` being as long as the text.
@@ -16,6 +16,8 @@ import types
 from typing import Any
 
 import torch
+
+from mobius.tasks.head import VLM_MAPPING, auto_mapping
 
 TEXT_SEQUENCE = "text_sequence_length"
 MAX_IMAGES = 1 << 16  # images one embedding call may be given
@@ -46,12 +48,9 @@ def prepends_image(owner: Any) -> bool:
     before the text."""
     from transformers import PretrainedConfig
 
-    from mobius.tasks.head import auto_mapping
-    from mobius.tasks.vlm_inputs import MAPPING
-
     hf = getattr(owner, "hf_config", owner)
     if isinstance(hf, PretrainedConfig):
-        owner = auto_mapping(MAPPING).get(type(hf), None)
+        owner = auto_mapping(VLM_MAPPING).get(type(hf), None)
         if owner is None:
             return False
     cls = owner if isinstance(owner, type) else type(owner)

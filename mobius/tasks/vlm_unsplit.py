@@ -1,16 +1,22 @@
 """Why a model of the image-text-to-text mapping does not split into the three graphs
 (CONTRACTS.md, "Vision–language models"): said when it converts as text generation, and when
-``--task image-text-to-text`` is asked for. docs/design-notes.md, "VLMs outside
+``--task image-text-to-text`` is asked for. docs/design/, "VLMs outside
 ``get_image_features``"."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Any
 
-from mobius.config import ArchitectureConfig
+from mobius.sources.config import ArchitectureConfig, from_hf
+from mobius.sources.input_kinds import PROCESSOR_FILES
+from mobius.tasks.head import VLM_MAPPING, auto_mapping
 
 CONTRACT = "not the three-graph contract, whose decoder reads the image through inputs_embeds only"
 IMAGE_TASK_HINT = "--task image-text-to-text converts the image path too"
+
+log = logging.getLogger("mobius")
 
 
 def image_path_left_out(config: ArchitectureConfig, task: str) -> str | None:
@@ -31,12 +37,10 @@ def image_path_left_out(config: ArchitectureConfig, task: str) -> str | None:
 def why_not_split(config: ArchitectureConfig) -> str | None:
     """One clause saying why ``config``'s image path has no three-graph form, or None where the
     model splits (or is not in the image-text-to-text mapping)."""
-    from mobius.tasks.head import auto_mapping
-    from mobius.tasks.vlm import image_token_id
-    from mobius.tasks.vlm_inputs import MAPPING, image_features_method
+    from mobius.tasks.vlm_inputs import image_features_method, image_token_id
 
     hf = config.hf_config
-    head = auto_mapping(MAPPING).get(type(hf), None)
+    head = auto_mapping(VLM_MAPPING).get(type(hf), None)
     if head is None or image_features_method(config) is not None:
         return None
     if not any(isinstance(v, dict) for k, v in hf.to_dict().items() if k.endswith("config")):
@@ -63,4 +67,38 @@ def _cross_attends(hf: Any) -> bool:
     text = hf.get_text_config(decoder=True)
     return bool(getattr(text, "cross_attention_layers", None)) or bool(
         getattr(hf, "cross_layer_interval", None)
+    )
+
+
+def warn_text_only(hf_config: Any, directory: Path, task: str) -> None:
+    """Say that a vision-language checkpoint converts without its image path (one line)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
+
+    if getattr(hf_config, "vision_config", None) is None:
+        return
+    if type(hf_config) not in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING:
+        return
+    missing = not any((directory / name).is_file() for name in PROCESSOR_FILES)
+    if task == "image-text-to-text":  # the three graphs, image path included
+        if missing:
+            log.warning(
+                "%s: the checkpoint has no preprocessor_config.json or processor_config.json; "
+                "the graphs are built, but images must be prepared as the family's processor does",
+                hf_config.model_type,
+            )
+        return
+    processor = (
+        "; the checkpoint also has no preprocessor_config.json or processor_config.json, "
+        "so images could not be prepared for it"
+        if missing
+        else ""
+    )
+    left_out = image_path_left_out(from_hf(hf_config), task)
+    log.warning(
+        "%s is a vision-language model: mobius converts its text path only (task %s, no "
+        "image inputs%s)%s",
+        hf_config.model_type,
+        task,
+        f"; {left_out}" if left_out else "",
+        processor,
     )

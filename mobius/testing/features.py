@@ -1,4 +1,4 @@
-"""Helpers for the build-feature tests: a saved build loaded back as a package, and one tiny
+"""For the build-feature tests: a saved build loaded back as a package, and one tiny
 converted model with its HF reference."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 
 import mobius
 from mobius.features import apply_features
-from mobius.package import ModelPackage
+from mobius.output.package import ModelPackage
 
 COMPANIONS = ("mobius.json", "genai_config.json")
 

@@ -21,7 +21,14 @@ MORE_BASES = (*BASES, "bert", "mixtral", "deepseek_v3", "bloom", "opt", "phi3", 
 # --------------------------------------------------------------------------- strategies
 
 HUGE = [2**31, 2**40, 2**63, 10**30]
-LIMITS = [2**28, 10**7, 65_536, 2**20, 10_000, 16_384]  # mobius's own upper bounds (config.py)
+LIMITS = [
+    2**28,
+    10**7,
+    65_536,
+    2**20,
+    10_000,
+    16_384,
+]  # mobius's own upper bounds (sources/config.py)
 junk = st.one_of(
     st.integers(-3, 3),
     st.sampled_from([*HUGE, -(2**63)]),

@@ -1,4 +1,5 @@
-"""Lower any small torch module through the lowering table and run it with onnxruntime."""
+"""Lower any small torch module through the lowering table and run it with onnxruntime; or export
+it and take the node a pattern is matched at."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from mobius.synth.emit import emit
 from mobius.synth.inline import inline_grad_regions
 from mobius.synth.trace import WRAPPER_PREFIX, TracedModel
 from mobius.tasks.base import TensorSpec
+from patterns.base import is_op
 
 
 class _Wrap(torch.nn.Module):
@@ -117,3 +119,9 @@ def check_lowering(
                 np.testing.assert_array_equal(got, want)
             else:
                 np.testing.assert_allclose(got, want, atol=atol, rtol=1e-5)
+
+
+def exported_node(module: torch.nn.Module, args: tuple, op) -> torch.fx.Node:
+    """The first node calling ``op`` in ``module`` exported with ``args``."""
+    program = torch.export.export(module, args)
+    return next(n for n in program.graph.nodes if is_op(n, op))

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mobius.runtime import OnnxCausalLM, session  # the tests import both from here too
+from mobius.runtime.causal_lm import OnnxCausalLM, session  # the tests import both from here too
 
 
 def decoder_inputs(

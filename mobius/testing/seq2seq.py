@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mobius.runtime_seq2seq import Seq2SeqRunner
+from mobius.runtime.seq2seq import Seq2SeqRunner
 from mobius.tasks.seq2seq import speech_features
 from mobius.tasks.seq2seq_images import takes_images
 from mobius.testing.seq2seq_images import IMAGE_OVERRIDES, image_encoder_inputs

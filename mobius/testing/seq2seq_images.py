@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from mobius.config import from_hf
+from mobius.sources.config import from_hf
 from mobius.tasks.seq2seq_images import image_inputs
 
 # per type, what makes the shrunk config consistent (each HF model fails its own forward without)

@@ -202,9 +202,9 @@ def make_checkpoint(
     The model class is ``auto``'s, else ``task``'s (a name in ``mobius.tasks.TASKS``), else the
     task detected for the config.
     """
-    from mobius.config import from_hf
-    from mobius.registry import detect_task
+    from mobius.sources.config import from_hf
     from mobius.tasks import TASKS
+    from mobius.tasks.detect import detect_task
 
     config = tiny_config(model_type, **overrides)
     if auto is None:

@@ -12,15 +12,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from mobius.runtime_vlm import OnnxVisionLanguageModel, next_positions
+from mobius.runtime.vlm import OnnxVisionLanguageModel, next_positions
 from mobius.tasks.vlm import (
-    image_token_id,
     language_model,
     type_ids_argument,
     vision_outputs,
 )
 from mobius.tasks.vlm_canvas import MARKERS, canvas_recipe
-from mobius.tasks.vlm_inputs import grid_merge_size
+from mobius.tasks.vlm_inputs import grid_merge_size, image_token_id
 from mobius.tasks.vlm_prepend import image_rows, prepends_image
 from mobius.testing.tiny import randomize
 from mobius.testing.vlm_scale import fan_in_scaled
@@ -132,7 +131,7 @@ def _small_vision_and_rope(config: Any) -> None:
     (two blocks, and the deepstack layers within them), its ``out_hidden_size`` (the text
     width), and a multi-axis rotary's default ``mrope_section`` (sized for real head dimensions),
     split over this model's rotary half-dimension."""
-    from mobius.config import from_hf
+    from mobius.sources.config import from_hf
     from mobius.tasks.vlm import multi_axis_positions
 
     vision = getattr(config, "vision_config", None)
@@ -195,7 +194,7 @@ def tiny_llava_with_processor(directory: Path, *, seed: int = 0):
 
 def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.Tensor]:
     """Random images in the layout the vision graph takes (``vision_inputs``)."""
-    from mobius.config import from_hf
+    from mobius.sources.config import from_hf
     from mobius.tasks.vlm import vision_inputs
 
     gen = torch.Generator().manual_seed(seed)

@@ -1,4 +1,4 @@
-"""Shared helpers for the lowering tests: wrap a function as a module, build parametrized cases."""
+"""What the lowering tests share: wrap a function as a module, build parametrized cases."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from cases import BS, case, randint, randn, run
 
 from mobius.testing.lowering import check_lowering
+from tests.lowering.cases import BS, case, randint, randn, run
 
 
 class AddScaled(torch.nn.Module):

@@ -1,8 +1,8 @@
 import pytest
 import torch
-from cases import BS, case, randint, randn, run
 
 from mobius.testing.lowering import check_lowering
+from tests.lowering.cases import BS, case, randint, randn, run
 
 torch.manual_seed(0)
 X, X2 = randn(2, 3, 4), randn(5, 7, 4)

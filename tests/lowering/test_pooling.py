@@ -1,7 +1,8 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from cases import case, randn, run
+
+from tests.lowering.cases import case, randn, run
 
 torch.manual_seed(0)
 IMAGES = (randn(2, 3, 8, 10), randn(3, 3, 12, 6))

@@ -1,6 +1,7 @@
 import pytest
 import torch.nn.functional as F
-from cases import case, randn, run
+
+from tests.lowering.cases import case, randn, run
 
 IMAGE = [randn(2, 3, 5, 7)]
 

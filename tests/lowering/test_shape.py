@@ -1,6 +1,7 @@
 import pytest
 import torch
-from cases import BS, case, randn, run
+
+from tests.lowering.cases import BS, case, randn, run
 
 torch.manual_seed(0)
 X, X2 = randn(2, 3, 4), randn(5, 7, 4)

@@ -1,6 +1,7 @@
 import pytest
 import torch
-from cases import case, run
+
+from tests.lowering.cases import case, run
 
 # the open interval, its edges, and values near ±1 where the tail polynomial takes over
 INSIDE = torch.tensor([[-0.999, -0.9, -0.5, -1e-3, 0.0], [1e-3, 0.3, 0.7, 0.95, 0.9999]])

@@ -7,9 +7,9 @@ import onnxruntime as ort
 import onnxscript
 import pytest
 import torch
-from cases import BS, case, randn, run
 
 from lowering import LoweringContext, find_lowering
+from tests.lowering.cases import BS, case, randn, run
 
 torch.manual_seed(0)
 X, X2 = randn(2, 3, 4), randn(5, 7, 4)

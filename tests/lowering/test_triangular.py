@@ -1,6 +1,7 @@
 import pytest
 import torch
-from cases import case, run
+
+from tests.lowering.cases import case, run
 
 torch.manual_seed(0)
 

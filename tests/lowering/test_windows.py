@@ -1,6 +1,7 @@
 import pytest
 import torch
-from cases import case, run
+
+from tests.lowering.cases import case, run
 
 torch.manual_seed(0)
 X, X2 = torch.randn(2, 9, 3), torch.randn(3, 12, 3)

@@ -1,4 +1,5 @@
-"""Run ``mobius build`` and send the process a real signal at a chosen point (test helper).
+"""Run ``mobius build`` and send the process a real signal at a chosen point
+(``test_cli_signals.py`` runs it).
 
     python _interrupt_at.py STEP SIGNAL [convert] -- BUILD ARGS...
 

@@ -1,5 +1,5 @@
-"""Real weights, end to end: the checks shared by ``test_real_weights_smollm2.py`` and
-``test_real_weights_gemma3.py`` (imported by both; one file per model, so that the two models'
+"""Real weights, end to end: the checks shared by ``test_convert_real_smollm2.py`` and
+``test_convert_real_gemma3.py`` (imported by both; one file per model, so that the two models'
 slow builds run on different test workers).
 
 SmolLM2-135M-Instruct (Q4_1) and Gemma3-270M (Q4_K_M) are converted straight from their GGUF
@@ -68,7 +68,7 @@ class RealModel:
 @pytest.fixture(scope="session")
 def real_models(tmp_path_factory):
     """model name -> RealModel (ONNX built from the GGUF file, HF and onnxruntime loaded), made once
-    a session."""
+    per test run."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     root = tmp_path_factory.mktemp("real_weights")
@@ -153,7 +153,7 @@ def test_genai_greedy_matches_hf(real_model, prompt):
     genai stops at an end-of-sequence token and HF's reference here does not, so genai's tokens
     must be HF's first ones, all ``NEW_TOKENS`` of them or up to an end-of-sequence token.
     """
-    from mobius.generate import genai_tokens, stop_tokens
+    from mobius.runtime.generate import genai_tokens, stop_tokens
 
     ids, _ = real_model.encode([prompt])
     expected = real_model.hf_tokens([prompt])[0].tolist()

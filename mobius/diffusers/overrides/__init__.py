@@ -2,7 +2,8 @@
 traces wrongly: one entry per class, one module per family, each saying why.
 
 Installed on the instance when a component is built (``mobius.diffusers.trace.instantiate``),
-never on the class; the computation is the model's own for every input.
+never on the class; the computation is the model's own for every input. May import
+``mobius.synth.overrides`` (its installer) only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Replacements for HF methods that are wrong in the form mobius traces: one entry per class.
 
 Each entry says why, in the module that holds it (one module per family). They install on the
-instance (``make_traceable``), never on the class.
+instance (``make_traceable``), never on the class. An override may import ``mobius.tasks`` and
+``mobius.errors``.
 """
 
 from __future__ import annotations

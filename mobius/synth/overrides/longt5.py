@@ -1,7 +1,7 @@
 """LongT5: the encoder's blocks padded to a whole number for every length, with no branch on it.
 
 The local and transient-global attentions split the sequence into blocks of
-``local_radius + 1`` tokens through module-level helpers. ``_split_into_blocks`` pads to a whole
+``local_radius + 1`` tokens through module-level functions. ``_split_into_blocks`` pads to a whole
 number of blocks only ``if length % block != 0``: torch.export keeps the traced branch and guards
 on it, so the trace held for every length but the block's multiples (129 tokens, 258, ...).
 Here every length is padded with zeros to whole blocks plus one more block: at least two blocks
@@ -21,7 +21,7 @@ Its ``_create_global_aggregates`` builds ``torch.tensor(global_seq_len)`` from t
 count, which has no value on meta; the same one-hot sum is taken here by comparing each token's
 block id with the block indices (a padding token's -1 matches none, as HF's dropped extra class).
 
-These helpers are module globals that the attention modules call, so they are swapped for the
+These functions are module globals that the attention modules call, so they are swapped for the
 duration of the stack's forward only (as for BLT's hashes).
 """
 
@@ -69,7 +69,7 @@ def _global_aggregates(
 
 
 def blocks_without_branch(module: torch.nn.Module) -> None:
-    """``LongT5Stack``: HF's forward with the helpers above in place of its own."""
+    """``LongT5Stack``: HF's forward with the functions above in place of its own."""
     hf = sys.modules[type(module).__module__]
     forward = module.forward
 

@@ -1,5 +1,5 @@
-"""The tiny Llama of the session (GQA, the packed attention block) converted once; each feature is applied to a
-fresh copy of it loaded from disk, so no test pays for a second conversion."""
+"""The tiny Llama of the test run (GQA, the packed attention block) converted once; each feature
+is applied to a fresh copy of it loaded from disk, so no test pays for a second conversion."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
-from mobius.runtime import OnnxCausalLM
+from mobius.runtime.causal_lm import OnnxCausalLM
 
 
 def e4m3_bound(x: np.ndarray) -> np.ndarray:
@@ -41,7 +41,7 @@ def test_cache_is_float8_and_within_the_rounding_bound(converted):
 
 def test_decode_is_float32_attention_over_the_dequantized_cache(converted):
     """The only change is the cache's storage: a decode step equals the float32 graph fed the
-    float8 cache widened back to float32. Greedy tokens are reported (docs/design-notes.md)."""
+    float8 cache widened back to float32. Greedy tokens are reported (docs/design/)."""
     directory = converted.with_features("fp8-kv-cache")
     wide, narrow = OnnxCausalLM(converted.base), OnnxCausalLM(directory)
     ids, mask, positions = converted.batch()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mobius.runtime import OnnxCausalLM
+from mobius.runtime.causal_lm import OnnxCausalLM
 
 
 def test_last_position_logits_match_pytorch(converted):

@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 
 from mobius.features.release import release
-from mobius.runtime import OnnxCausalLM
+from mobius.runtime.causal_lm import OnnxCausalLM
 from mobius.testing.features import load_package
 
 

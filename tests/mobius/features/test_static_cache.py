@@ -10,9 +10,9 @@ import pytest
 
 from mobius.errors import ConfigError
 from mobius.features import apply_features
-from mobius.package import ModelPackage
-from mobius.runtime import OnnxCausalLM
-from mobius.runtime_static import StaticCacheLM
+from mobius.output.package import ModelPackage
+from mobius.runtime.causal_lm import OnnxCausalLM
+from mobius.runtime.static import StaticCacheLM
 
 LENGTH = 24
 
@@ -69,7 +69,7 @@ def test_prefill_and_decode_match_pytorch_in_place(converted, static_dir):
 def test_genai_and_generate_drive_it(converted, static_dir):
     """genai's shared-buffer mode, and `mobius generate --runtime onnxruntime`'s driver, give
     the growing cache's greedy tokens."""
-    from mobius.generate import _driver, genai_tokens
+    from mobius.runtime.generate import _driver, genai_tokens
 
     ids, mask, _ = converted.batch()
     prompt = [int(t) for t in ids[0]]

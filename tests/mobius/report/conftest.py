@@ -11,7 +11,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutput
 
-import mobius.config
+import mobius.sources.config
 
 MODEL_TYPE = "mobius_explain_digamma"
 BLOCKED_OP = torch.ops.aten.digamma.default
@@ -74,7 +74,7 @@ AutoModelForCausalLM.register(DigammaConfig, DigammaForCausalLM)
 @pytest.fixture
 def registered():
     """The custom model type is registered with transformers at import; mobius must know it."""
-    assert MODEL_TYPE in mobius.config.known_model_types()
+    assert MODEL_TYPE in mobius.sources.config.known_model_types()
 
 
 @pytest.fixture(scope="session")

@@ -7,18 +7,18 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from mobius import config as config_mod
-from mobius import source as source_mod
-from mobius.package import ModelPackage
-from mobius.registry import get_task
+from mobius.output.package import ModelPackage
+from mobius.output.weights import Checkpoint
+from mobius.sources import config as config_mod
+from mobius.sources import resolve as source_mod
 from mobius.synth import replicate
 from mobius.synth import trace as trace_mod
 from mobius.synth.emit import emit
 from mobius.synth.meta_model import instantiate_on_meta
 from mobius.synth.trace import trace
+from mobius.tasks.detect import get_task
 from mobius.testing.parity import max_abs_diff
 from mobius.testing.tiny import make_checkpoint, tiny_config
-from mobius.weights import Checkpoint
 from patterns.base import module_of
 
 

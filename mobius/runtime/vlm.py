@@ -1,0 +1,237 @@
+"""Run a converted vision–language model with plain onnxruntime: the three graphs of CONTRACTS.md
+("Vision–language models") and greedy generation through them.
+
+The loop a client runs: ``vision_encoder`` once per prompt's images, ``embedding`` on the prompt
+with those features, ``decoder_model`` on the embeddings with empty caches; each later step embeds
+the new token alone (no image features) and feeds every ``present.{i}.*`` back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from mobius.runtime.causal_lm import _NUMPY_TYPES
+
+GRAPHS = ("vision_encoder", "embedding", "decoder_model")
+DEEPSTACK = "deepstack_visual_embeds"
+
+
+def _session(path: Path, threads: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def sequence_positions(mask: np.ndarray) -> np.ndarray:
+    """The contract's ``position_ids``: real tokens counted from 0 (pads get 0)."""
+    return np.clip(mask.cumsum(-1) - 1, 0, None).astype(np.int64)
+
+
+def multi_axis_positions(
+    ids: np.ndarray,
+    mask: np.ndarray,
+    image_grid_thw: np.ndarray | None,
+    image_token_id: int,
+    spatial_merge_size: int,
+) -> np.ndarray:
+    """The decoder's ``position_ids`` ``[3, batch, sequence]`` for the Qwen2-VL family (its
+    ``get_rope_index`` for images): over each row's real tokens, text counts on from the last
+    position on all three axes; a run of image tokens takes the next image's grid (in order over
+    the batch) merged by ``spatial_merge_size`` and gets ``(start, start + row, start + column)``
+    for its (temporal, height, width) axes, after which text goes on from
+    ``start + max(grid rows, grid columns)``. Pads get 0."""
+    ids, mask = np.asarray(ids), np.asarray(mask).astype(bool)
+    out = np.zeros((3, *ids.shape), dtype=np.int64)
+    grids = iter(np.asarray(image_grid_thw).tolist() if image_grid_thw is not None else [])
+    for b in range(ids.shape[0]):
+        real = np.flatnonzero(mask[b])
+        is_image = ids[b, real] == image_token_id
+        rows, current, i = [], 0, 0
+        while i < len(real):
+            if not is_image[i]:
+                rows.append(np.full(3, current))
+                current, i = current + 1, i + 1
+                continue
+            t, h, w = next(grids)
+            h, w = h // spatial_merge_size, w // spatial_merge_size
+            tt, hh, ww = np.meshgrid(np.arange(t), np.arange(h), np.arange(w), indexing="ij")
+            block = np.stack([tt.ravel(), hh.ravel(), ww.ravel()], axis=1) + current
+            rows.extend(block)
+            current, i = current + max(h, w), i + len(block)
+        out[:, b, real] = np.asarray(rows, dtype=np.int64).reshape(-1, 3).T
+    return out
+
+
+def next_positions(positions: np.ndarray) -> np.ndarray:
+    """The first generated token's ``position_ids``: one past each row's largest position (on
+    every axis, for multi-axis positions), as ``[..., batch, 1]``."""
+    last = positions.max(axis=-1, keepdims=True)
+    if positions.ndim == 3:
+        last = np.broadcast_to(last.max(axis=0, keepdims=True), last.shape)
+    return (last + 1).astype(np.int64)
+
+
+class OnnxVisionLanguageModel:
+    """The three graphs of a converted image-text-to-text model."""
+
+    def __init__(self, directory: str | Path, *, threads: int = 0) -> None:
+        directory = Path(directory)
+        self.manifest = json.loads((directory / "mobius.json").read_text(encoding="utf-8"))
+        self.sessions = {
+            name: _session(directory / f"{name}.onnx", threads)
+            for name in GRAPHS
+            if (directory / f"{name}.onnx").is_file()
+        }
+        decoder = self.sessions["decoder_model"]
+        self.decoder_inputs = {i.name: i for i in decoder.get_inputs()}
+        self.decoder_outputs = [o.name for o in decoder.get_outputs()]
+        self.cache_names = [n for n in self.decoder_inputs if n.startswith("past_key_values.")]
+
+    def positions(
+        self,
+        ids: np.ndarray,
+        mask: np.ndarray,
+        image_grid_thw: np.ndarray | None = None,
+        target_sizes: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The prompt's ``position_ids`` in the layout the decoder takes (``mobius.json``'s
+        ``position_ids``: ``sequence`` or ``multi-axis``, by the grid or the canvas recipe:
+        ``position_recipe``)."""
+        if self.manifest.get("position_ids") != "multi-axis":
+            return sequence_positions(np.asarray(mask))
+        if self.manifest.get("position_recipe") == "canvas":
+            from mobius.runtime.canvas import canvas_positions
+
+            return canvas_positions(ids, mask, target_sizes, self.manifest["canvas"])
+        return multi_axis_positions(
+            ids,
+            mask,
+            image_grid_thw,
+            self.manifest["image_token_id"],
+            self.manifest.get("spatial_merge_size", 1),
+        )
+
+    def vision(self, **pixels: np.ndarray) -> dict[str, np.ndarray]:
+        """``vision_encoder``'s outputs by name for every image given: ``image_features``
+        ``[num_image_tokens, hidden]`` (and ``deepstack_visual_embeds`` where the family has
+        them)."""
+        session = self.sessions["vision_encoder"]
+        names = {i.name for i in session.get_inputs()}
+        run = session.run(None, {k: v for k, v in pixels.items() if k in names})
+        return dict(zip([o.name for o in session.get_outputs()], run, strict=True))
+
+    def image_features(self, **pixels: np.ndarray) -> np.ndarray:
+        """``vision_encoder``: ``[num_image_tokens, hidden]`` for every image given."""
+        return self.vision(**pixels)["image_features"]
+
+    def place_deepstack(self, ids: np.ndarray, deepstack: np.ndarray | None) -> np.ndarray | None:
+        """The decoder's ``deepstack_visual_embeds`` ``[layers, batch, sequence, hidden]``: the
+        vision graph's rows at the image-token positions in order (row-major over the batch, as
+        the embedding graph places features), zeros elsewhere; None where the decoder takes
+        none."""
+        spec = self.decoder_inputs.get(DEEPSTACK)
+        if spec is None:
+            return None
+        ids = np.asarray(ids)
+        layers, hidden = spec.shape[0], spec.shape[-1]
+        placed = np.zeros((layers, *ids.shape, hidden), dtype=np.float32)
+        if deepstack is not None:
+            is_image = ids == self.manifest["image_token_id"]
+            count = min(int(is_image.sum()), deepstack.shape[1])
+            rows, cols = np.nonzero(is_image)
+            placed[:, rows[:count], cols[:count]] = deepstack[:, :count]
+        return placed
+
+    def embed(self, ids: np.ndarray, features: np.ndarray | None) -> np.ndarray:
+        """``embedding``: token embeddings with ``features`` at the image-token positions."""
+        if features is None:
+            hidden = self.decoder_inputs["inputs_embeds"].shape[-1]
+            features = np.zeros((0, hidden), dtype=np.float32)
+        feeds = {"input_ids": np.asarray(ids, np.int64), "image_features": features}
+        return self.sessions["embedding"].run(None, feeds)[0]
+
+    def empty_cache(self, batch: int) -> dict[str, np.ndarray]:
+        cache = {}
+        for name in self.cache_names:
+            dims = self.decoder_inputs[name].shape
+            dtype = _NUMPY_TYPES.get(self.decoder_inputs[name].type, np.float32)
+            shape = [batch if d == "batch" else d if isinstance(d, int) else 0 for d in dims]
+            cache[name] = np.zeros(shape, dtype=dtype)
+        return cache
+
+    def decode(
+        self,
+        embeds: np.ndarray,
+        mask: np.ndarray,
+        positions: np.ndarray,
+        cache: dict[str, np.ndarray],
+        token_type_ids: np.ndarray | None = None,
+        deepstack: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """``decoder_model``: logits for ``embeds`` on top of ``cache``, and the cache after
+        (``deepstack``: :meth:`place_deepstack`'s, zeros when not given)."""
+        feeds = {
+            "inputs_embeds": embeds,
+            "attention_mask": np.asarray(mask, np.int64),
+            "position_ids": np.asarray(positions, np.int64),
+            **cache,
+        }
+        if "token_type_ids" in self.decoder_inputs:
+            if token_type_ids is None:
+                token_type_ids = np.zeros(embeds.shape[:2], dtype=np.int64)
+            feeds["token_type_ids"] = np.asarray(token_type_ids, np.int64)
+        if DEEPSTACK in self.decoder_inputs:
+            if deepstack is None:
+                deepstack = self.place_deepstack(np.zeros(embeds.shape[:2], np.int64), None)
+            feeds[DEEPSTACK] = deepstack.astype(embeds.dtype)
+        run = self.sessions["decoder_model"].run(None, feeds)
+        outputs = dict(zip(self.decoder_outputs, run, strict=True))
+        present = {
+            n.replace("present.", "past_key_values.", 1): v
+            for n, v in outputs.items()
+            if n.startswith("present.")
+        }
+        return outputs["logits"], present
+
+    def generate(
+        self,
+        ids: np.ndarray,
+        mask: np.ndarray,
+        features: np.ndarray | None,
+        new_tokens: int,
+        *,
+        positions: np.ndarray | None = None,
+        token_type_ids: np.ndarray | None = None,
+        deepstack: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Greedy tokens ``[batch, new_tokens]`` and each step's last logits; ``positions``
+        defaults to the mask's count (multi-axis models pass :func:`multi_axis_positions`);
+        ``deepstack``: the vision graph's ``deepstack_visual_embeds``, where it has them."""
+        ids, mask = np.asarray(ids, np.int64), np.asarray(mask, np.int64)
+        if positions is None:
+            positions = sequence_positions(mask)
+        logits, cache = self.decode(
+            self.embed(ids, features),
+            mask,
+            positions,
+            self.empty_cache(len(ids)),
+            token_type_ids,
+            self.place_deepstack(ids, deepstack),
+        )
+        tokens, seen = [], []
+        for step in range(new_tokens):
+            seen.append(logits[:, -1])
+            token = logits[:, -1].argmax(-1)[:, None].astype(np.int64)
+            tokens.append(token)
+            if step + 1 == new_tokens:
+                break
+            mask = np.concatenate([mask, np.ones_like(token)], axis=1)
+            positions = next_positions(positions) if step == 0 else positions + 1
+            logits, cache = self.decode(self.embed(token, None), mask, positions, cache)
+        return np.concatenate(tokens, axis=1), np.stack(seen, 1)
