@@ -62,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
         help="fail (exit 2) instead of taking a fallback that costs fused components or the "
         "KV cache",
     )
+    b.add_argument(
+        "--adapter",
+        metavar="DIR",
+        default=None,
+        help="a PEFT LoRA adapter directory folded into the weights (before --precision)",
+    )
     _quantization_flags(b)
     _feature_flags(b)
     _component_flag(b)
@@ -130,6 +136,7 @@ def _add_build_gguf_parser(sub) -> None:
         features=[],
         max_seq_len=None,
         release=False,
+        adapter=None,
     )
 
 
@@ -233,6 +240,7 @@ def _build(args: argparse.Namespace) -> int:
             strict=args.strict,
             component=args.component,
             features=features,
+            adapter=args.adapter,
             **_quantization_kwargs(args),
         )
         apply_features(package, features, max_seq_len=args.max_seq_len)

@@ -17,6 +17,8 @@ from mobius.ep import record as record_ep
 from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.genai import genai_files
 from mobius.gguf_linears import place_gguf_blocks
+from mobius.lora.fold import AdapterFold
+from mobius.lora.peft_adapter import PeftAdapter
 from mobius.nbits_cpu import fast_cpu_forms
 from mobius.nbits_pack import pack_matmulnbits
 from mobius.package import MODEL_FILE, ModelPackage
@@ -58,10 +60,12 @@ def build(
     ep: str | None = None,
     features: tuple[str, ...] = (),
     accuracy_level: int = 0,
+    adapter: PeftAdapter | None = None,
 ) -> ModelPackage:
     """Convert a checkpoint (local directory or hub id) into a ModelPackage; with ``strict``,
     a fallback (fused components or the KV cache lost) is a StrictError instead. ``ep`` tunes
-    the graph for an execution provider (``mobius/ep.py``)."""
+    the graph for an execution provider (``mobius/ep.py``). ``adapter``: a LoRA adapter folded into
+    the weights as they are written (``mobius.lora.fold``)."""
     torch_dtype = parse_dtype(dtype)
     scheme = quantization.check(dtype, weights) if quantization is not None else None
     started = time.perf_counter()
@@ -85,7 +89,13 @@ def build(
                 "are the portable ones (build without --ep, or with --ep cpu)"
             )
         return build_graphs(
-            prepared, src=str(src), dtype=dtype, weights=weights, task=task, strict=strict
+            prepared,
+            src=str(src),
+            dtype=dtype,
+            weights=weights,
+            task=task,
+            strict=strict,
+            adapter=adapter,
         )
     if strict:
         fallbacks.refuse(prepared.fallbacks)
@@ -107,6 +117,7 @@ def build(
         raise UnsupportedError(_blocked_message(report, src, task))
     checkpoint = (source.checkpoint or Checkpoint(source.tensors)) if weights else None
     binder = traced.binder(checkpoint)
+    folding = lora_fold(adapter, source, binder)
     try:
         captured_cache = use_cache and not traced.cache_in_graph  # else the trace has its states
         with failures.phase(f"emitting ONNX for {arch.model_type}"):
@@ -114,6 +125,8 @@ def build(
             if traced.loop_inputs:
                 model = loop_over_tokens(model, traced.loop_inputs, traced.inputs)
         failures.stop_checkpoint()
+        if folding is not None:
+            folding.check_used()
     except UnsupportedError as exc:
         if not str(exc).startswith("no lowering for"):
             raise
@@ -179,6 +192,25 @@ def build(
     record_ep(ep_report, report, texts)
     extra = [source.config_path, *source.extra_files()]
     return ModelPackage(model=model, extra_files=extra, texts=texts)
+
+
+def lora_fold(adapter: PeftAdapter | None, source, binder) -> AdapterFold | None:
+    """Attach ``adapter``'s folds to ``binder`` (None without an adapter); refused for a base
+    whose weights are already quantized (GGUF, GPTQ, AWQ) or for a graph-only build."""
+    if adapter is None:
+        return None
+    if source.checkpoint is not None:
+        raise UnsupportedError(
+            "--adapter needs a float safetensors base; this checkpoint's weights are already "
+            "quantized (GGUF, GPTQ, AWQ)"
+        )
+    if binder.checkpoint is None:
+        raise UnsupportedError(
+            "--adapter folds into the weights; it does not apply with --no-weights"
+        )
+    folding = AdapterFold(adapter)
+    folding.attach(binder)
+    return folding
 
 
 def record_sources(model: ir.Model, schemes: list[WeightScheme]) -> None:

@@ -16,6 +16,7 @@ import torch
 
 from mobius.config import ArchitectureConfig
 from mobius.errors import UnsupportedError
+from mobius.lora.peft_adapter import PeftAdapter
 from mobius.package import ModelPackage
 from mobius.report.weights import to_json as weights_json
 from mobius.report.weights import weight_schemes
@@ -350,12 +351,14 @@ def build_graphs(
     weights: bool,
     task: str | None,
     strict: bool = False,
+    adapter: PeftAdapter | None = None,
 ) -> ModelPackage:
     """Emit and bind every graph; one ModelPackage with ``<graph>.onnx`` for each. With
-    ``strict``, any graph's fallback is refused (``fallbacks.refuse``)."""
+    ``strict``, any graph's fallback is refused (``fallbacks.refuse``); ``adapter`` is folded
+    into every graph's weights (``mobius.lora.fold``)."""
     from mobius.report import ExplainReport
     from mobius.synth import fallbacks
-    from mobius.synth.build import _blocked_message
+    from mobius.synth.build import _blocked_message, lora_fold
     from mobius.synth.emit import emit
     from mobius.synth.token_loop import loop_over_tokens
     from mobius.weights import Checkpoint
@@ -367,10 +370,14 @@ def build_graphs(
     if report.summary.unsupported_ops:
         raise UnsupportedError(_blocked_message(report, src, task))
     checkpoint = Checkpoint(prepared.source.tensors) if weights else None
-    models, unused = {}, None
+    models, unused, folding = {}, None, None
     for name, part in prepared.graphs.items():
         traced = part.traced
         binder = traced.binder(checkpoint)
+        if folding is not None:  # one fold for the build: a target may be in any graph
+            folding.attach(binder)
+        else:
+            folding = lora_fold(adapter, prepared.source, binder)
         captured_cache = part.use_cache and not traced.cache_in_graph
         model = emit(
             traced, binder, name=f"{prepared.arch.model_type}_{name}", use_cache=captured_cache
@@ -389,6 +396,8 @@ def build_graphs(
         left = set(binder.unused_keys())
         unused = left if unused is None else unused & left
         models[name] = model
+    if folding is not None:
+        folding.check_used()
     if unused:
         shown = ", ".join(sorted(unused)[:5])
         log.warning("the checkpoint has %d tensors no graph uses: %s", len(unused), shown)

@@ -1,0 +1,107 @@
+"""Seeded random PEFT LoRA adapters for tests, written in PEFT's on-disk format, and the same
+adapter merged into a copy of the HF model by hand (``W + B @ A * scale``) as the reference."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import torch
+
+PREFIX = "base_model.model."
+
+
+def write_adapter(
+    model: torch.nn.Module,
+    directory: Path,
+    targets: list[str],
+    *,
+    r: int = 4,
+    alpha: float = 8.0,
+    seed: int = 0,
+    use_rslora: bool = False,
+    fan_in_fan_out: bool = False,
+    modules_to_save: list[str] | None = None,
+    std: float = 0.2,
+    **config: object,
+) -> Path:
+    """A PEFT LoRA adapter for every linear (or embedding) of ``model`` whose path ends with one
+    of ``targets``; ``lora_A`` and ``lora_B`` both seeded random (``lora_B`` is not zero).
+    ``modules_to_save`` tensors are the base's plus seeded noise. Returns ``directory``."""
+    from safetensors.torch import save_file
+
+    gen = torch.Generator().manual_seed(seed)
+    tensors: dict[str, torch.Tensor] = {}
+    for path, module in model.named_modules():
+        if not any(path == t or path.endswith("." + t) for t in targets):
+            continue
+        weight = module.weight
+        if isinstance(module, torch.nn.Embedding):
+            num, dim = weight.shape
+            tensors[f"{PREFIX}{path}.lora_embedding_A"] = torch.randn(r, num, generator=gen) * std
+            tensors[f"{PREFIX}{path}.lora_embedding_B"] = torch.randn(dim, r, generator=gen) * std
+            continue
+        out, rows = weight.shape[::-1] if fan_in_fan_out else weight.shape
+        tensors[f"{PREFIX}{path}.lora_A.weight"] = torch.randn(r, rows, generator=gen) * std
+        tensors[f"{PREFIX}{path}.lora_B.weight"] = torch.randn(out, r, generator=gen) * std
+    assert tensors, f"no module of the model ends with any of {targets}"
+    for path in modules_to_save or []:
+        module = model.get_submodule(path)
+        for name, param in module.named_parameters():
+            noise = torch.randn(param.shape, generator=gen) * std
+            tensors[f"{PREFIX}{path}.{name}"] = (param.detach().float() + noise).contiguous()
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(directory / "adapter_model.safetensors"))
+    settings = {
+        "peft_type": "LORA",
+        "r": r,
+        "lora_alpha": alpha,
+        "target_modules": targets,
+        "use_rslora": use_rslora,
+        "use_dora": False,
+        "fan_in_fan_out": fan_in_fan_out,
+        "modules_to_save": modules_to_save,
+        "base_model_name_or_path": "tiny",
+        "task_type": "CAUSAL_LM",
+        "bias": "none",
+        **config,
+    }
+    (directory / "adapter_config.json").write_text(json.dumps(settings, indent=2))
+    return directory
+
+
+def merged(model: torch.nn.Module, directory: Path) -> torch.nn.Module:
+    """A copy of ``model`` with the adapter in ``directory`` merged by hand, in float32."""
+    from safetensors.torch import load_file
+
+    settings = json.loads((directory / "adapter_config.json").read_text())
+    tensors = load_file(str(directory / "adapter_model.safetensors"))
+    out = copy.deepcopy(model)
+    params = dict(out.named_parameters())
+    for key, a in tensors.items():
+        rest = key.removeprefix(PREFIX)
+        for suffix_a, suffix_b in (
+            (".lora_A.weight", ".lora_B.weight"),
+            (".lora_embedding_A", ".lora_embedding_B"),
+        ):
+            if rest.endswith(suffix_a):
+                path = rest.removesuffix(suffix_a)
+                b = tensors[PREFIX + path + suffix_b]
+                r = a.shape[0]
+                alpha = settings["lora_alpha"]
+                scale = alpha / math.sqrt(r) if settings.get("use_rslora") else alpha / r
+                delta = b.double() @ a.double() * scale
+                embedding = suffix_a == ".lora_embedding_A"
+                if embedding or settings.get("fan_in_fan_out"):
+                    delta = delta.t()
+                weight = params[path + ".weight"]
+                with torch.no_grad():
+                    weight.copy_((weight.double() + delta).to(weight.dtype))
+    for key, tensor in tensors.items():
+        rest = key.removeprefix(PREFIX)
+        if ".lora_" not in rest:
+            with torch.no_grad():
+                params[rest].copy_(tensor)
+    return out
