@@ -54,6 +54,17 @@ class AdapterFold:
                     "task (or features) that includes it"
                 )
 
+    def to_json(self) -> dict:
+        """``mobius.json``'s ``lora`` entry: what was folded, from which adapter."""
+        config = self.adapter.config
+        return {
+            "mode": "folded",
+            "adapter": self.adapter.name,
+            "base_model_name_or_path": config.get("base_model_name_or_path"),
+            "use_rslora": bool(config.get("use_rslora")),
+            "modules": sorted(self.targets[p] for p in self.folded),
+        }
+
     def _lora_fold(self, module: LoraModule) -> Fold:
         adapter = self.adapter
 

@@ -181,6 +181,7 @@ def build(
                 **({"matmulnbits_cpu_forms": cpu_forms} if cpu_forms else {}),
                 **({"gguf": gguf.to_json()} if gguf else {}),
                 **({"prequantized": prequantized.to_json()} if prequantized else {}),
+                **({"lora": folding.to_json()} if folding is not None else {}),
                 "weights": report.weights,
             },
             indent=2,

@@ -414,6 +414,7 @@ def build_graphs(
             for name, m in models.items()
         },
         **prepared.task.manifest(prepared.arch),
+        **({"lora": folding.to_json()} if folding is not None else {}),
     }
     fallen = [f.to_dict() for part in prepared.graphs.values() for f in part.fallbacks]
     if fallen:
