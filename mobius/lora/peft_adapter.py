@@ -134,17 +134,17 @@ def read_adapter(directory: str | Path) -> PeftAdapter:
 def _check_config(config: dict, path: Path) -> None:
     peft_type = str(config.get("peft_type", "LORA")).upper()
     if peft_type != "LORA":
-        raise AdapterError(f"{path.parent.name} is a {peft_type} adapter; only LoRA is supported")
+        raise AdapterError(f"adapter {path.parent}: a {peft_type} adapter; only LoRA is supported")
     if config.get("use_dora"):
         raise AdapterError(
-            f"{path.parent.name} is a DoRA adapter (use_dora); DoRA is not supported, "
-            "merge it with PEFT's merge_and_unload and convert the merged model"
+            f"adapter {path.parent}: DoRA (use_dora) is not supported; merge it with PEFT's "
+            "merge_and_unload and convert the merged model"
         )
     if config.get("lora_bias"):
-        raise AdapterError(f"{path.parent.name} trains LoRA biases (lora_bias); not supported")
+        raise AdapterError(f"adapter {path.parent}: LoRA biases (lora_bias) are not supported")
     if config.get("target_parameters"):
         raise AdapterError(
-            f"{path.parent.name} adapts parameters directly (target_parameters); not supported"
+            f"adapter {path.parent}: LoRA on parameters (target_parameters) is not supported"
         )
     for name in ("r", "lora_alpha"):
         value = config.get(name)

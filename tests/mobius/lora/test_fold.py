@@ -136,3 +136,22 @@ def test_fold_then_quantize_equals_quantizing_the_merged_checkpoint(
     # the quantized model follows the merged model, not the base
     to_merged = causal_lm_parity(ref, tmp_path / "folded", config)["max_diff"]
     assert to_merged < causal_lm_parity(model, tmp_path / "folded", config)["max_diff"] / 2
+
+
+def test_vision_language_model_all_graphs(tmp_path):
+    """LLaVA: the adapter's q_proj/v_proj in the vision tower and the language model, and the
+    projector, folded into whichever graph holds them."""
+    from mobius.testing.vlm import tiny_llava_with_processor, vlm_parity
+
+    model, _ = tiny_llava_with_processor(tmp_path / "checkpoint")
+    adapter = write_adapter(
+        model, tmp_path / "adapter", ["q_proj", "v_proj", "linear_1"], r=4, seed=7
+    )
+    _build(tmp_path / "checkpoint", adapter, tmp_path / "onnx")
+    lora = json.loads((tmp_path / "onnx" / "mobius.json").read_text())["lora"]
+    assert any("vision_tower" in m for m in lora["modules"])
+    assert any("language_model" in m for m in lora["modules"])
+    result = vlm_parity(merged(model, adapter), tmp_path / "onnx")
+    for name in ("features_diff", "prefill_diff", "decode_diff", "generate_logits_diff"):
+        assert result[name] < ATOL, (name, result)
+    assert result["tokens_equal"], (result["tokens"], result["hf_tokens"])
