@@ -18,6 +18,7 @@ from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.genai import genai_files
 from mobius.gguf_linears import place_gguf_blocks
 from mobius.lora.fold import AdapterFold
+from mobius.lora.inputs import add_lora_inputs
 from mobius.lora.peft_adapter import PeftAdapter
 from mobius.nbits_cpu import fast_cpu_forms
 from mobius.nbits_pack import pack_matmulnbits
@@ -61,11 +62,13 @@ def build(
     features: tuple[str, ...] = (),
     accuracy_level: int = 0,
     adapter: PeftAdapter | None = None,
+    lora_inputs: tuple[str, ...] = (),
 ) -> ModelPackage:
     """Convert a checkpoint (local directory or hub id) into a ModelPackage; with ``strict``,
     a fallback (fused components or the KV cache lost) is a StrictError instead. ``ep`` tunes
     the graph for an execution provider (``mobius/ep.py``). ``adapter``: a LoRA adapter folded into
-    the weights as they are written (``mobius.lora.fold``)."""
+    the weights as they are written (``mobius.lora.fold``); ``lora_inputs``: module names
+    (or ``all-linear``) whose linears take LoRA factors as graph inputs (``mobius.lora.inputs``)."""
     torch_dtype = parse_dtype(dtype)
     scheme = quantization.check(dtype, weights) if quantization is not None else None
     started = time.perf_counter()
@@ -78,6 +81,11 @@ def build(
         features=features,
     )
     if isinstance(prepared, PreparedGraphs):  # several graphs: encoder-decoder, vision-language
+        if lora_inputs:
+            raise UnsupportedError(
+                f"--lora-inputs is not supported for {prepared.task.name} models yet "
+                "(one-graph models only); fold an adapter with --adapter instead"
+            )
         if scheme is not None:
             raise UnsupportedError(
                 f"--precision is not supported for {prepared.task.name} models yet; "
@@ -127,6 +135,7 @@ def build(
         failures.stop_checkpoint()
         if folding is not None:
             folding.check_used()
+        lora_graph = add_lora_inputs(model, lora_inputs, dtype) if lora_inputs else None
     except UnsupportedError as exc:
         if not str(exc).startswith("no lowering for"):
             raise
@@ -182,6 +191,7 @@ def build(
                 **({"gguf": gguf.to_json()} if gguf else {}),
                 **({"prequantized": prequantized.to_json()} if prequantized else {}),
                 **({"lora": folding.to_json()} if folding is not None else {}),
+                **({"lora_inputs": lora_graph.to_json()} if lora_graph is not None else {}),
                 "weights": report.weights,
             },
             indent=2,
