@@ -247,6 +247,12 @@ def _add_generate_parser(sub) -> None:
         default="auto",
         help="auto: onnxruntime-genai when installed and genai_config.json is there",
     )
+    g.add_argument(
+        "--adapter",
+        metavar="FILE",
+        default=None,
+        help="an .onnx_adapter (`mobius adapter`) made active; onnxruntime-genai only",
+    )
     g.add_argument("-q", "--quiet", action="store_true", help="only the generated text")
 
 
@@ -332,6 +338,7 @@ def _generate(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         chat=args.chat,
         runtime=runtime,
+        adapter=args.adapter,
     )
     if not args.quiet:
         print(f"mobius: generating with {runtime}", file=sys.stderr)

@@ -105,3 +105,28 @@ def merged(model: torch.nn.Module, directory: Path) -> torch.nn.Module:
             with torch.no_grad():
                 params[rest].copy_(tensor)
     return out
+
+
+def onnx_adapter_feeds(path: Path) -> dict:
+    """The parameters of an ``.onnx_adapter`` file as numpy feeds, by input name."""
+    import onnxruntime as ort
+
+    adapter = ort.AdapterFormat.read_adapter(str(path))
+    # copies: the arrays would point into the adapter's buffer, freed with it
+    return {name: value.numpy().copy() for name, value in adapter.get_parameters().items()}
+
+
+def lora_parity(model: torch.nn.Module, directory: Path, config, extra: dict) -> dict:
+    """``causal_lm_parity`` with ``extra`` feeds (an adapter's LoRA inputs) on every call."""
+    from unittest import mock
+
+    from mobius.runtime import OnnxCausalLM
+    from mobius.testing.parity import causal_lm_parity
+
+    run = OnnxCausalLM.run
+
+    def with_extra(self, ids, mask, positions, cache):
+        return run(self, ids, mask, positions, {**cache, **extra})
+
+    with mock.patch.object(OnnxCausalLM, "run", with_extra):
+        return causal_lm_parity(model, directory, config)
