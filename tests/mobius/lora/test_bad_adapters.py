@@ -141,3 +141,75 @@ def test_tied_weight_refused(capsys, checkpoints, tmp_path):
     base, model, _ = checkpoints.get("gpt2")
     adapter = write_adapter(model, tmp_path / "adapter", ["wte"])
     assert_refused(capsys, base, adapter, tmp_path, "transformer.wte.weight", "ties")
+
+
+# --- mobius adapter: the adapter against a --lora-inputs graph ------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(checkpoints, tmp_path_factory):
+    """A llama with LoRA inputs on q_proj and v_proj only."""
+    root = tmp_path_factory.mktemp("served")
+    base, _, _ = checkpoints.get("llama")
+    out = root / "onnx"
+    args = ["build", "--model", str(base), "--output", str(out), "-q"]
+    assert main([*args, "--lora-inputs", "q_proj,v_proj"]) == 0
+    return out
+
+
+def assert_adapter_refused(capsys, adapter: Path, model: Path, *words: str) -> str:
+    before = sorted(p.name for p in model.iterdir()) if model.is_dir() else None
+    capsys.readouterr()
+    code = main(["adapter", str(adapter), "--model", str(model), "--name", "bad"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("mobius: error: "), err
+    for word in words:
+        assert word in err, err
+    if before is not None:
+        assert sorted(p.name for p in model.iterdir()) == before  # nothing written
+    return err
+
+
+def test_adapter_target_without_inputs(capsys, llama, served, tmp_path):
+    _, model, _ = llama
+    adapter = write_adapter(model, tmp_path / "adapter", ["q_proj", "o_proj"])
+    assert_adapter_refused(
+        capsys, adapter, served, "model.layers.0.self_attn.o_proj", "--lora-inputs"
+    )
+
+
+def test_adapter_shape_mismatch(capsys, served, tmp_path):
+    from mobius.testing.tiny import make_checkpoint
+
+    other, _ = make_checkpoint("llama", tmp_path / "wider", hidden_size=96)
+    adapter = write_adapter(other, tmp_path / "adapter", ["q_proj"])
+    assert_adapter_refused(capsys, adapter, served, "model.layers.0.self_attn.q_proj", "[64, 64]")
+
+
+def test_adapter_modules_to_save_and_dora_refused(capsys, llama, served, tmp_path):
+    _, model, _ = llama
+    adapter = write_adapter(model, tmp_path / "a", ["q_proj"], modules_to_save=["lm_head"])
+    assert_adapter_refused(capsys, adapter, served, "lm_head", "modules_to_save", "--adapter")
+    adapter = _edit_config(write_adapter(model, tmp_path / "b", ["q_proj"]), use_dora=True)
+    assert_adapter_refused(capsys, adapter, served, "DoRA")
+
+
+def test_adapter_for_a_graph_without_lora_inputs(capsys, llama, tmp_path):
+    base, model, _ = llama
+    out = tmp_path / "plain"
+    assert main(["build", "--model", str(base), "--output", str(out), "-q"]) == 0
+    adapter = write_adapter(model, tmp_path / "adapter", ["q_proj"])
+    assert_adapter_refused(capsys, adapter, out, "no LoRA inputs", "--lora-inputs")
+    assert_adapter_refused(capsys, adapter, tmp_path / "nowhere", "mobius.json")
+
+
+def test_lora_inputs_with_unknown_module_names(capsys, llama, tmp_path):
+    base, _, _ = llama
+    out = tmp_path / "out"
+    capsys.readouterr()
+    code = main(["build", "--model", str(base), "--output", str(out), "-q", "--lora-inputs", "qkv"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "qkv" in err, err
+    assert not out.exists()
