@@ -130,3 +130,24 @@ def lora_parity(model: torch.nn.Module, directory: Path, config, extra: dict) ->
 
     with mock.patch.object(OnnxCausalLM, "run", with_extra):
         return causal_lm_parity(model, directory, config)
+
+
+def save_float_checkpoint(model: torch.nn.Module, directory: Path) -> Path:
+    """``model``'s config and float32 weights as a safetensors checkpoint, also for a model
+    transformers will not save (one loaded from a GGUF file); tied copies left out."""
+    from safetensors.torch import save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
+    config = copy.deepcopy(model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.save_pretrained(directory)
+    seen: set[int] = set()
+    tensors = {}
+    for name, tensor in model.state_dict().items():
+        if id(tensor) in seen or tensor.data_ptr() in seen:
+            continue
+        seen.update((id(tensor), tensor.data_ptr()))
+        tensors[name] = tensor.detach().float().contiguous()
+    save_file(tensors, str(directory / "model.safetensors"))
+    return directory
