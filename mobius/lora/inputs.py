@@ -22,7 +22,15 @@ import onnx_ir as ir
 from mobius.errors import UnsupportedError
 
 ALL_LINEAR = "all-linear"  # PEFT's name for every linear but the output head
-RANK = "lora_rank"
+
+
+def rank_dim(path: str) -> str:
+    """The symbolic rank of one module's factors: one name per module, since an adapter's ranks
+    differ between modules (rank 0 where it leaves one alone). A shared name would tell
+    onnxruntime they are equal, and its memory planner would reuse buffers on that promise."""
+    return f"{path}.lora_rank"
+
+
 _OUTPUT_HEADS = ("lm_head",)
 
 
@@ -108,8 +116,9 @@ def _add_path(graph: ir.Graph, node: ir.Node, path: str, n_in: int, n_out: int) 
     x, y = node.inputs[0], node.outputs[0]
     elem = node.inputs[1].dtype
     name_a, name_b = input_names(path)
-    a = _input(graph, name_a, elem, [RANK, n_in], (0, n_in))
-    b = _input(graph, name_b, elem, [n_out, RANK], (n_out, 0))
+    rank = rank_dim(path)
+    a = _input(graph, name_a, elem, [rank, n_in], (0, n_in))
+    b = _input(graph, name_b, elem, [n_out, rank], (n_out, 0))
     perm = ir.AttrInt64s("perm", [1, 0])
     prefix = f"{path}/lora"
     a_t = ir.Node("", "Transpose", [a], [perm], name=f"{prefix}/Transpose_A")

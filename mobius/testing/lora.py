@@ -25,19 +25,23 @@ def write_adapter(
     fan_in_fan_out: bool = False,
     modules_to_save: list[str] | None = None,
     std: float = 0.2,
+    rank_pattern: dict[str, int] | None = None,
     **config: object,
 ) -> Path:
     """A PEFT LoRA adapter for every linear (or embedding) of ``model`` whose path ends with one
     of ``targets``; ``lora_A`` and ``lora_B`` both seeded random (``lora_B`` is not zero).
-    ``modules_to_save`` tensors are the base's plus seeded noise. Returns ``directory``."""
+    ``modules_to_save`` tensors are the base's plus seeded noise; ``rank_pattern``: module name
+    -> its own rank. Returns ``directory``."""
     from safetensors.torch import save_file
 
     gen = torch.Generator().manual_seed(seed)
+    rank = r
     tensors: dict[str, torch.Tensor] = {}
     for path, module in model.named_modules():
         if not any(path == t or path.endswith("." + t) for t in targets):
             continue
         weight = module.weight
+        r = next((v for k, v in (rank_pattern or {}).items() if path.endswith("." + k)), rank)
         if isinstance(module, torch.nn.Embedding):
             num, dim = weight.shape
             tensors[f"{PREFIX}{path}.lora_embedding_A"] = torch.randn(r, num, generator=gen) * std
@@ -56,7 +60,8 @@ def write_adapter(
     save_file(tensors, str(directory / "adapter_model.safetensors"))
     settings = {
         "peft_type": "LORA",
-        "r": r,
+        "r": rank,
+        "rank_pattern": rank_pattern or {},
         "lora_alpha": alpha,
         "target_modules": targets,
         "use_rslora": use_rslora,

@@ -25,7 +25,9 @@ def served(checkpoints, tmp_path_factory):
     base, model, config = checkpoints.get("llama")
     out = root / "onnx"
     assert main(["build", "--model", str(base), "--output", str(out), "--lora-inputs", "-q"]) == 0
-    first = write_adapter(model, root / "first", LINEARS, r=4, alpha=8, seed=11)
+    first = write_adapter(
+        model, root / "first", LINEARS, r=4, alpha=8, seed=11, rank_pattern={"down_proj": 7}
+    )
     second = write_adapter(
         model, root / "second", ["q_proj", "v_proj"], r=2, alpha=3, seed=12, use_rslora=True
     )
@@ -46,8 +48,9 @@ def test_inputs_by_the_contract(served):
     inputs = {i.name: i for i in graph.input}
     a = inputs["model.layers.0.self_attn.k_proj.lora_A.weight"].type.tensor_type.shape.dim
     b = inputs["model.layers.0.self_attn.k_proj.lora_B.weight"].type.tensor_type.shape.dim
-    assert [d.dim_param or d.dim_value for d in a] == ["lora_rank", 64]
-    assert [d.dim_param or d.dim_value for d in b] == [32, "lora_rank"]
+    rank = "model.layers.0.self_attn.k_proj.lora_rank"  # one per module: ranks differ
+    assert [d.dim_param or d.dim_value for d in a] == [rank, 64]
+    assert [d.dim_param or d.dim_value for d in b] == [32, rank]
     defaults = {i.name: list(i.dims) for i in graph.initializer if ".lora_" in i.name}
     assert defaults["model.layers.0.self_attn.k_proj.lora_A.weight"] == [0, 64]
     assert defaults["model.layers.0.self_attn.k_proj.lora_B.weight"] == [32, 0]
