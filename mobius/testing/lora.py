@@ -156,3 +156,28 @@ def save_float_checkpoint(model: torch.nn.Module, directory: Path) -> Path:
         tensors[name] = tensor.detach().float().contiguous()
     save_file(tensors, str(directory / "model.safetensors"))
     return directory
+
+
+def unmerged(model: torch.nn.Module, directory: Path) -> torch.nn.Module:
+    """A copy of ``model`` computing as PEFT's unmerged ``PeftModel`` does:
+    ``linear(x) + lora_B(lora_A(x)) * scale`` for each adapted linear (forward hooks)."""
+    from safetensors.torch import load_file
+
+    settings = json.loads((directory / "adapter_config.json").read_text())
+    tensors = load_file(str(directory / "adapter_model.safetensors"))
+    out = copy.deepcopy(model)
+    for key, a in tensors.items():
+        rest = key.removeprefix(PREFIX)
+        if not rest.endswith(".lora_A.weight"):
+            continue
+        path = rest.removesuffix(".lora_A.weight")
+        b = tensors[PREFIX + path + ".lora_B.weight"]
+        r = a.shape[0]
+        alpha = settings["lora_alpha"]
+        scale = alpha / math.sqrt(r) if settings.get("use_rslora") else alpha / r
+
+        def hook(module, args, output, a=a, b=b, scale=scale):
+            return output + (args[0] @ a.t().to(output.dtype)) @ b.t().to(output.dtype) * scale
+
+        out.get_submodule(path).register_forward_hook(hook)
+    return out
