@@ -62,7 +62,7 @@ def main() -> None:
         hf = AutoModelForCausalLM.from_pretrained(
             gguf.parent, gguf_file=gguf.name, dtype=torch.float32
         ).eval()
-        base = save_float_checkpoint(hf, root / "base")
+        base = save_float_checkpoint(hf, root / "checkpoint")
         adapter = write_adapter(hf, root / "adapter", LINEARS, r=args.rank, std=0.02)
         for name, flags in {
             "base": [],
