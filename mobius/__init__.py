@@ -32,6 +32,8 @@ def build(
     quant_exclude: Sequence[str] = (),
     component: str | None = None,
     features: Sequence[str] = (),
+    adapter: str | os.PathLike | None = None,
+    lora_inputs: str | None = None,
 ) -> ModelPackage:
     """Convert ``src`` (a local checkpoint directory or a hub id) to ONNX.
 
@@ -58,6 +60,13 @@ def build(
             component (``unet``, ``vae``, ``vae_decoder``, ``text_encoder``, ...).
         features: optional parts of the task: ``text-only`` builds an image-text-to-text
             model's decoder alone, taking ``input_ids``.
+        adapter: a PEFT LoRA adapter directory (``adapter_config.json`` +
+            ``adapter_model.safetensors``) folded into the weights as they are written:
+            ``W + B @ A * alpha / r`` (``alpha / sqrt(r)`` with rslora), before any quantization.
+        lora_inputs: ``"all-linear"`` or a comma list of module names (``"q_proj,v_proj"``):
+            those linears take LoRA factors as graph inputs (``<path>.lora_A.weight``,
+            ``<path>.lora_B.weight``), empty by default; ``mobius adapter`` writes the files
+            that fill them.
         strict: refuse (``StrictError``) a build that would take a fallback costing fused
             components or the KV cache; without it such fallbacks are logged and recorded in
             ``mobius.json``.
@@ -85,10 +94,26 @@ def build(
     _ep.check(ep)
     failures.reset()
     with failures.watching_interrupts():
+        lora = None
+        if adapter is not None:
+            from mobius.lora import read_adapter
+
+            lora = read_adapter(adapter)  # refused now, before any model is built
+        targets = ()
+        if lora_inputs is not None:
+            from mobius.lora.inputs import parse_targets
+
+            targets = parse_targets(lora_inputs)
         if _diffusers(src, component):
             from mobius import diffusers
 
-            given = {"--precision": precision, "--task": task, "--ep": ep}
+            given = {
+                "--precision": precision,
+                "--task": task,
+                "--ep": ep,
+                "--adapter": adapter,
+                "--lora-inputs": lora_inputs,
+            }
             for flag, value in given.items():
                 if value is not None:
                     raise UnsupportedError(f"{flag} does not apply to diffusers models yet")
@@ -107,6 +132,8 @@ def build(
             quantization=quantization,
             features=tuple(features),
             accuracy_level=accuracy_level,
+            adapter=lora,
+            lora_inputs=targets,
         )
 
 

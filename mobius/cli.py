@@ -10,9 +10,9 @@ import signal
 import sys
 import time
 import warnings
-from typing import NoReturn
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from mobius import failures
 from mobius.errors import InternalError, MobiusError
@@ -63,6 +63,21 @@ def _parser() -> argparse.ArgumentParser:
         help="fail (exit 2) instead of taking a fallback that costs fused components or the "
         "KV cache",
     )
+    b.add_argument(
+        "--adapter",
+        metavar="DIR",
+        default=None,
+        help="a PEFT LoRA adapter directory folded into the weights (before --precision)",
+    )
+    b.add_argument(
+        "--lora-inputs",
+        metavar="MODULES",
+        nargs="?",
+        const="all-linear",
+        default=None,
+        help="LoRA factors as graph inputs for these linears (comma list of module names; "
+        "default all-linear); `mobius adapter` writes the adapters",
+    )
     _quantization_flags(b)
     _feature_flags(b)
     _component_flag(b)
@@ -95,7 +110,30 @@ def _parser() -> argparse.ArgumentParser:
     _component_flag(e)
     _add_generate_parser(sub)
     _add_build_gguf_parser(sub)
+    _add_adapter_parser(sub)
     return parser
+
+
+def _add_adapter_parser(sub) -> None:
+    """``mobius adapter PEFT_DIR --model OUT_DIR [--name NAME]`` (mobius.lora.onnx_adapter)."""
+    a = sub.add_parser(
+        "adapter",
+        help="write a PEFT LoRA adapter as NAME.onnx_adapter for a --lora-inputs model",
+    )
+    a.add_argument("adapter", metavar="PEFT_DIR", help="adapter_config.json + safetensors")
+    a.add_argument("--model", required=True, help="a directory built with --lora-inputs")
+    a.add_argument("--name", default=None, help="file name (default: the adapter directory's)")
+    a.add_argument("-q", "--quiet", action="store_true", help="only print errors")
+    a.add_argument("--debug", action="store_true", help="print an internal error's traceback")
+
+
+def _adapter(args: argparse.Namespace) -> int:
+    from mobius.lora.onnx_adapter import write_onnx_adapter
+
+    target = write_onnx_adapter(args.adapter, args.model, args.name)
+    if not args.quiet:
+        print(f"wrote {target}")
+    return 0
 
 
 def _component_flag(p: argparse.ArgumentParser) -> None:
@@ -131,6 +169,8 @@ def _add_build_gguf_parser(sub) -> None:
         features=[],
         max_seq_len=None,
         release=False,
+        adapter=None,
+        lora_inputs=None,
     )
 
 
@@ -208,6 +248,12 @@ def _add_generate_parser(sub) -> None:
         default="auto",
         help="auto: onnxruntime-genai when installed and genai_config.json is there",
     )
+    g.add_argument(
+        "--adapter",
+        metavar="FILE",
+        default=None,
+        help="an .onnx_adapter (`mobius adapter`) made active; onnxruntime-genai only",
+    )
     g.add_argument("-q", "--quiet", action="store_true", help="only the generated text")
 
 
@@ -234,6 +280,8 @@ def _build(args: argparse.Namespace) -> int:
             strict=args.strict,
             component=args.component,
             features=features,
+            adapter=args.adapter,
+            lora_inputs=args.lora_inputs,
             **_quantization_kwargs(args),
         )
         apply_features(package, features, max_seq_len=args.max_seq_len)
@@ -291,6 +339,7 @@ def _generate(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         chat=args.chat,
         runtime=runtime,
+        adapter=args.adapter,
     )
     if not args.quiet:
         print(f"mobius: generating with {runtime}", file=sys.stderr)
@@ -301,7 +350,13 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"build": _build, "build-gguf": _build, "explain": _explain, "generate": _generate}
+COMMANDS = {
+    "build": _build,
+    "build-gguf": _build,
+    "explain": _explain,
+    "generate": _generate,
+    "adapter": _adapter,
+}
 
 
 @contextlib.contextmanager

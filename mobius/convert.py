@@ -20,6 +20,9 @@ from mobius.ep.rewrite import apply as apply_ep
 from mobius.ep.rewrite import record as record_ep
 from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.gguf.linears import place_gguf_blocks
+from mobius.lora.fold import AdapterFold
+from mobius.lora.inputs import add_lora_inputs
+from mobius.lora.peft_adapter import PeftAdapter
 from mobius.output.package import MODEL_FILE, ModelPackage, graph_names
 from mobius.output.weights import Checkpoint
 from mobius.quant.linears import QuantOptions, quantize_linears
@@ -63,10 +66,14 @@ def build(
     ep: str | None = None,
     features: tuple[str, ...] = (),
     accuracy_level: int = 0,
+    adapter: PeftAdapter | None = None,
+    lora_inputs: tuple[str, ...] = (),
 ) -> ModelPackage:
     """Convert a checkpoint (local directory or hub id) into a ModelPackage; with ``strict``,
     a fallback (fused components or the KV cache lost) is a StrictError instead. ``ep`` tunes
-    the graph for an execution provider (``mobius/ep/``)."""
+    the graph for an execution provider (``mobius/ep/``). ``adapter``: a LoRA adapter folded into
+    the weights as they are written (``mobius.lora.fold``); ``lora_inputs``: module names
+    (or ``all-linear``) whose linears take LoRA factors as graph inputs (``mobius.lora.inputs``)."""
     torch_dtype = parse_dtype(dtype)
     scheme = quantization.check(dtype, weights) if quantization is not None else None
     started = time.perf_counter()
@@ -79,6 +86,11 @@ def build(
         features=features,
     )
     if isinstance(prepared, PreparedGraphs):  # several graphs: encoder-decoder, vision-language
+        if lora_inputs:
+            raise UnsupportedError(
+                f"--lora-inputs is not supported for {prepared.task.name} models yet "
+                "(one-graph models only); fold an adapter with --adapter instead"
+            )
         if scheme is not None:
             raise UnsupportedError(
                 f"--precision is not supported for {prepared.task.name} models yet; "
@@ -90,7 +102,13 @@ def build(
                 "are the portable ones (build without --ep, or with --ep cpu)"
             )
         return build_graphs(
-            prepared, src=str(src), dtype=dtype, weights=weights, task=task, strict=strict
+            prepared,
+            src=str(src),
+            dtype=dtype,
+            weights=weights,
+            task=task,
+            strict=strict,
+            adapter=adapter,
         )
     if strict:
         fallbacks.refuse(prepared.fallbacks)
@@ -112,6 +130,7 @@ def build(
         raise UnsupportedError(_blocked_message(report, src, task))
     checkpoint = (source.checkpoint or Checkpoint(source.tensors)) if weights else None
     binder = traced.binder(checkpoint)
+    folding = lora_fold(adapter, source, binder)
     try:
         captured_cache = use_cache and not traced.cache_in_graph  # else the trace has its states
         with failures.phase(f"emitting ONNX for {arch.model_type}"):
@@ -119,6 +138,9 @@ def build(
             if traced.loop_inputs:
                 model = loop_over_tokens(model, traced.loop_inputs, traced.inputs)
         failures.stop_checkpoint()
+        if folding is not None:
+            folding.check_used()
+        lora_graph = add_lora_inputs(model, lora_inputs, dtype) if lora_inputs else None
     except UnsupportedError as exc:
         if not str(exc).startswith("no lowering for"):
             raise
@@ -173,6 +195,8 @@ def build(
                 **({"matmulnbits_cpu_forms": cpu_forms} if cpu_forms else {}),
                 **({"gguf": gguf.to_json()} if gguf else {}),
                 **({"prequantized": prequantized.to_json()} if prequantized else {}),
+                **({"lora": folding.to_json()} if folding is not None else {}),
+                **({"lora_inputs": lora_graph.to_json()} if lora_graph is not None else {}),
                 "weights": report.weights,
             },
             indent=2,
@@ -184,6 +208,25 @@ def build(
     record_ep(ep_report, report, texts)
     extra = [source.config_path, *source.extra_files()]
     return ModelPackage(model=model, extra_files=extra, texts=texts)
+
+
+def lora_fold(adapter: PeftAdapter | None, source, binder) -> AdapterFold | None:
+    """Attach ``adapter``'s folds to ``binder`` (None without an adapter); refused for a base
+    whose weights are already quantized (GGUF, GPTQ, AWQ) or for a graph-only build."""
+    if adapter is None:
+        return None
+    if source.checkpoint is not None:
+        raise UnsupportedError(
+            "--adapter needs a float safetensors base; this checkpoint's weights are already "
+            "quantized (GGUF, GPTQ, AWQ)"
+        )
+    if binder.checkpoint is None:
+        raise UnsupportedError(
+            "--adapter folds into the weights; it does not apply with --no-weights"
+        )
+    folding = AdapterFold(adapter)
+    folding.attach(binder)
+    return folding
 
 
 def record_sources(model: ir.Model, schemes: list[WeightScheme]) -> None:
@@ -232,9 +275,11 @@ def build_graphs(
     weights: bool,
     task: str | None,
     strict: bool = False,
+    adapter: PeftAdapter | None = None,
 ) -> ModelPackage:
     """Emit and bind every graph; one ModelPackage with ``<graph>.onnx`` for each. With
-    ``strict``, any graph's fallback is refused (``fallbacks.refuse``).
+    ``strict``, any graph's fallback is refused (``fallbacks.refuse``); ``adapter`` is folded
+    into every graph's weights (``mobius.lora.fold``).
 
     Each graph binds its own subset of the checkpoint; a tensor both graphs read (T5's shared
     embedding) is written into each graph's data file."""
@@ -245,10 +290,14 @@ def build_graphs(
     if report.summary.unsupported_ops:
         raise UnsupportedError(_blocked_message(report, src, task))
     checkpoint = Checkpoint(prepared.source.tensors) if weights else None
-    models, unused = {}, None
+    models, unused, folding = {}, None, None
     for name, part in prepared.graphs.items():
         traced = part.traced
         binder = traced.binder(checkpoint)
+        if folding is not None:  # one fold for the build: a target may be in any graph
+            folding.attach(binder)
+        else:
+            folding = lora_fold(adapter, prepared.source, binder)
         captured_cache = part.use_cache and not traced.cache_in_graph
         model = emit(
             traced, binder, name=f"{prepared.arch.model_type}_{name}", use_cache=captured_cache
@@ -267,6 +316,8 @@ def build_graphs(
         left = set(binder.unused_keys())
         unused = left if unused is None else unused & left
         models[name] = model
+    if folding is not None:
+        folding.check_used()
     if unused:
         shown = ", ".join(sorted(unused)[:5])
         log.warning("the checkpoint has %d tensors no graph uses: %s", len(unused), shown)
@@ -283,6 +334,7 @@ def build_graphs(
             for name, m in models.items()
         },
         **prepared.task.manifest(prepared.arch),
+        **({"lora": folding.to_json()} if folding is not None else {}),
     }
     fallen = [f.to_dict() for part in prepared.graphs.values() for f in part.fallbacks]
     if fallen:

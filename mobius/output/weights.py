@@ -304,6 +304,9 @@ class WeightBinder:
         }
         self.used_keys: set[str] = set()
         self._bound: dict[str, ir.Value] = {}
+        # parameter -> its folded value from the loaded weight (mobius.lora.fold: W + B·A·scale)
+        self.folds: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
+        self.on_fold: Callable[[str], None] = lambda name: None
 
     def checkpoint_key(self, name: str) -> str | None:
         """The checkpoint key holding parameter ``name`` (through tying and transformers' renamings)."""
@@ -335,10 +338,15 @@ class WeightBinder:
                 f"{list(expected)} for {name}; the weights and the config do not belong together"
             )
         _check_dtype(key, entry.file, entry.dtype, name, val.dtype)
-        checkpoint = self.checkpoint
-        value = lazy_initializer(
-            key, val.dtype, expected, lambda: checkpoint.load(key), copy_from=entry
-        )
+        checkpoint, fold = self.checkpoint, self.folds.get(name)
+        if fold is None:
+            value = lazy_initializer(
+                key, val.dtype, expected, lambda: checkpoint.load(key), copy_from=entry
+            )
+        else:  # computed when written, like any other weight; never streamed as the file's bytes
+            value = lazy_initializer(key, val.dtype, expected, lambda: fold(checkpoint.load(key)))
+            value.const_value.metadata_props["mobius.lora"] = "folded"
+            self.on_fold(name)
         value.const_value.metadata_props["mobius.source_key"] = key
         self.used_keys.add(key)
         self._bound[key] = value

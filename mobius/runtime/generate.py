@@ -86,38 +86,52 @@ def generate(
     max_new_tokens: int = 128,
     chat: bool | None = None,
     runtime: str = "auto",
+    adapter: str | Path | None = None,
 ) -> Iterator[str]:
     """Greedy continuation of ``prompt``, yielded as text pieces while it is generated.
 
-    ``chat`` None applies the chat template when the model has one; True requires one. Bad
+    ``chat`` None applies the chat template when the model has one; True requires one.
+    ``adapter``: an ``.onnx_adapter`` file made active (onnxruntime-genai only). Bad
     arguments raise here, before the iterator is returned.
     """
     directory = Path(directory)
     chosen = pick_runtime(directory, runtime)
+    if adapter is not None and chosen != "genai":
+        raise ConfigError("--adapter runs on onnxruntime-genai; install it or use --runtime genai")
     template = chat_template(directory)
     if chat and template is None:
         raise ConfigError(f"{directory} has no chat template; drop --chat")
     use_template = template if chat is not False else None
-    run = _genai_text if chosen == "genai" else _onnxruntime_text
-    return run(directory, prompt, max_new_tokens, use_template)  # checked before any work
+    if chosen == "genai":
+        return _genai_text(directory, prompt, max_new_tokens, use_template, adapter)
+    return _onnxruntime_text(directory, prompt, max_new_tokens, use_template)
 
 
 def _messages(prompt: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": prompt}]
 
 
-def genai_tokens(directory: Path, ids: list[int], max_new_tokens: int) -> Iterator[int]:
+def genai_tokens(
+    directory: Path, ids: list[int], max_new_tokens: int, adapter: str | Path | None = None
+) -> Iterator[int]:
     """Greedy tokens from onnxruntime-genai for a tokenized prompt (stops at end of sequence)."""
     model = genai_model(directory)
-    yield from _genai_loop(model, ids, max_new_tokens)
+    yield from _genai_loop(model, ids, max_new_tokens, adapter)
 
 
-def _genai_loop(model, ids: list[int], max_new_tokens: int) -> Iterator[int]:
+def _genai_loop(
+    model, ids: list[int], max_new_tokens: int, adapter: str | Path | None = None
+) -> Iterator[int]:
     import onnxruntime_genai as og
 
     params = og.GeneratorParams(model)
     params.set_search_options(do_sample=False, max_length=len(ids) + max_new_tokens)
     generator = og.Generator(model, params)
+    if adapter is not None:
+        from mobius.runtime.genai_adapters import GenaiAdapters
+
+        adapters = GenaiAdapters(model)  # kept alive as long as the generator
+        adapters.activate(generator, adapter)
     generator.append_tokens(list(ids))
     while not generator.is_done():
         generator.generate_next_token()
@@ -125,7 +139,11 @@ def _genai_loop(model, ids: list[int], max_new_tokens: int) -> Iterator[int]:
 
 
 def _genai_text(
-    directory: Path, prompt: str, max_new_tokens: int, template: str | None
+    directory: Path,
+    prompt: str,
+    max_new_tokens: int,
+    template: str | None,
+    adapter: str | Path | None = None,
 ) -> Iterator[str]:
     import onnxruntime_genai as og
 
@@ -136,7 +154,7 @@ def _genai_text(
             json.dumps(_messages(prompt)), template_str=template, add_generation_prompt=True
         )
     stream = tokenizer.create_stream()
-    for token in _genai_loop(model, list(tokenizer.encode(prompt)), max_new_tokens):
+    for token in _genai_loop(model, list(tokenizer.encode(prompt)), max_new_tokens, adapter):
         yield stream.decode(token)
 
 
