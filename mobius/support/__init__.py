@@ -118,14 +118,14 @@ def _diff(r: table.Result) -> str:
 
 def _footer() -> list[str]:
     made = table.made_with()
-    lines = [
-        "",
-        f"from the sweeps of {table.load()['date']} (transformers {made.get('transformers')}, "
-        f"torch {made.get('torch')}, onnxruntime {made.get('onnxruntime')}); tiny random-weight "
-        "models at atol 1e-4; docs/coverage.md has the details",
-    ]
+    text = (
+        f"From the sweeps of {table.load()['date']} (transformers {made.get('transformers')}, "
+        f"torch {made.get('torch')}, onnxruntime {made.get('onnxruntime')}): tiny random-weight "
+        "models at atol 1e-4; docs/coverage.md has the details."
+    )
     note = table.version_note()
-    return lines + ([f"note: {note}"] if note else [])
+    lines = ["", *textwrap.wrap(text, 100)]
+    return lines + (textwrap.wrap(f"Note: {note}.", 100) if note else [])
 
 
 def _unknown(model_type: str) -> str:

@@ -19,7 +19,7 @@ from mobius.verification.families import family_for
 from mobius.verification.inputs import Given
 from mobius.verification.report import VerifyReport
 from mobius.verification.request import Request
-from mobius.verification.session import PackageError
+from mobius.verification.session import PackageError, running
 from mobius.verification.tolerance import Tolerance, tolerance_for
 
 __all__ = ["Given", "VerifyReport", "read_manifest", "verify"]
@@ -68,7 +68,7 @@ def verify(
         str(src), package, manifest, given, new_tokens, reference_dtype, trust_remote_code
     )
     failures.reset()
-    with failures.watching_interrupts():
+    with failures.watching_interrupts(), running(package):
         result = family_for(manifest).run(request)
     quantized, int8_activations = _quantization(manifest, package)
     dtype = manifest.get("dtype") or _component_dtype(package, manifest)

@@ -63,14 +63,19 @@ def apply(model: torch.nn.Module, manifest: dict) -> str | None:
     dtype = np.float16 if manifest.get("dtype") == "f16" else np.float32
     params = dict(model.named_parameters(remove_duplicate=False))
     shared = set(q.get("embedding_shared_with_lm_head", []))
-    missing = [
-        n for n in [*q["quantized_weights"], *q.get("embedding_quantized", [])] if n not in params
+    # packed projections (--ep cpu's q/k/v) are listed joined by commas: their rows are
+    # quantized as each weight's own (blocks run along K, one scale per row and block)
+    names = [
+        name
+        for entry in [*q["quantized_weights"], *q.get("embedding_quantized", [])]
+        for name in entry.split(",")
     ]
+    missing = [n for n in names if n not in params]
     if missing:
         return f"no parameter {missing[0]} in the PyTorch model"
     output = model.get_output_embeddings()
     with torch.no_grad():
-        for name in [*q["quantized_weights"], *q.get("embedding_quantized", [])]:
+        for name in names:
             param = params[name]
             module = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
             transposed = type(module).__name__ == "Conv1D"  # GPT-2 stores [in, out]

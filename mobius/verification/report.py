@@ -76,7 +76,7 @@ class VerifyReport:
         for t in self.tokens:
             steps = len(t.expected[0]) if t.expected else 0
             verdict = "equal" if t.equal else "differ"
-            why = "" if t.judged or t.equal else " (not judged)"
+            why = "" if t.judged or t.equal or t.note else " (not judged)"
             lines.append(
                 f"greedy tokens ({t.graph}, {len(t.expected)} rows x {steps}): {verdict}{why}"
             )

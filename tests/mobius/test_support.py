@@ -60,7 +60,7 @@ def test_info_says_why_a_type_fails_and_for_which_transformers(capsys, monkeypat
     assert "image-text-to-text  convert-error" in out and "known limits:" in out
     assert "cross-attends to the image's states" in out
     made = table.made_with()["transformers"]
-    assert f"note: the table was made with transformers {made}; 9.9.9 is installed" in out
+    assert f"Note: the table was made with transformers {made}; 9.9.9 is installed" in out
 
 
 def test_vlm_types_listed_as_passing_in_the_docs():

@@ -21,13 +21,15 @@ TINY_LLAMA = Path(__file__).resolve().parents[2] / "examples" / "tiny-llama"
 @pytest.fixture(scope="module")
 def packages(tmp_path_factory):
     """name -> package directory of the tiny Llama: f32 (written by ``build --verify``), f16,
-    int4; built once for this module. ``built`` holds what ``build --verify`` printed."""
+    int4, and int4 for ``--ep cpu`` (GroupQueryAttention, packed q/k/v, int8 activations);
+    built once for this module. ``built`` holds what ``build --verify`` printed."""
     root = tmp_path_factory.mktemp("verify")
     out = {}
     for name, flags in {
         "f32": [],
         "f16": ["--dtype", "f16"],
         "int4": ["--precision", "int4"],
+        "cpu-int4": ["--ep", "cpu", "--precision", "int4"],
     }.items():
         out[name] = root / name
         command = ["build", "--model", str(TINY_LLAMA), "--output", str(out[name]), "-q", *flags]
@@ -108,6 +110,25 @@ def test_int4_matches_its_own_quantized_weights(packages, capsys, tmp_path):
     # logits are further off (what round-to-nearest at 4 bits costs)
     assert all(o["max_rel"] < 1e-5 for o in judged)
     assert min(o["max_abs"] for o in informative) > 100 * max(o["max_abs"] for o in judged)
+
+
+def test_cpu_int4_packed_projections_and_int8_activations(packages, capsys, tmp_path):
+    """--ep cpu: q/k/v packed into one MatMulNBits (their weights reproduced one by one), int8
+    activations (accuracy_level 4: judged by top-1 agreement), GroupQueryAttention (a cached
+    step of one token: it takes several only in a batch of one)."""
+    path = tmp_path / "cpu.json"
+    code, out, _ = run(
+        capsys, "--model", str(TINY_LLAMA), "--onnx", str(packages["cpu-int4"]), "--json", str(path)
+    )
+    assert code == 0, out
+    report = json.loads(path.read_text())
+    assert (
+        report["tolerance"]["kind"] == "top-1"
+        and report["tolerance"]["precision"] == "int8 activations"
+    )
+    judged = [o for o in report["outputs"] if o["judged"]]
+    assert [o["shape"][1] for o in judged] == [8, 1]
+    assert all(o["note"] == "the package's quantized weights, dequantized" for o in judged)
 
 
 def perturbed(package: Path, target: Path) -> Path:
