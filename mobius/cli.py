@@ -237,6 +237,10 @@ def _build(args: argparse.Namespace) -> int:
     features = parse_features(
         args.features, max_seq_len=args.max_seq_len
     )  # refuse unknown names before any work
+    if args.verify and args.no_weights:
+        from mobius.errors import ConfigError
+
+        raise ConfigError("--verify compares the weights too; drop --no-weights or --verify")
     output = Path(args.output)
     check_output_dir(output.absolute(), overwrite=args.overwrite)
     started = time.perf_counter()

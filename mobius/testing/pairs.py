@@ -89,11 +89,12 @@ def for_torch(model: torch.nn.Module, feeds: dict[str, torch.Tensor]) -> dict[st
 
 
 ONNX_FLOATS = {"tensor(float16)": np.float16, "tensor(float)": np.float32}
+ONNX_INTEGERS = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
 
 
 def for_session(session, feeds: dict) -> dict[str, np.ndarray]:
-    """``feeds`` as numpy, floating inputs in the type each graph input declares (f16 graphs),
-    limited to the session's inputs."""
+    """``feeds`` as numpy, floating and integer inputs in the type each graph input declares
+    (f16 graphs; a processor's int32 masks), limited to the session's inputs."""
     types = {i.name: i.type for i in session.get_inputs()}
     out = {}
     for name, value in feeds.items():
@@ -102,5 +103,7 @@ def for_session(session, feeds: dict) -> dict[str, np.ndarray]:
         array = to_numpy(value) if isinstance(value, torch.Tensor) else np.asarray(value)
         if array.dtype.kind == "f" and types[name] in ONNX_FLOATS:
             array = array.astype(ONNX_FLOATS[types[name]])
+        elif array.dtype.kind in "iu" and types[name] in ONNX_INTEGERS:  # processors' int32
+            array = array.astype(ONNX_INTEGERS[types[name]])
         out[name] = array
     return out

@@ -97,6 +97,8 @@ def quiet_loading() -> Iterator[None]:
 
     was = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
+    tqdm_env = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"  # the GGUF reader's own bar
     try:
         import diffusers.utils.logging as diffusers_logging
 
@@ -106,6 +108,10 @@ def quiet_loading() -> Iterator[None]:
     try:
         yield
     finally:
+        if tqdm_env is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = tqdm_env
         if was:
             hf_logging.enable_progress_bar()
             if diffusers_logging is not None:

@@ -1,10 +1,11 @@
 """``mobius verify`` on each task family besides causal LMs: a tiny encoder (feature-extraction),
-a tiny T5, a tiny LLaVA (random inputs, and an image with a prompt through its processor), a
+a tiny audio encoder fed a WAV file, a tiny T5, a tiny LLaVA (random inputs, and an image with a prompt through its processor), a
 tiny diffusers UNet, and all-MiniLM-L6-v2's real weights."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,30 @@ def test_encoder_feature_extraction(checkpoints, root, capsys):
     assert code == 0 and report["task"] == "feature-extraction"
     [output] = report["outputs"]
     assert output["output"] == "last_hidden_state" and output["max_abs"] < 1e-4
+
+
+def test_audio_file_through_the_feature_extractor(checkpoints, root, capsys):
+    """A WAV file at 8 kHz, resampled to the extractor's 16 kHz; the extractor's int32 mask is
+    fed as the graph's int64."""
+    import wave
+
+    import numpy as np
+    from transformers import Wav2Vec2FeatureExtractor
+
+    shared, _, _ = checkpoints.get("wav2vec2")
+    directory = root / "wav2vec2_hf"  # a copy: the shared checkpoint keeps no extractor
+    shutil.copytree(shared, directory)
+    Wav2Vec2FeatureExtractor(return_attention_mask=True).save_pretrained(directory)
+    tone = (0.3 * np.sin(2 * np.pi * 440 * np.arange(4000) / 8000) * 32767).astype(np.int16)
+    with wave.open(str(root / "tone.wav"), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(8000)
+        wav.writeframes(tone.tobytes())
+    package = mobius.build(directory).save(root / "wav2vec2")
+    code, out, report = verify(capsys, directory, package, "--audio", str(root / "tone.wav"))
+    assert code == 0, out
+    assert report["inputs"].startswith("audio tone.wav")
 
 
 def test_t5_encoder_decoder(root, capsys):
