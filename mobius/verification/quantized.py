@@ -82,13 +82,8 @@ def apply(model: torch.nn.Module, manifest: dict) -> str | None:
             value = param.T if transposed else param
             restored = round_trip(value, scheme, dtype)
             restored = restored.T if transposed else restored
-            tied_float = (
-                output is not None
-                and module is output
-                and param is not None
-                and (_tied(model, param) and not shared)
-            )
-            if tied_float:  # the lookup keeps the float embedding: only the head is quantized
+            if module is output and _tied(model, param) and not shared:
+                # the lookup keeps the float embedding: only the head reads quantized rows
                 output.weight = torch.nn.Parameter(restored, requires_grad=False)
             else:
                 param.copy_(restored)
