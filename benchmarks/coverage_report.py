@@ -235,6 +235,36 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _reruns() -> list[str]:
+    """A section per re-run of some types on another release (``coverage_transformers_*.json``,
+    kept apart so that the table above stays one run)."""
+    import json
+
+    lines: list[str] = []
+    for path in sorted((ROOT / "benchmarks" / "results").glob("coverage_transformers_*.json")):
+        data = json.loads(path.read_text())
+        meta, results = data["meta"], data["results"]
+        counts = {s: sum(r["status"] == s for r in results.values()) for s in STATUSES}
+        versions = ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
+        lines += [
+            "",
+            f"## Re-run on transformers {meta['versions']['transformers']}",
+            "",
+            f"{meta.get('scope', 'some types')} ({meta.get('date', '?')}, revision "
+            f"{meta.get('revision', '?')}; {versions}; `{path.relative_to(ROOT)}`): "
+            + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+            + ".",
+            "",
+            "| type | status | max diff | error / reason |",
+            "|---|---|---|---|",
+            *[
+                f"| {name} | {r['status']} | {fmt_diff(r)} | {_cell(detail(r))} |"
+                for name, r in sorted(results.items())
+            ],
+        ]
+    return lines
+
+
 def write_report(data: dict) -> None:
     results = data["results"]
     meta = data.get("meta", {})
@@ -290,6 +320,7 @@ def write_report(data: dict) -> None:
     if known:
         lines += ["", "## Known causes", ""]
         lines += [f"- **{t}**: {why}" for t, why in sorted(known.items())]
+    lines += _reruns()
     slow = sorted(results.values(), key=lambda r: -r.get("seconds", 0))[:10]
     lines += [
         "",
