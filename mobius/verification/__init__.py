@@ -4,6 +4,11 @@ package's precision (docs/design/verify.md).
 
     report = mobius.verify("HuggingFaceTB/SmolLM2-135M", "out/")
     print(report.render_text()); raise SystemExit(report.exit_code)
+
+Runs what was built, against PyTorch: may import ``mobius.testing`` (the parity pairs the tests
+and sweeps compute), ``mobius.runtime``, ``mobius.sources`` (with the readers ``mobius.gguf`` and
+``mobius.quant`` register), ``mobius.quant.blocks``, ``mobius.tasks``, ``mobius.diffusers``,
+``mobius.errors`` and ``mobius.failures``; never ``synth`` or ``mobius.convert``.
 """
 
 from __future__ import annotations

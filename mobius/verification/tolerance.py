@@ -13,7 +13,8 @@ from dataclasses import dataclass
 F32 = 1e-4
 # half precision, relative to the output's largest magnitude: PyTorch's own f16 logits differ from
 # float64 by 0.24-0.49 % of the largest logit, and an ONNX half graph may be twice as far
-# (tests/mobius/test_ep.py, HALF_ERROR_FACTOR; docs/design-notes.md "Half precision"): 1 %.
+# (tests/mobius/ep/test_rewrite.py, HALF_ERROR_FACTOR; docs/design/ep-graphs.md "Half
+# precision"): 1 %.
 # bfloat16 keeps 3 fewer mantissa bits than float16: 8 times that.
 F16 = 1e-2
 BF16 = 8e-2
