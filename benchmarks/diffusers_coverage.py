@@ -29,65 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "diffusers_coverage.json"
 COVERAGE = ROOT / "docs" / "coverage.md"
 HEADING = "# Diffusers model classes"
-# sizes for the parity runs: two sets, each other than the trace's (tasks.EXAMPLE_SIZES) on every
-# axis, so that a dimension the graph leaves dynamic but computes for one size only (a Python loop
-# unrolled at the traced count) shows as a mismatch; the second has batch 1 (pipelines' usual),
-# a longer prompt and latents larger than the traced ones, and a third frame count
-RUN_SIZES = {
-    "batch": 3, "sequence_length": 6, "height": 16, "width": 8, "image_sequence_length": 10,
-    "image_height": 128, "image_width": 64, "num_frames": 9,
-}  # fmt: skip
-SECOND_SIZES = {
-    "batch": 1, "sequence_length": 5, "height": 32, "width": 48, "image_sequence_length": 16,
-    "image_height": 256, "image_width": 384, "num_frames": 13,
-}  # fmt: skip
-SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
-
-
-# models whose pipelines pass the timestep as a fraction (a sigma in [0, 1]), which the model
-# multiplies by 1000 itself: at 1000x the usual range, float32 sines of arguments near 1e6 differ
-# by 1e-4 between any two implementations
-SIGMA_TIMESTEPS = ("FluxTransformer2DModel", "AuraFlowTransformer2DModel")
-
-
-def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> dict:
-    """Random inputs for ``task`` at ``run_sizes`` (RUN_SIZES by default), or the graph's own
-    size where it fixes one."""
-    import torch
-
-    sigma_timesteps = arch.model_type in SIGMA_TIMESTEPS
-    gen = torch.Generator().manual_seed(seed)
-    graph = {i.name: i.shape for i in session.get_inputs()}
-    # a model whose config fixes its frame count (Latte's temporal position table) takes only it
-    run_sizes = run_sizes or RUN_SIZES
-    sizes = run_sizes | {
-        "num_frames": arch.hf_config.get("video_length") or run_sizes["num_frames"]
-    }
-    out = {}
-    for spec in task.inputs(arch, None):
-        shape = [
-            g if isinstance(g, int) else d if isinstance(d, int) else sizes[d]
-            for d, g in zip(spec.dims, graph[spec.name], strict=True)
-        ]
-        if spec.name == "timestep" and sigma_timesteps:
-            value = torch.rand(shape, generator=gen) * 0.9 + 0.01
-        elif spec.name == "timestep":
-            value = torch.rand(shape, generator=gen) * 900 + 10
-        elif spec.dtype == torch.bool:  # a padding mask: the last text token of row 0 padding
-            value = torch.ones(shape, dtype=torch.bool)
-            value[0, -1] = False
-        elif spec.dtype == torch.int64:
-            value = torch.randint(0, 4, shape, generator=gen)
-        elif spec.name.endswith("_ids"):
-            value = torch.randint(0, 16, shape, generator=gen).float()
-        elif spec.name in ("original_size", "target_size", "crop_coords"):
-            value = torch.randint(0, 64, shape, generator=gen).float()
-        elif spec.name == "conditioning_scale":
-            value = torch.tensor(0.7)
-        else:
-            value = torch.randn(shape, generator=gen)
-        out[spec.name] = value
-    return out
+from mobius.testing.diffusers_feeds import SIZE_SETS, feeds  # noqa: E402
 
 
 def run_one(label: str) -> dict:

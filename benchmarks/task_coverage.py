@@ -1,6 +1,6 @@
 """Probe the head tasks across model types: tiny random model, build, parity by contract names.
 
-    python benchmarks/task_coverage.py fill-mask image-classification [--types bert,vit] [--json F]
+    python benchmarks/task_coverage.py fill-mask image-classification [--types bert,vit]
 
 For each task, every model type in the task's auto mapping (or ``--types``): a tiny config
 (``mobius.testing.configs.tiny_config_for``), the head's model with every parameter randomised,
@@ -8,6 +8,12 @@ For each task, every model type in the task's auto mapping (or ``--types``): a t
 ``pass``, ``mismatch`` (with the diff), ``hf`` (transformers cannot build the tiny model, or,
 when mobius failed, its own forward fails on the contract's inputs: not a mobius failure) or ``fail`` (the first line of mobius' error). A pair gets ``--timeout``
 seconds.
+
+Each result is merged into ``benchmarks/results/task_coverage.json`` (``--json F`` for another
+file) as it is made, with the code revision it was measured on: the latest result per (task,
+type), except that a time-out never replaces a result (the machine's load decides it, not the
+code). That file is committed; ``task_coverage_report.py`` (docs/coverage.md's tables) and
+``support_table.py`` (``mobius list`` / ``info``) read it.
 
 ``--log F`` appends each result line to F as it is made (with the code revision once, at the start),
 and ``--skip F`` (repeatable) leaves out pairs that already have a line in F: a stopped run resumes
@@ -29,6 +35,7 @@ from pathlib import Path
 import sweep_versions  # sibling module
 
 ATOL = 1e-4
+RESULTS = Path(__file__).resolve().parent / "results" / "task_coverage.json"
 
 
 class Timeout(BaseException):  # not caught by a probe's `except Exception`
@@ -180,6 +187,39 @@ def logged(paths: list[str]) -> dict[tuple[str, str], dict]:
     return found
 
 
+def timed_out(row: dict) -> bool:
+    return row["status"] == "fail" and row.get("reason", "").startswith("over ")
+
+
+def merge(results: dict[str, dict[str, dict]], task: str, model_type: str, row: dict) -> None:
+    """Put ``row`` in ``results`` (task -> type -> row): a later result wins, but a time-out never
+    replaces an earlier result (a time limit hit under load says nothing new about the code)."""
+    earlier = results.setdefault(task, {}).get(model_type)
+    if earlier is not None and timed_out(row) and not timed_out(earlier):
+        return
+    results[task][model_type] = row
+
+
+def load(path: Path = RESULTS) -> dict[str, dict[str, dict]]:
+    """The merged results (task -> type -> row with its ``revision``); empty if none yet."""
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def save(results: dict[str, dict[str, dict]], path: Path = RESULTS) -> None:
+    """Write ``results`` to ``path`` whole (a temporary file replaced), tasks and types sorted."""
+    ordered = {task: dict(sorted(rows.items())) for task, rows in sorted(results.items())}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(ordered, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def record(path: Path, task: str, model_type: str, row: dict) -> None:
+    """Merge one result into the file at ``path`` (read again first: two sweeps may share it)."""
+    results = load(path)
+    merge(results, task, model_type, row)
+    save(results, path)
+
+
 def revision() -> str:
     """The git revision of the code under test (``+dirty`` when the tree differs from it)."""
     import subprocess
@@ -215,7 +255,12 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--types", help="comma-separated model types (default: the whole mapping)")
     parser.add_argument("--timeout", type=int, default=180)
-    parser.add_argument("--json", help="write the results here")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=RESULTS,
+        help="merge each result into this file (default: benchmarks/results/task_coverage.json)",
+    )
     parser.add_argument("--log", help="append each result line here as it is made")
     parser.add_argument(
         "--fan-in-init",
@@ -235,16 +280,17 @@ def main(argv: list[str]) -> int:
     done = logged(args.skip)
     failed = {k for k, v in logged(args.only_failed).items() if v.get("status") != "pass"}
     log = open(args.log, "a", buffering=1) if args.log else None  # noqa: SIM115 - whole run
+    measured_on = revision()
     if log is not None:
         log.write(
-            f"# revision {revision()} started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+            f"# revision {measured_on} started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
             + (" init fan-in" if args.fan_in_init else "")
             + "\n"
         )
+    measured_on += " fan-in" if args.fan_in_init else ""
     warnings.filterwarnings("ignore")
     logging.disable(logging.WARNING)
     signal.signal(signal.SIGALRM, _alarm)
-    results: dict[str, dict[str, dict]] = {}
     sweep_versions.record("tasks", partial=True)
     chosen = pairs(args.tasks)
     with tempfile.TemporaryDirectory() as tmp:
@@ -264,15 +310,13 @@ def main(argv: list[str]) -> int:
                 finally:
                     signal.alarm(0)
                 result["seconds"] = round(time.perf_counter() - started, 1)
-                results.setdefault(name, {})[model_type] = result
+                record(args.json, name, model_type, {**result, "revision": measured_on})
                 line = f"{name} {model_type} {json.dumps(result)}"
                 print(line, flush=True)
                 if log is not None:
                     log.write(line + "\n")
                 shutil.rmtree(Path(tmp) / f"{name}-{model_type}", ignore_errors=True)
                 shutil.rmtree(Path(tmp) / f"{name}-{model_type}-onnx", ignore_errors=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
 
 

@@ -1,13 +1,17 @@
-"""Tables for docs/coverage.md from ``task_coverage.py``'s output lines (``task type {json}``).
+"""Tables for docs/coverage.md from ``task_coverage.py``'s results.
 
-    python benchmarks/task_coverage_report.py benchmarks/results/task_coverage.log > tables.md
+    python benchmarks/task_coverage_report.py > tables.md             # results/task_coverage.json
+    python benchmarks/task_coverage_report.py run.log [more.log ...]  # a sweep's --log lines
 
-Several logs may be given; a later line for the same (task, type) wins (a re-run after a fix).
-A time-out does not replace an earlier result (the machine's load, not the code, decides it).
-One table per task, with its counts; an encoder-decoder refusal counts as ``enc-dec``. Each row
-says the code revision it was measured on (the log's ``# revision`` line before it; ``s6`` for
-lines older than those headers; ``+ fan-in`` where the run used ``--fan-in-init``). Only the pairs ``task_coverage.py`` now selects are shown; a
-selected pair without a line counts as ``not run``.
+The results are ``benchmarks/results/task_coverage.json``, where the sweep merges the latest
+result per (task, type); logs (``task type {json}`` lines, not committed) are merged the same
+way, in the order given: a later line for the same (task, type) wins (a re-run after a fix), but a
+time-out does not replace an earlier result (the machine's load, not the code, decides it). One
+table per task, with its counts; an encoder-decoder refusal counts as ``enc-dec``. Each row says
+the code revision it was measured on (a log's ``# revision`` line before it; ``s6`` for lines
+older than those headers; ``+ fan-in`` where the run used ``--fan-in-init``). Only the pairs
+``task_coverage.py`` now selects are shown; a selected pair without a result counts as ``not
+run``.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import collections
 import json
 import sys
+from pathlib import Path
 
 ORDER = [
     "feature-extraction",
@@ -84,8 +89,22 @@ OUR_INPUTS = {
 }
 
 
+def _task_coverage():
+    sys.path.insert(0, str(Path(__file__).parent))
+    import task_coverage
+
+    return task_coverage
+
+
+def load() -> dict[str, dict[str, dict]]:
+    """The committed results (``benchmarks/results/task_coverage.json``)."""
+    return _task_coverage().load()
+
+
 def read(paths: list[str]) -> dict[str, dict[str, dict]]:
-    results: dict[str, dict[str, dict]] = collections.defaultdict(dict)
+    """The results in a sweep's logs, merged in the order given (``task_coverage.merge``)."""
+    merge = _task_coverage().merge
+    results: dict[str, dict[str, dict]] = {}
     for path in paths:
         revision = "s6"
         with open(path) as lines:
@@ -94,28 +113,16 @@ def read(paths: list[str]) -> dict[str, dict[str, dict]]:
                     revision = line.split()[2] + (" fan-in" if "init fan-in" in line else "")
                 parts = line.strip().split(" ", 2)
                 if len(parts) == 3 and parts[0] in ORDER and parts[2].startswith("{"):
-                    row = {**json.loads(parts[2]), "revision": revision}
-                    earlier = results[parts[0]].get(parts[1])
-                    if earlier is not None and _timed_out(row) and not _timed_out(earlier):
-                        continue  # a time limit hit under load says nothing new about the code
-                    results[parts[0]][parts[1]] = row
+                    merge(
+                        results, parts[0], parts[1], {**json.loads(parts[2]), "revision": revision}
+                    )
     return results
-
-
-def _timed_out(row: dict) -> bool:
-    return row["status"] == "fail" and row.get("reason", "").startswith("over ")
 
 
 def selected(results: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict]]:
     """``results`` limited to the pairs ``task_coverage.py`` selects, with ``not run`` rows for
     the selected pairs that have no line."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from task_coverage import pairs
-
-    chosen = pairs(ORDER)
+    chosen = _task_coverage().pairs(ORDER)
     return {
         task: {
             name: results.get(task, {}).get(name, {"status": "not run", "revision": ""})
@@ -178,7 +185,7 @@ def totals(results: dict[str, dict[str, dict]]) -> str:
 
 
 if __name__ == "__main__":
-    found = selected(read(sys.argv[1:]))
+    found = selected(read(sys.argv[1:]) if sys.argv[1:] else load())
     lines = tables(found)
     print(totals(found))
     print("\n".join(lines))

@@ -11,9 +11,18 @@ from mobius.errors import MobiusError, UnsupportedError
 if TYPE_CHECKING:
     from mobius.output.package import ModelPackage
     from mobius.report import ExplainReport
+    from mobius.verification import VerifyReport
 
 __version__ = "0.1.0"
-__all__ = ["ExplainReport", "MobiusError", "ModelPackage", "build", "explain"]
+__all__ = [
+    "ExplainReport",
+    "MobiusError",
+    "ModelPackage",
+    "VerifyReport",
+    "build",
+    "explain",
+    "verify",
+]
 
 
 def build(
@@ -169,6 +178,39 @@ def explain(
         return _explain(src, task=task, trust_remote_code=trust_remote_code)
 
 
+def verify(
+    src: str | os.PathLike,
+    package: str | os.PathLike,
+    *,
+    prompt: str | None = None,
+    image: str | os.PathLike | None = None,
+    audio: str | os.PathLike | None = None,
+    new_tokens: int = 8,
+    reference_dtype: str | None = None,
+    trust_remote_code: bool = False,
+) -> VerifyReport:
+    """Run the package in ``package`` (a ``mobius build`` output) and the PyTorch model of
+    ``src`` on the same inputs; see :func:`mobius.verification.verify`.
+
+    Returns:
+        A VerifyReport: per graph and output the max abs and relative differences, argmax
+        agreement, greedy tokens; ``.exit_code`` (0 within tolerance, 1 outside),
+        ``.render_text()``, ``.to_json()``.
+    """
+    from mobius.verification import verify as _verify
+
+    return _verify(
+        src,
+        package,
+        prompt=prompt,
+        image=image,
+        audio=audio,
+        new_tokens=new_tokens,
+        reference_dtype=reference_dtype,
+        trust_remote_code=trust_remote_code,
+    )
+
+
 def _diffusers(src: str | os.PathLike, component: str | None) -> bool:
     """``src`` is a diffusers pipeline or model directory; ``--component`` needs one."""
     from mobius.diffusers.pipeline import is_diffusers
@@ -193,4 +235,8 @@ def __getattr__(name: str):
         from mobius.report import ExplainReport
 
         return ExplainReport
+    if name == "VerifyReport":
+        from mobius.verification import VerifyReport
+
+        return VerifyReport
     raise AttributeError(name)

@@ -1,5 +1,6 @@
-"""Command line: ``mobius build --model SRC --output DIR``, ``mobius explain --model SRC`` and
-``mobius generate --model DIR --prompt TEXT``."""
+"""Command line: ``mobius build --model SRC --output DIR``, ``mobius explain --model SRC``,
+``mobius generate --model DIR --prompt TEXT``, ``mobius verify --model SRC --onnx DIR``,
+``mobius list`` / ``mobius info MODEL_TYPE`` and ``mobius --version``."""
 
 from __future__ import annotations
 
@@ -22,8 +23,16 @@ __all__ = ["Terminated", "main"]
 
 
 def _parser() -> argparse.ArgumentParser:
+    from mobius import support, versions
+    from mobius.verification import cli as verify_cli
+
     parser = argparse.ArgumentParser(
         prog="mobius", description="Convert HuggingFace checkpoints to ONNX."
+    )
+    parser.add_argument(
+        "--version",
+        action=versions.VersionAction,
+        help="print mobius's and its libraries' versions",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="convert a checkpoint to model.onnx + model.onnx.data")
@@ -81,6 +90,13 @@ def _parser() -> argparse.ArgumentParser:
     _quantization_flags(b)
     _feature_flags(b)
     _component_flag(b)
+    b.add_argument(
+        "--verify",
+        action="store_true",
+        help="after writing, compare the package with PyTorch (as mobius verify; exit 1 outside "
+        "tolerance)",
+    )
+    verify_cli.add_input_flags(b.add_argument_group("--verify inputs"))
     b.add_argument("-q", "--quiet", action="store_true", help="only print errors")
     b.add_argument(
         "--debug", action="store_true", help="print the traceback of an internal error (exit 1)"
@@ -111,6 +127,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_generate_parser(sub)
     _add_build_gguf_parser(sub)
     _add_adapter_parser(sub)
+    verify_cli.add_parser(sub)
+    support.add_parsers(sub)
     return parser
 
 
@@ -171,6 +189,7 @@ def _add_build_gguf_parser(sub) -> None:
         release=False,
         adapter=None,
         lora_inputs=None,
+        verify=False,
     )
 
 
@@ -265,6 +284,10 @@ def _build(args: argparse.Namespace) -> int:
     features = parse_features(
         args.features, max_seq_len=args.max_seq_len
     )  # refuse unknown names before any work
+    if args.verify and args.no_weights:
+        from mobius.errors import ConfigError
+
+        raise ConfigError("--verify compares the weights too; drop --no-weights or --verify")
     output = Path(args.output)
     check_output_dir(output.absolute(), overwrite=args.overwrite)
     started = time.perf_counter()
@@ -293,6 +316,11 @@ def _build(args: argparse.Namespace) -> int:
     if not args.quiet:
         written = ", ".join(str(target / name) for name in package.graphs())
         print(f"wrote {written} in {time.perf_counter() - started:.1f} s")
+    if args.verify:
+        from mobius.verification import cli as verify_cli
+
+        del package  # its graphs and weights: verify loads the written package
+        return verify_cli.run(args, target)
     return 0
 
 
@@ -350,12 +378,27 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from mobius.verification import cli as verify_cli
+
+    return verify_cli.run(args)
+
+
+def _support(args: argparse.Namespace) -> int:
+    from mobius import support
+
+    return support.run(args)
+
+
 COMMANDS = {
     "build": _build,
     "build-gguf": _build,
     "explain": _explain,
     "generate": _generate,
     "adapter": _adapter,
+    "verify": _verify,
+    "list": _support,
+    "info": _support,
 }
 
 
@@ -389,7 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     args = None
     try:
         args = _parser().parse_args(argv)
-        quiet = args.quiet or args.command == "explain"  # explain's output is the report itself
+        # explain's, verify's, list's and info's output is the report itself
+        quiet = args.quiet or args.command in ("explain", "verify", "list", "info")
         # our own progress at INFO; other libraries (onnx_ir passes, ...) only when they warn
         logging.basicConfig(
             level=logging.ERROR if args.quiet else logging.WARNING, format="mobius: %(message)s"

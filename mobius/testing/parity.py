@@ -7,7 +7,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mobius.runtime.causal_lm import OnnxCausalLM, session  # the tests import both from here too
+from mobius.runtime.causal_lm import (  # the tests import both from here too
+    MODEL_FILE,
+    OnnxCausalLM,
+    session,
+)
+from mobius.testing.pairs import Pair, for_session, for_torch, to_numpy
 
 
 def decoder_inputs(
@@ -122,20 +127,35 @@ def encoder_inputs(
 
 def max_abs_diff(model: torch.nn.Module, directory: Path, config, length: int = 7) -> float:
     """Largest |onnxruntime - torch| over the positions that carry real tokens (or all, for vision)."""
-    sess = session(directory)
+    return max(p.max_abs() for p in uncached_pairs(model, directory, config, length=length))
+
+
+def uncached_pairs(
+    model: torch.nn.Module,
+    directory: Path,
+    config,
+    length: int = 7,
+    feeds: dict[str, torch.Tensor] | None = None,
+    lm: OnnxCausalLM | None = None,
+) -> list[Pair]:
+    """One call of a graph without a cache: the contract's outputs (``contract_pairs``), or, for
+    a decoder that takes ``position_ids``, its first output (logits) on ``feeds`` (a left-padded
+    batch of ``length`` tokens by default), at the positions that carry real tokens."""
+    lm = lm or OnnxCausalLM(directory)
+    sess = lm.session
     names = [i.name for i in sess.get_inputs()]
     if "position_ids" not in names:
-        return max(contract_diffs(model, directory, config).values())
-    feeds = text_decoder_inputs(config, length=length)
+        return contract_pairs(model, directory, config, feeds=feeds, sess=sess)
+    feeds = feeds if feeds is not None else text_decoder_inputs(config, length=length)
     keep = feeds["attention_mask"].bool().numpy()
     with torch.no_grad():
         out = model(**hf_reference_feeds(model, feeds))
-    expected = (out.logits if hasattr(out, "logits") else out.last_hidden_state).numpy()
-    feeds_np = {k: v.numpy() for k, v in feeds.items()}
-    feeds_np.update(OnnxCausalLM(directory).empty_cache(len(feeds["input_ids"])))
+    expected = to_numpy(out.logits if hasattr(out, "logits") else out.last_hidden_state)
+    feeds_np = for_session(sess, feeds)
+    feeds_np.update(lm.empty_cache(len(feeds["input_ids"])))
     actual = sess.run(None, feeds_np)[0]
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    return float(np.abs(actual - expected)[keep].max())
+    output = sess.get_outputs()[0].name
+    return [Pair(MODEL_FILE, output, "", actual, expected, keep, scores=output == "logits")]
 
 
 def contract_feeds(sess, config, batch: int = 2, seed: int = 1) -> dict[str, torch.Tensor]:
@@ -217,24 +237,39 @@ def contract_diffs(model: torch.nn.Module, directory: Path, config) -> dict[str,
     Outputs with one row per token (``last_hidden_state``, token logits) are compared on the
     real tokens only; the rest (pooled logits, audio frames, embeddings) everywhere.
     """
+    return {p.output: p.max_abs() for p in contract_pairs(model, directory, config)}
+
+
+# outputs whose last axis scores classes, choices or the vocabulary (argmax agreement applies)
+SCORES = ("logits", "logits_per_image", "logits_per_text")
+
+
+def contract_pairs(
+    model: torch.nn.Module,
+    directory: Path,
+    config,
+    feeds: dict[str, torch.Tensor] | None = None,
+    sess=None,
+) -> list[Pair]:
+    """Every contract output of a single-call task on ``feeds`` (``contract_feeds``' by
+    default): outputs with one row per token are kept to the real tokens."""
     from mobius.tasks.head import contract_output
 
-    sess = session(directory)
-    feeds = contract_feeds(sess, config)
+    sess = sess or session(directory)
+    feeds = feeds if feeds is not None else contract_feeds(sess, config)
     with torch.no_grad():
-        out = model(**feeds, return_dict=True)
+        out = model(**for_torch(model, feeds), return_dict=True)
     names = [o.name for o in sess.get_outputs()]
-    actual = dict(zip(names, sess.run(None, {k: v.numpy() for k, v in feeds.items()}), strict=True))
+    actual = dict(zip(names, sess.run(None, for_session(sess, feeds)), strict=True))
     mask = feeds.get("attention_mask") if "input_ids" in feeds else None
-    diffs = {}
+    pairs = []
     for name in names:
-        expected = contract_output(out, name, len(names)).float().numpy()
-        assert actual[name].shape == expected.shape, (name, actual[name].shape, expected.shape)
-        diff = np.abs(actual[name] - expected)
-        if mask is not None and diff.shape[: mask.dim()] == tuple(mask.shape):
-            diff = diff[mask.bool().numpy()]
-        diffs[name] = float(diff.max())
-    return diffs
+        expected = to_numpy(contract_output(out, name, len(names)))
+        keep = None
+        if mask is not None and expected.shape[: mask.dim()] == tuple(mask.shape):
+            keep = mask.bool().numpy()
+        pairs.append(Pair(MODEL_FILE, name, "", actual[name], expected, keep, name in SCORES))
+    return pairs
 
 
 def hf_greedy(
@@ -278,29 +313,61 @@ def causal_lm_parity(
     (``hf_reference_feeds``: without ``position_ids`` where it derives them itself). Without one: the logits of all ``length``. Returns
     ``cache``, ``prefill_diff``, ``decode_diff`` (with a cache) and ``max_diff``.
     """
-    text = config.get_text_config()
     lm = OnnxCausalLM(directory)
+    pairs = causal_lm_pairs(model, directory, config, prefill=prefill, length=length, lm=lm)
     if not lm.has_cache:
-        diff = max_abs_diff(model, directory, text, length=length)
+        diff = max(p.max_abs() for p in pairs)
         return {"cache": False, "prefill_diff": diff, "max_diff": diff}
-    feeds = text_decoder_inputs(text, length=length)
-    ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
-    with torch.no_grad():
-        out = model(**hf_reference_feeds(model, feeds))
-    expected = (out.logits if hasattr(out, "logits") else out[0]).float().numpy()
-    keep = mask.astype(bool)
-    first, cache = lm.run(
-        ids[:, :prefill], mask[:, :prefill], pos[:, :prefill], lm.empty_cache(len(ids))
-    )
-    prefill_diff = float(np.abs(first - expected[:, :prefill])[keep[:, :prefill]].max())
-    step, cache = lm.run(ids[:, prefill:], mask, pos[:, prefill:], cache)
-    decode_diff = float(np.abs(step - expected[:, prefill:]).max())
+    prefill_diff, decode_diff = (p.max_abs() for p in pairs)
     return {
         "cache": True,
         "prefill_diff": prefill_diff,
         "decode_diff": decode_diff,
         "max_diff": max(prefill_diff, decode_diff),
     }
+
+
+def causal_lm_pairs(
+    model: torch.nn.Module,
+    directory: Path,
+    config,
+    prefill: int = 6,
+    length: int = 9,
+    feeds: dict[str, torch.Tensor] | None = None,
+    lm: OnnxCausalLM | None = None,
+) -> list[Pair]:
+    """The logits of a converted causal LM against the HF model's (``causal_lm_parity``) on
+    ``feeds`` (a left-padded batch of ``length`` random tokens by default): with a cache, the
+    prefill of the first ``prefill`` tokens and the cached step of the rest; without one
+    (``uncached_pairs``), one call on them all."""
+    text = config.get_text_config()
+    lm = lm or OnnxCausalLM(directory)
+    if not lm.has_cache:
+        return uncached_pairs(model, directory, text, length=length, feeds=feeds, lm=lm)
+    feeds = feeds if feeds is not None else text_decoder_inputs(text, length=length)
+    ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
+    with torch.no_grad():
+        out = model(**hf_reference_feeds(model, feeds))
+    expected = to_numpy(out.logits if hasattr(out, "logits") else out[0])
+    keep = mask.astype(bool)
+    first, cache = lm.run(
+        ids[:, :prefill], mask[:, :prefill], pos[:, :prefill], lm.empty_cache(len(ids))
+    )
+    step, cache = lm.run(ids[:, prefill:], mask, pos[:, prefill:], cache)
+    return [
+        Pair(
+            MODEL_FILE, "logits", "prefill", first, expected[:, :prefill], keep[:, :prefill], True
+        ),
+        Pair(
+            MODEL_FILE,
+            "logits",
+            "cached step",
+            step,
+            expected[:, prefill:],
+            keep[:, prefill:],
+            True,
+        ),
+    ]
 
 
 def assert_left_padded_batch_matches_hf(directory, model, new: int) -> None:

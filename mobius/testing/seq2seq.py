@@ -13,6 +13,7 @@ import torch
 from mobius.runtime.seq2seq import Seq2SeqRunner
 from mobius.tasks.seq2seq import speech_features
 from mobius.tasks.seq2seq_images import takes_images
+from mobius.testing.pairs import Comparison, Pair, Tokens, for_session, for_torch, to_numpy
 from mobius.testing.seq2seq_images import IMAGE_OVERRIDES, image_encoder_inputs
 from mobius.testing.tiny import randomize
 
@@ -133,23 +134,47 @@ def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, 
             )
     finally:
         model.generation_config = own
-    return out.sequences.numpy(), torch.stack(out.logits, 1).numpy()
+    return out.sequences.numpy(), to_numpy(torch.stack(out.logits, 1))
 
 
 def seq2seq_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[str, Any]:
     """Max abs differences (encoder, prefill, step, generation logits) and whether the greedy
     tokens equal HF's."""
-    runner = Seq2SeqRunner(package)
-    inputs = encoder_inputs(model)
+    compared = seq2seq_pairs(model, package, new_tokens)
+    encoder, prefill, step, generated = (p.max_abs() for p in compared.pairs)
+    return {
+        "encoder_diff": encoder,
+        "prefill_diff": prefill,
+        "decode_diff": step,
+        "generate_logits_diff": generated,
+        "tokens_equal": compared.tokens.equal(),
+        "tokens": compared.tokens.actual.tolist(),
+        "hf_tokens": compared.tokens.expected.tolist(),
+    }
+
+
+def seq2seq_pairs(
+    model: Any,
+    package: Path,
+    new_tokens: int = NEW_TOKENS,
+    inputs: dict[str, torch.Tensor] | None = None,
+    runner: Seq2SeqRunner | None = None,
+) -> Comparison:
+    """The encoder output, a decoder prefill of ``PREFIX`` tokens, one cached step and the
+    logits of ``new_tokens`` greedy steps, against HF (its ``generate`` for the last), and the
+    greedy tokens; on ``inputs`` (``encoder_inputs``' random batch of two by default)."""
+    runner = runner or Seq2SeqRunner(package)
+    inputs = inputs if inputs is not None else encoder_inputs(model)
     mask = inputs.get("attention_mask")
-    np_inputs = {k: v.numpy() for k, v in inputs.items()}
     np_mask = None if mask is None else mask.numpy()
-    encoded = runner.encode(**np_inputs)
+    encoded = runner.encode(**for_session(runner.encoder, inputs))
+    inputs = for_torch(model, inputs)
     gen = torch.Generator().manual_seed(2)
     vocab = vocab_size(model.config, "decoder")
-    start = torch.full((2, 1), start_token(model.config))
-    prefix = torch.cat([start, torch.randint(3, vocab - 2, (2, PREFIX - 1), generator=gen)], 1)
-    step = torch.randint(3, vocab - 2, (2, 1), generator=gen)
+    batch = len(next(iter(inputs.values())))
+    start = torch.full((batch, 1), start_token(model.config))
+    prefix = torch.cat([start, torch.randint(3, vocab - 2, (batch, PREFIX - 1), generator=gen)], 1)
+    step = torch.randint(3, vocab - 2, (batch, 1), generator=gen)
     with torch.no_grad():
         hf_encoded = hf_encode(model, inputs, start)
         hidden = hf_encoded[0]
@@ -166,15 +191,19 @@ def seq2seq_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> d
     step_logits, _ = runner.decode(step.numpy(), encoded, cache, np_mask)
     tokens, hf_logits = hf_generate(model, inputs, new_tokens)
     ours, our_logits = _greedy_with_logits(runner, encoded, tokens[:, :1], np_mask, new_tokens)
-    return {
-        "encoder_diff": float(np.abs(encoded["last_hidden_state"] - hidden.numpy()).max()),
-        "prefill_diff": float(np.abs(logits - first.logits.numpy()).max()),
-        "decode_diff": float(np.abs(step_logits - second.logits.numpy()).max()),
-        "generate_logits_diff": float(np.abs(our_logits - hf_logits).max()),
-        "tokens_equal": bool(np.array_equal(ours, tokens)),
-        "tokens": ours.tolist(),
-        "hf_tokens": tokens.tolist(),
-    }
+    encoder, decoder = "encoder_model.onnx", "decoder_model.onnx"
+    hidden_name = "last_hidden_state"
+    return Comparison(
+        [
+            Pair(encoder, hidden_name, "", encoded[hidden_name], to_numpy(hidden)),
+            Pair(decoder, "logits", "prefill", logits, to_numpy(first.logits), scores=True),
+            Pair(
+                decoder, "logits", "cached step", step_logits, to_numpy(second.logits), scores=True
+            ),
+            Pair(decoder, "logits", "generation", our_logits, hf_logits, scores=True),
+        ],
+        Tokens(decoder, ours, tokens),
+    )
 
 
 def hf_encode(model: Any, inputs: dict, start: torch.Tensor) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mobius.runtime.vlm import OnnxVisionLanguageModel, next_positions
+from mobius.runtime.vlm import DEEPSTACK, OnnxVisionLanguageModel, next_positions
 from mobius.tasks.vlm import (
     language_model,
     type_ids_argument,
@@ -21,6 +21,7 @@ from mobius.tasks.vlm import (
 from mobius.tasks.vlm_canvas import MARKERS, canvas_recipe
 from mobius.tasks.vlm_inputs import grid_merge_size, image_token_id
 from mobius.tasks.vlm_prepend import image_rows, prepends_image
+from mobius.testing.pairs import Comparison, Pair, Tokens, for_session, for_torch, to_numpy
 from mobius.testing.tiny import randomize
 from mobius.testing.vlm_scale import fan_in_scaled
 from mobius.testing.vlm_tiny_configs import MORE_VLM_OVERRIDES
@@ -354,7 +355,7 @@ def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, 
     finally:
         model.generation_config = own
     width = inputs["input_ids"].shape[1]
-    return out.sequences[:, width:].numpy(), torch.stack(out.logits, 1).numpy()
+    return out.sequences[:, width:].numpy(), to_numpy(torch.stack(out.logits, 1))
 
 
 def _cache_of(out: Any) -> Any:
@@ -366,21 +367,52 @@ def _cache_of(out: Any) -> Any:
 def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[str, Any]:
     """Max abs differences (features, prefill, step, generation logits) and whether the greedy
     tokens equal HF's."""
-    runner = OnnxVisionLanguageModel(package)
-    pixels = pixel_inputs(model)
+    compared = vlm_pairs(model, package, new_tokens)
+    *features, prefill, step, generated = compared.pairs
+    return {
+        "image_tokens": int(features[0].expected.shape[0]),
+        "features_diff": max(p.max_abs() for p in features),
+        "prefill_diff": prefill.max_abs(),
+        "decode_diff": step.max_abs(),
+        "generate_logits_diff": generated.max_abs(),
+        "tokens_equal": compared.tokens.equal(),
+        "tokens": compared.tokens.actual.tolist(),
+        "hf_tokens": compared.tokens.expected.tolist(),
+    }
+
+
+def vlm_pairs(
+    model: Any,
+    package: Path,
+    new_tokens: int = NEW_TOKENS,
+    pixels: dict[str, torch.Tensor] | None = None,
+    text: tuple[torch.Tensor, torch.Tensor] | None = None,
+    runner: OnnxVisionLanguageModel | None = None,
+) -> Comparison:
+    """Image features, prefill logits with one image in a batch of two, one cached step and the
+    logits of ``new_tokens`` greedy steps against HF (its ``generate`` for the last), and the
+    greedy tokens. ``pixels``: the vision inputs (``pixel_inputs``' random image by default);
+    ``text``: (input_ids, attention_mask) with the image's tokens in the first row (``prompt``'s
+    by default)."""
+    runner = runner or OnnxVisionLanguageModel(package)
+    pixels = pixels if pixels is not None else pixel_inputs(model)
     with torch.no_grad():
-        hf_features, hf_deepstack = vision_outputs(model, dict(pixels))
-    vision = runner.vision(**{k: v.numpy() for k, v in pixels.items()})
+        hf_features, hf_deepstack = vision_outputs(model, for_torch(model, pixels))
+    vision = runner.vision(**for_session(runner.sessions["vision_encoder"], pixels))
     features, deepstack = vision["image_features"], vision.get("deepstack_visual_embeds")
-    features_diff = float(np.abs(features - hf_features.numpy()).max())
+    vision_file = "vision_encoder.onnx"
+    pairs = [Pair(vision_file, "image_features", "", features, to_numpy(hf_features))]
     if hf_deepstack is not None:
-        features_diff = max(features_diff, float(np.abs(deepstack - hf_deepstack.numpy()).max()))
+        pairs.append(Pair(vision_file, DEEPSTACK, "", deepstack, to_numpy(hf_deepstack)))
     # GIT puts the image before the text itself (vlm_prepend): no placeholder, HF repeats the
     # one image over the batch, so both rows carry it (the second left-padded by two)
     prepended = image_rows(model.config) if prepends_image(model) else 0
-    ids, mask = prompt(model, 0 if prepended else hf_features.shape[0])
-    if prepended:
-        ids[1, :2], mask[1, :2] = getattr(model.config, "pad_token_id", None) or 0, 0
+    if text is not None:
+        ids, mask = text
+    else:
+        ids, mask = prompt(model, 0 if prepended else hf_features.shape[0])
+        if prepended:
+            ids[1, :2], mask[1, :2] = getattr(model.config, "pad_token_id", None) or 0, 0
     grid, sizes = pixels.get("image_grid_thw"), pixels.get("target_sizes")
     positions = torch.from_numpy(
         runner.positions(
@@ -396,7 +428,7 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
     if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
         extra["mm_token_type_ids"] = (ids == image_token_id(model.config)).int()
     # the image belongs to the first row: HF's processor sends pixels for the batch's images
-    hf_inputs = {"input_ids": ids, "attention_mask": mask, **pixels, **extra}
+    hf_inputs = {"input_ids": ids, "attention_mask": mask, **for_torch(model, pixels), **extra}
     gen = torch.Generator().manual_seed(2)
     step = torch.randint(3, 100, (2, 1), generator=gen)
     step_mask = torch.cat([mask, torch.ones_like(step)], 1)
@@ -440,13 +472,10 @@ def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[
         token_type_ids=types.get("token_type_ids", types.get("mm_token_type_ids")),
         deepstack=deepstack,
     )
-    return {
-        "image_tokens": int(hf_features.shape[0]),
-        "features_diff": features_diff,
-        "prefill_diff": float(np.abs(logits[real] - first.logits.numpy()[real]).max()),
-        "decode_diff": float(np.abs(step_logits - second.logits.numpy()).max()),
-        "generate_logits_diff": float(np.abs(our_logits - hf_logits).max()),
-        "tokens_equal": bool(np.array_equal(ours, tokens)),
-        "tokens": ours.tolist(),
-        "hf_tokens": tokens.tolist(),
-    }
+    decoder = "decoder_model.onnx"
+    pairs += [
+        Pair(decoder, "logits", "prefill", logits, to_numpy(first.logits), real, True),
+        Pair(decoder, "logits", "cached step", step_logits, to_numpy(second.logits), None, True),
+        Pair(decoder, "logits", "generation", our_logits, hf_logits, None, True),
+    ]
+    return Comparison(pairs, Tokens(decoder, ours, tokens))
