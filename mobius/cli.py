@@ -229,13 +229,14 @@ def _build(args: argparse.Namespace) -> int:
         lookup = _cache_lookup(args)
         package = lookup.package if lookup is not None else None
         if package is None:
+            from mobius.graph_cache.warm import keep, prepare
+
             with _libraries_quiet():
                 package = _cold_build(args, features)
+                pending = prepare(lookup, package) if lookup is not None else None
                 target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
-            if lookup is not None:
-                from mobius.graph_cache.warm import keep
-
-                keep(lookup, package, target)
+            if pending is not None:
+                keep(pending, target)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

@@ -230,6 +230,16 @@ class ModelPackage:
             )
         return target
 
+    def apply_weights(
+        self, checkpoint: str | os.PathLike, *, trust_remote_code: bool = False
+    ) -> ModelPackage:
+        """This package's graphs with the weights of ``checkpoint`` instead (a fine-tune: same
+        architecture, config and tensor shapes): no trace, only the weights are read, cast or
+        quantized as these were when the new package is saved. See docs/design/graph-cache.md."""
+        from mobius.graph_cache.apply import apply_weights
+
+        return apply_weights(self, checkpoint, trust_remote_code=trust_remote_code)
+
     def graphs(self) -> dict[str, ir.Model]:
         """File name -> model, for every graph the package saves."""
         if self.models:

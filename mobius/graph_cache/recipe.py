@@ -81,7 +81,7 @@ class _Pickler(pickle.Pickler):
         if isinstance(obj, Checkpoint):
             return ("checkpoint",)
         if isinstance(obj, TensorEntry):
-            return ("entry", obj.key)
+            return ("entry", obj.key, str(obj.dtype), tuple(obj.shape))
         if isinstance(obj, (str, PurePath)) and self._under_source(str(obj)):
             raise Unsafe(f"a weight recipe refers to {obj} in the checkpoint")
         if type(obj).__name__ == "memmap":
@@ -107,11 +107,42 @@ class _Pickler(pickle.Pickler):
                 return _cell, (obj.cell_contents,)
             except ValueError:  # an empty cell (a name assigned later)
                 return _cell, (None, True)
+        fresh = _without_results(obj, pickle.HIGHEST_PROTOCOL)
+        if fresh is not None:
+            return fresh
         if isinstance(obj, types.ModuleType):
             return _module, (obj.__name__,)
         if isinstance(obj, _LOCK_TYPES):
             return _lock, (isinstance(obj, _LOCK_TYPES[1]),)
         return NotImplemented
+
+
+def _without_results(obj: Any, protocol: int) -> tuple | None:
+    """The reduction of a lazy tensor or a packing without what it computed while a package was
+    saved (a cached tensor, parts not handed out yet): a recipe holds how to make the weights,
+    never the weights of the checkpoint it was made from. None for other objects."""
+    import onnx_ir as ir
+
+    from mobius.blockquant import LazyPacking
+
+    if isinstance(obj, ir.LazyTensor):
+        dropped = {"_tensor": None}
+    elif isinstance(obj, LazyPacking):
+        dropped = {"pending": {}}
+    else:
+        return None
+    reduced = list(obj.__reduce_ex__(protocol))
+    state = reduced[2] if len(reduced) > 2 else None
+    if isinstance(state, tuple):  # (__dict__, slots)
+        state = tuple(
+            {**part, **{k: v for k, v in dropped.items() if k in part}} if part else part
+            for part in state
+        )
+    elif isinstance(state, dict):
+        state = {**state, **{k: v for k, v in dropped.items() if k in state}}
+    if len(reduced) > 2:
+        reduced[2] = state
+    return tuple(reduced)
 
 
 class _Unpickler(pickle.Unpickler):
@@ -124,7 +155,19 @@ class _Unpickler(pickle.Unpickler):
         if kind == "checkpoint":
             return self.checkpoint
         if kind == "entry":
-            return self.checkpoint.entries[pid[1]]
+            from mobius.errors import WeightsError
+
+            key, dtype, shape = pid[1:]
+            entry = self.checkpoint.entries.get(key)
+            if entry is None:
+                raise WeightsError(f"the checkpoint has no tensor '{key}', which the graph reads")
+            if (str(entry.dtype), tuple(entry.shape)) != (dtype, shape):
+                raise WeightsError(
+                    f"tensor '{key}' is {str(entry.dtype).removeprefix('torch.')} "
+                    f"{list(entry.shape)} in the checkpoint, the graph was built for "
+                    f"{dtype.removeprefix('torch.')} {list(shape)}; the checkpoints differ in shape"
+                )
+            return entry
         raise pickle.UnpicklingError(f"unknown placeholder {kind!r}")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from mobius.package import ModelPackage
     from mobius.source import Source
 
-__all__ = ["Lookup", "disabled_by_environment", "find", "keep", "rebind"]
+__all__ = ["Lookup", "Pending", "disabled_by_environment", "find", "keep", "prepare", "rebind"]
 
 log = logging.getLogger("mobius")
 
@@ -124,11 +125,16 @@ def _package(entry: store.Entry, source: Source, src: str) -> ModelPackage:
 
 
 def _moved(text: str, old: str, new: str) -> str:
-    """A companion text of a build of ``old``, as a build of ``new`` writes it (the explain
-    report names its source)."""
+    """A companion text of a build of ``old``, as a build of ``new`` writes it: the explain
+    report names its source, and a GGUF build's summary names the file."""
     if old == new:
         return text
-    return text.replace(json.dumps(old), json.dumps(new))
+    text = text.replace(json.dumps(old), json.dumps(new))
+    old_name, new_name = Path(old).name, Path(new).name
+    if old_name != new_name and Path(new).suffix == ".gguf":
+        pattern = rf"(?<![\w.-]){re.escape(old_name)}(?![\w.-])"
+        text = re.sub(pattern, lambda _: new_name, text)
+    return text
 
 
 def _checkpoint(source: Source) -> Any:
@@ -146,35 +152,56 @@ def _roots(source: Source, src: str) -> tuple[str, ...]:
     return tuple(sorted(paths))
 
 
-def keep(lookup: Lookup, package: ModelPackage, target: Path) -> None:
-    """Keep ``package``, just saved to ``target`` by a cold build, as ``lookup``'s entry; a
-    package whose weights cannot be rebound is not kept (logged), the build is unaffected."""
+@dataclass
+class Pending:
+    """What a cold build keeps, made before its package is saved (a lazy tensor may keep what it
+    computed while saving, which must not go into a recipe); the graphs are added once saved."""
+
+    key: str
+    graphs: list[str]
+    files: dict[str, bytes]
+    manifest: dict[str, Any]
+
+
+def prepare(lookup: Lookup, package: ModelPackage) -> Pending | None:
+    """The entry for ``package``, built cold and not saved yet, less its graph files; None (and
+    a line in the log) for a package whose weights cannot be rebound to another checkpoint."""
     try:
-        files, manifest = _entry_files(lookup, package, target)
-    except (recipe.Unsafe, OSError) as exc:
+        return _pending(lookup, package)
+    except recipe.Unsafe as exc:
+        log.info("graph cache: not keeping this build (%s)", exc)
+        return None
+
+
+def keep(pending: Pending, target: Path) -> None:
+    """Keep ``pending`` with the graph files just saved into ``target``; the build is unaffected
+    by any failure (logged)."""
+    try:
+        graphs = {file: (target / file).read_bytes() for file in pending.graphs}
+    except OSError as exc:
         log.info("graph cache: not keeping this build (%s)", exc)
         return
-    store.put(lookup.key, files, manifest)
+    store.put(pending.key, {**graphs, **pending.files}, pending.manifest)
 
 
-def _entry_files(
-    lookup: Lookup, package: ModelPackage, target: Path
-) -> tuple[dict[str, bytes], dict[str, Any]]:
+def _pending(lookup: Lookup, package: ModelPackage) -> Pending:
     source = lookup.source
     graphs = package.graphs()
-    extra = []
-    for path in package.extra_files:
-        if Path(path).parent.resolve() != source.directory.resolve():
-            raise recipe.Unsafe(f"{path} is not in the checkpoint's directory")
-        extra.append(Path(path).name)
+    # the files that travel with the model, by name: a hit copies them from its own checkpoint
+    # (a GGUF file's are written into a new temporary directory by each build)
+    known = {source.config_path.name, *(p.name for p in source.extra_files())}
+    extra = [Path(path).name for path in package.extra_files]
+    if not set(extra) <= known:
+        raise recipe.Unsafe(
+            f"companion files {sorted(set(extra) - known)} are not the checkpoint's"
+        )
     tensors = {
         file: {name: value.const_value for name, value in model.graph.initializers.items()}
         for file, model in graphs.items()
     }
     if any(t is None for bound in tensors.values() for t in bound.values()):
         raise recipe.Unsafe("an initializer has no tensor")
-    files = {file: (target / file).read_bytes() for file in graphs}
-    files[WEIGHTS] = recipe.dumps(tensors, _roots(source, lookup.src))
+    files = {WEIGHTS: recipe.dumps(tensors, _roots(source, lookup.src))}
     files.update({TEXT_PREFIX + name: text.encode("utf-8") for name, text in package.texts.items()})
     model_types = {m.metadata_props.get("mobius.model_type") for m in graphs.values()} - {None}
     manifest = {
@@ -188,7 +215,7 @@ def _entry_files(
             "options": lookup.document.get("options", {}),
         },
     }
-    return files, manifest
+    return Pending(lookup.key, list(graphs), files, manifest)
 
 
 def rebind(package: ModelPackage, source: Source, src: str) -> ModelPackage:
@@ -212,7 +239,14 @@ def rebind(package: ModelPackage, source: Source, src: str) -> ModelPackage:
             value.const_value = bound[file][name]
         copies[file] = copy
     extra = [source.directory / Path(p).name for p in package.extra_files]
-    texts = dict(package.texts)
+    try:
+        old_src = json.loads(package.texts.get("explain.json", "{}")).get("source")
+    except ValueError:
+        old_src = None
+    texts = {
+        name: _moved(text, old_src, src) if old_src else text
+        for name, text in package.texts.items()
+    }
     if package.models:
         models = {name: copies[f"{name}.onnx"] for name in package.models}
         return ModelPackage(model=None, models=models, extra_files=extra, texts=texts)
