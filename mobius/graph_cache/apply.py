@@ -53,14 +53,18 @@ def apply_weights(
     """A new package: ``package``'s graphs and companion texts, with the weights of
     ``checkpoint`` (a directory, hub id or GGUF file of the same architecture, config and tensor
     shapes), cast, quantized and packed as ``package``'s were. ``package`` is unchanged."""
+    from mobius.graph_cache.recipe import Unbound, Unsafe
     from mobius.graph_cache.warm import rebind
     from mobius.source import resolve
 
-    if not any(m.graph.initializers for m in package.graphs().values()):
-        raise UnsupportedError(
-            "this package holds no weights to replace (built with weights=False); build it "
-            "from one checkpoint with weights, then apply the others to it"
-        )
     source = resolve(checkpoint, trust_remote_code=trust_remote_code)
     _check_config(package, source.directory)
-    return rebind(package, source, str(checkpoint))
+    try:
+        return rebind(package, source, str(checkpoint))
+    except Unbound:
+        raise UnsupportedError(
+            "this package holds no checkpoint weights to replace (built with weights=False); "
+            "build it from one checkpoint with weights, then apply the others to it"
+        ) from None
+    except Unsafe as exc:
+        raise UnsupportedError(f"cannot apply other weights to this package: {exc}") from None

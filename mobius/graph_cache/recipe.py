@@ -25,7 +25,7 @@ import types
 from pathlib import PurePath
 from typing import Any
 
-__all__ = ["Unsafe", "dumps", "loads"]
+__all__ = ["Unbound", "Unsafe", "dumps", "loads"]
 
 _LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
 
@@ -73,14 +73,17 @@ class _Pickler(pickle.Pickler):
     def __init__(self, file: io.BytesIO, roots: tuple[str, ...]) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.roots = roots
+        self.bound = False  # some tensor reads the checkpoint
 
     def persistent_id(self, obj: Any) -> Any:
         from mobius.safetensors_header import TensorEntry
         from mobius.weights import Checkpoint
 
         if isinstance(obj, Checkpoint):
+            self.bound = True
             return ("checkpoint",)
         if isinstance(obj, TensorEntry):
+            self.bound = True
             return ("entry", obj.key, str(obj.dtype), tuple(obj.shape))
         if isinstance(obj, (str, PurePath)) and self._under_source(str(obj)):
             raise Unsafe(f"a weight recipe refers to {obj} in the checkpoint")
@@ -171,16 +174,24 @@ class _Unpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unknown placeholder {kind!r}")
 
 
-def dumps(obj: Any, roots: tuple[str, ...]) -> bytes:
+class Unbound(Unsafe):
+    """No tensor reads a checkpoint: the package was built without weights."""
+
+
+def dumps(obj: Any, roots: tuple[str, ...], *, bound: bool = False) -> bytes:
     """Pickle ``obj`` (the initializers' tensors) with the checkpoint left out; ``roots`` are the
-    checkpoint's directory and files, which nothing pickled may name (else ``Unsafe``)."""
+    checkpoint's directory and files, which nothing pickled may name (else ``Unsafe``); with
+    ``bound``, ``Unbound`` unless some tensor reads the checkpoint."""
     buffer = io.BytesIO()
+    pickler = _Pickler(buffer, roots)
     try:
-        _Pickler(buffer, roots).dump(obj)
+        pickler.dump(obj)
     except Unsafe:
         raise
     except (pickle.PicklingError, TypeError, AttributeError, ValueError, RecursionError) as exc:
         raise Unsafe(f"the weights cannot be kept ({type(exc).__name__}: {exc})") from None
+    if bound and not pickler.bound:
+        raise Unbound("no weight of the package reads a checkpoint")
     return buffer.getvalue()
 
 

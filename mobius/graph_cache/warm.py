@@ -230,7 +230,7 @@ def rebind(package: ModelPackage, source: Source, src: str) -> ModelPackage:
         file: {name: value.const_value for name, value in model.graph.initializers.items()}
         for file, model in graphs.items()
     }
-    data = recipe.dumps(tensors, ())
+    data = recipe.dumps(tensors, (), bound=True)
     bound = recipe.loads(data, _checkpoint(source))
     copies: dict[str, ir.Model] = {}
     for file, model in graphs.items():
