@@ -8,7 +8,7 @@ take the first's graphs and only write its own weights. The key covers:
 - the checkpoint's tensors: every key with its stored dtype and shape (and a GGUF tensor's block
   type), but not its values or file offsets;
 - the contents of the files that travel with the model (tokenizer, generation config), which
-  ``genai_config.json`` reads;
+  ``genai_config.json`` reads, and of the checkpoint's own Python files (remote code);
 - every build option (task, dtype, EP, precision, block size, symmetry, accuracy level, excluded
   modules, features, sequence length, release, strict, component) and the environment variables
   that change a trace;
@@ -88,8 +88,10 @@ def _file_digest(path: Path) -> str:
 
 
 def _companions(source: Any) -> dict[str, str]:
-    """File name -> sha256 of each file that travels with the model (config.json aside)."""
-    return {path.name: _file_digest(path) for path in source.extra_files() if path.is_file()}
+    """File name -> sha256 of each file that travels with the model (config.json aside), and of
+    the checkpoint's own Python code (``--trust-remote-code``)."""
+    files = [*source.extra_files(), *sorted(source.directory.glob("*.py"))]  # remote code too
+    return {path.name: _file_digest(path) for path in files if path.is_file()}
 
 
 def _config(source: Any) -> dict[str, Any]:
