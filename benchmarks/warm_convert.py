@@ -42,11 +42,16 @@ RESULTS = HERE / "results"
 def prepare_checkpoint(model: str, workdir: Path) -> Path:
     if model == "tiny":
         return ROOT / "examples" / "tiny-llama"
-    from mobius.testing.gguf import checkpoint_from_gguf, smollm2_gguf
-
     checkpoint = workdir / "smollm2-135m-f32"
     if not (checkpoint / "config.json").exists():
-        checkpoint_from_gguf(smollm2_gguf(), checkpoint)
+        # in a process of its own: Linux carries a process's peak RSS across exec, so this
+        # process must stay small for its children's peaks to be theirs
+        code = (
+            "import sys; from mobius.testing.gguf import checkpoint_from_gguf, smollm2_gguf; "
+            "checkpoint_from_gguf(smollm2_gguf(), sys.argv[1])"
+        )
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        subprocess.run([sys.executable, "-c", code, str(checkpoint)], check=True, env=env)
     return checkpoint
 
 
