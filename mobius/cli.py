@@ -18,6 +18,7 @@ from typing import NoReturn
 from mobius import failures
 from mobius.errors import InternalError, MobiusError
 from mobius.failures import Terminated
+from mobius.graph_cache import cli as graph_cache_cli
 
 __all__ = ["Terminated", "main"]
 
@@ -97,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
         "tolerance)",
     )
     verify_cli.add_input_flags(b.add_argument_group("--verify inputs"))
+    graph_cache_cli.add_no_cache_flag(b)
     b.add_argument("-q", "--quiet", action="store_true", help="only print errors")
     b.add_argument(
         "--debug", action="store_true", help="print the traceback of an internal error (exit 1)"
@@ -129,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_adapter_parser(sub)
     verify_cli.add_parser(sub)
     support.add_parsers(sub)
+    graph_cache_cli.add_parser(sub)
     return parser
 
 
@@ -173,6 +176,7 @@ def _add_build_gguf_parser(sub) -> None:
     g.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
     g.add_argument("-q", "--quiet", action="store_true", help="only print errors")
     g.add_argument("--debug", action="store_true", help="print an internal error's traceback")
+    graph_cache_cli.add_no_cache_flag(g)
     g.set_defaults(
         task=None,
         no_weights=False,
@@ -277,8 +281,7 @@ def _add_generate_parser(sub) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    import mobius
-    from mobius.features import apply_features, parse_features
+    from mobius.features import parse_features
     from mobius.output.package import check_output_dir, output_lock
 
     features = parse_features(
@@ -293,26 +296,21 @@ def _build(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with output_lock(output.absolute()):  # a concurrent build into the same output fails at once
         check_output_dir(output.absolute(), overwrite=args.overwrite)  # now that no other build can
-        package = mobius.build(
-            args.model,
-            dtype=args.dtype,
-            ep=args.ep,
-            task=args.task,
-            weights=not args.no_weights,
-            trust_remote_code=args.trust_remote_code,
-            strict=args.strict,
-            component=args.component,
-            features=features,
-            adapter=args.adapter,
-            lora_inputs=args.lora_inputs,
-            **_quantization_kwargs(args),
-        )
-        apply_features(package, features, max_seq_len=args.max_seq_len)
-        if args.release:
-            from mobius.features.release import release
+        lookup = _cache_lookup(args)
+        package = lookup.package if lookup is not None else None
+        if package is None:
+            from mobius.graph_cache.warm import keep, prepare
 
-            release(package)
-        target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
+            with _libraries_quiet():
+                package = _cold_build(args, features)
+                pending = prepare(lookup, package) if lookup is not None else None
+                target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
+            if pending is not None:
+                keep(pending, target)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                target = package.save(output, overwrite=args.overwrite, progress=not args.quiet)
     if not args.quiet:
         written = ", ".join(str(target / name) for name in package.graphs())
         print(f"wrote {written} in {time.perf_counter() - started:.1f} s")
@@ -322,6 +320,47 @@ def _build(args: argparse.Namespace) -> int:
         del package  # its graphs and weights: verify loads the written package
         return verify_cli.run(args, target)
     return 0
+
+
+def _cache_lookup(args: argparse.Namespace):
+    """The graph cache's lookup for this build (``lookup.package`` set on a hit), or None when
+    the cache is off (``--no-cache``, ``MOBIUS_NO_CACHE``) or does not apply (``--adapter``)."""
+    from mobius.graph_cache.warm import disabled_by_environment, find
+
+    if args.no_cache or disabled_by_environment() or args.adapter:
+        return None  # a folded adapter is read while writing: its weights are not the recipes'
+    options = graph_cache_cli.build_options(args)
+    if args.command == "build-gguf" or str(args.model).endswith(".gguf"):
+        with _libraries_quiet():  # transformers reads a GGUF file's config
+            return find(args.model, options, trust_remote_code=args.trust_remote_code)
+    return find(args.model, options, trust_remote_code=args.trust_remote_code)
+
+
+def _cold_build(args: argparse.Namespace, features):
+    """The whole pipeline: trace, emit, bind weights, features, release."""
+    import mobius
+    from mobius.features import apply_features
+
+    package = mobius.build(
+        args.model,
+        dtype=args.dtype,
+        ep=args.ep,
+        task=args.task,
+        weights=not args.no_weights,
+        trust_remote_code=args.trust_remote_code,
+        strict=args.strict,
+        component=args.component,
+        features=features,
+        adapter=args.adapter,
+        lora_inputs=args.lora_inputs,
+        **_quantization_kwargs(args),
+    )
+    apply_features(package, features, max_seq_len=args.max_seq_len)
+    if args.release:
+        from mobius.features.release import release
+
+        release(package)
+    return package
 
 
 def _write(path: str, text: str) -> None:
@@ -399,7 +438,10 @@ COMMANDS = {
     "verify": _verify,
     "list": _support,
     "info": _support,
+    "cache": graph_cache_cli.run,
 }
+# commands that silence the libraries themselves, where they need them (a warm build does not)
+_QUIET_INSIDE = ("build", "build-gguf", "cache")
 
 
 @contextlib.contextmanager
@@ -441,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("mobius").setLevel(
             logging.ERROR if args.quiet else logging.WARNING if quiet else logging.INFO
         )
+        if args.command in _QUIET_INSIDE:
+            return COMMANDS[args.command](args)
         with _libraries_quiet():
             return COMMANDS[args.command](args)
     except KeyboardInterrupt as exc:

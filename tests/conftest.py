@@ -21,6 +21,24 @@ class CheckpointCache:
         return self.built[model_type]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _graph_cache_off(tmp_path_factory):
+    """The CLI's graph cache off for the suite (builds run cold, as they are tested) and, where a
+    test turns it on, in a directory of this session, never the user's ~/.cache/mobius; also
+    for the CLI processes tests start, which inherit the environment."""
+    import os
+
+    saved = {k: os.environ.get(k) for k in ("MOBIUS_CACHE", "MOBIUS_NO_CACHE")}
+    os.environ["MOBIUS_CACHE"] = str(tmp_path_factory.mktemp("mobius-cache"))
+    os.environ["MOBIUS_NO_CACHE"] = "1"
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> CheckpointCache:
     return CheckpointCache(tmp_path_factory.mktemp("checkpoints"))
