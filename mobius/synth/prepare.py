@@ -17,8 +17,9 @@ from mobius.errors import UnsupportedError
 from mobius.registry import get_task
 from mobius.safetensors_header import check_layer_count
 from mobius.source import Source
+from mobius.sources import remote_code
 from mobius.synth.decompose import decompose_unlowered
-from mobius.synth.emit import bidirectional_attention, unclaimed_attention
+from mobius.synth.emit import attention_captured, bidirectional_attention, unclaimed_attention
 from mobius.synth.fallbacks import (
     ANY_LENGTH,
     CARRIED_CACHE,
@@ -71,9 +72,10 @@ def prepare(
     interrupts, out-of-memory and mobius's own bugs stop the build (``mobius.failures``)."""
     with failures.phase("reading the checkpoint"):
         source = source_mod.resolve(src, trust_remote_code=trust_remote_code, need_weights=weights)
-        hf_config = config_mod.hf_config_from_dict(
-            source.config, trust_remote_code=trust_remote_code
-        )
+        if trust_remote_code and remote_code.has_code(source.config):
+            hf_config = remote_code.load_config(source.config, source.directory)
+        else:
+            hf_config = config_mod.hf_config_from_dict(source.config)
         arch = config_mod.from_hf(hf_config)
         the_task = apply_features(get_task(task, arch), features)
         if weights and _stacks_of_layers(the_task, arch):
@@ -83,6 +85,14 @@ def prepare(
     if is_multi_graph(the_task):  # encoder-decoder: one trace per graph (synth/graphs.py)
         with failures.phase(f"tracing {arch.model_type}"):
             return prepare_graphs(source, arch, the_task, dtype)
+    return trace_task(source, arch, the_task, dtype)
+
+
+def trace_task(
+    source: Source, arch: ArchitectureConfig, the_task: Task, dtype: torch.dtype
+) -> Prepared:
+    """Trace the model ``the_task`` builds for ``arch``, down the fallback chain, announcing
+    each fallback taken."""
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
     with failures.phase(f"tracing {arch.model_type}"):
         try:
@@ -298,6 +308,9 @@ def _captured_cache_blocker(traced: TracedModel, unclaimed: list[str]) -> str | 
             f"{len(layers)} captured attention calls for {traced.kv_layers} cache layers "
             "(keys and values shared or skipped across layers)"
         )
+    if not layers and not attention_captured(traced):
+        # attention in modules not named for it (a checkpoint's own code, a plain module)
+        return "no attention was captured, so the graph would hold no KV cache"
     return None
 
 

@@ -16,7 +16,8 @@ import torch
 
 from mobius.config import ArchitectureConfig
 from mobius.errors import ConfigError
-from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
+from mobius.sources import remote_code
+from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec, accepted
 from mobius.tasks.nested import FromConfig
 
 CHOICES = "num_choices"
@@ -166,11 +167,17 @@ class HeadTask(Task):
         return task
 
     def supports(self, config: ArchitectureConfig) -> bool:
+        if remote_code.class_names(config.hf_config, self.mapping):
+            return True
         return type(config.hf_config) in auto_mapping(self.mapping)
 
     def model_class(self, config: ArchitectureConfig) -> type:
         """The mapping's class; where it lists several (DeiT's with and without a distillation
-        head), the one ``architectures`` names, else the first."""
+        head), the one ``architectures`` names, else the first. The checkpoint's own class
+        where its ``auto_map`` names one (``--trust-remote-code``)."""
+        own = remote_code.model_class(config.hf_config, self.mapping)
+        if own is not None:
+            return own
         found = auto_mapping(self.mapping)[type(config.hf_config)]
         if not isinstance(found, (tuple, list)):
             return found
@@ -211,7 +218,7 @@ class HeadTask(Task):
             # an encoder-decoder's head runs its decoder once over the shifted input_ids, as HF
             # does without decoder_input_ids; a cache would only add empty tensors to the trace
             extra["use_cache"] = False
-        out = model(**inputs, **extra, return_dict=True)
+        out = model(**accepted(model, **inputs, **extra, return_dict=True))
         return tuple(
             contract_output(out, name, len(self.output_names)) for name in self.output_names
         )

@@ -1,0 +1,1 @@
+"""What comes in: checkpoint kinds, config, headers, key mapping, a checkpoint's own code."""
