@@ -121,8 +121,10 @@ def module_task(
     inputs: dict[str, torch.Tensor],
     task: str | None,
     dynamic_axes: Mapping[str, Mapping[int, str]] | None,
+    arch: ArchitectureConfig,
 ) -> Task:
-    """The task the module is traced for: a contract of ``TASKS`` or the module's own I/O."""
+    """The task the module is traced for: a contract of ``TASKS`` (whose inputs the example
+    inputs must be among) or the module's own I/O."""
     if task is None:
         with torch.no_grad():
             outputs = [name for name, _ in flatten_outputs(module(**inputs))]
@@ -138,6 +140,13 @@ def module_task(
                 + ", ".join(single)
             )
         the_task = copy.copy(TASKS[name])
+        contract = [s.name for s in the_task.inputs(arch, module)]
+        other = [k for k in inputs if k not in contract]
+        if other:
+            raise ConfigError(
+                f"with task {name} the graph takes {', '.join(contract)}; the example inputs "
+                f"{', '.join(other)} are none of them (leave task out for the module's own inputs)"
+            )
     the_task.auto_class = lambda config: GivenModule(module)  # the module instead of a class
     return the_task
 
@@ -160,11 +169,6 @@ def prepare_module(
     if not isinstance(module, torch.nn.Module):
         raise ConfigError(f"build_module needs a torch.nn.Module, got {type(module).__name__}")
     name = type(module).__name__
-    with failures.phase(f"reading {name}"):
-        inputs = named_inputs(module, example_inputs)
-        the_task = module_task(module, inputs, task, dynamic_axes)
-    from transformers import PretrainedConfig
-
     arch = ArchitectureConfig(
         model_type=name,
         architectures=(name,),
@@ -176,10 +180,23 @@ def prepare_module(
         vocab_size=None,
         is_encoder_decoder=False,
         tie_word_embeddings=False,
-        hf_config=PretrainedConfig(),  # no config: every field a pattern reads is absent
+        hf_config=_no_config(),
     )
+    with failures.phase(f"reading {name}"):
+        inputs = named_inputs(module, example_inputs)
+        the_task = module_task(module, inputs, task, dynamic_axes, arch)
     source = Source(directory=Path(f"<{name}>"), config={}, checkpoint=ModuleWeights(module))
     return trace_task(source, arch, the_task, dtype)
+
+
+def _no_config() -> Any:
+    """A transformers config with nothing set: every field a pattern reads is absent, and no
+    labels (``mobius.json`` names none)."""
+    from transformers import PretrainedConfig
+
+    config = PretrainedConfig()
+    config.id2label = None
+    return config
 
 
 def build_module(

@@ -123,7 +123,10 @@ def cache_argument(model: torch.nn.Module) -> str:
 
 
 def returned_logits(out: Any) -> torch.Tensor:
-    """The logits of a model output; a forward that returns a plain tuple has them first."""
+    """The logits of a model output; a forward that returns a plain tuple has them first, and
+    one that returns a tensor (a plain module) returns them alone."""
+    if isinstance(out, torch.Tensor):
+        return out
     return out[0] if isinstance(out, tuple) else out.logits
 
 

@@ -219,6 +219,9 @@ class HeadTask(Task):
             # does without decoder_input_ids; a cache would only add empty tensors to the trace
             extra["use_cache"] = False
         out = model(**accepted(model, **inputs, **extra, return_dict=True))
+        if isinstance(out, (torch.Tensor, tuple)):  # no ModelOutput: the contract's, in order
+            values = (out,) if isinstance(out, torch.Tensor) else out
+            out = dict(zip(self.output_names, values, strict=False))
         return tuple(
             contract_output(out, name, len(self.output_names)) for name in self.output_names
         )
