@@ -291,9 +291,7 @@ def _captured_cache_blocker(traced: TracedModel, unclaimed: list[str]) -> str | 
         # positions come from the cache length inside the model (BART-style learned positions);
         # traced without a cache, that length is always 0
         return "the model ignores position_ids (it counts positions from its cache length)"
-    if traced.state_kinds is None:
-        return None
-    extra = sorted(traced.state_kinds - {"keys", "values"})
+    extra = sorted((traced.state_kinds or set()) - {"keys", "values"})
     if extra:
         return (
             f"the model's cache also holds {', '.join(extra)} (recurrent or convolutional layers)"
@@ -303,7 +301,8 @@ def _captured_cache_blocker(traced: TracedModel, unclaimed: list[str]) -> str | 
         for n in traced.program.graph.nodes
         if n.op == "call_function" and n.target is torch.ops.mobius.attention.default
     ]
-    if layers and (len(set(layers)) != len(layers) or len(layers) != traced.kv_layers):
+    probed = traced.state_kinds is not None
+    if probed and layers and (len(set(layers)) != len(layers) or len(layers) != traced.kv_layers):
         return (
             f"{len(layers)} captured attention calls for {traced.kv_layers} cache layers "
             "(keys and values shared or skipped across layers)"

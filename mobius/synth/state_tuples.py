@@ -53,8 +53,9 @@ class LegacyTuples:
                 if axis is None:
                     return None
                 kind = _NAMES[j] if len(layer) == len(_NAMES) else f"state_{j}"
+                attribute = {"key": "keys", "value": "values"}.get(kind, kind)  # as a Cache's
                 shape = tuple(tensor.shape)
-                slots.append(StateSlot(i, kind, "past_key_values", j, shape, tensor.dtype, 0, axis))
+                slots.append(StateSlot(i, kind, attribute, j, shape, tensor.dtype, 0, axis))
         return cls(slots)
 
 

@@ -143,3 +143,23 @@ def test_missing_code_file_is_named(capsys, tmp_path):
     code, err = build(capsys, checkpoint, tmp_path / "out", "--trust-remote-code", "-q")
     assert code == 2 and err.startswith("mobius: error: "), err
     assert "modeling_nocache.py is not in" in err
+
+
+@pytest.mark.parametrize(("style", "cache"), [("tuple-cache", True), ("no-cache", False)])
+def test_attention_in_a_module_not_named_for_it(capsys, tmp_path, style, cache):
+    """Attention is found by class name; where none is found and nothing is captured, the
+    model's own cache is still carried (or the cache-less graph given), never a graph marked
+    as cached without one."""
+    checkpoint = tmp_path / "ckpt"
+    write_checkpoint(checkpoint, style)
+    code_file = checkpoint / STYLES[style].files[-1]
+    renamed = {"tuple-cache": "TupleAttention", "no-cache": "SelfAttention"}[style]
+    code_file.write_text(code_file.read_text().replace(renamed, "MHA"))
+    code, err = build(capsys, checkpoint, tmp_path / "onnx", "--trust-remote-code")
+    assert code == 0, err
+    meta = json.loads((tmp_path / "onnx" / "mobius.json").read_text())
+    assert meta["kv_cache"] is cache
+    assert "no attention was captured" in meta["fallbacks"][0]["reason"]
+    model = load_reference(checkpoint, AutoModelForCausalLM)
+    diffs = causal_lm_parity(model, tmp_path / "onnx", model.config)
+    assert diffs["cache"] is cache and diffs["max_diff"] < ATOL, diffs
