@@ -22,7 +22,7 @@ import torch
 
 from mobius import failures
 from mobius.config import ArchitectureConfig
-from mobius.errors import ConfigError
+from mobius.errors import ConfigError, UnsupportedError
 from mobius.report import ExplainReport
 from mobius.safetensors_header import TensorEntry
 from mobius.source import Source
@@ -126,8 +126,7 @@ def module_task(
     """The task the module is traced for: a contract of ``TASKS`` (whose inputs the example
     inputs must be among) or the module's own I/O."""
     if task is None:
-        with torch.no_grad():
-            outputs = [name for name, _ in flatten_outputs(module(**inputs))]
+        outputs = _output_names(module, inputs)
         if len(set(outputs)) != len(outputs):
             raise ConfigError(f"the module's outputs have clashing names: {outputs}")
         the_task: Task = ModuleCall(inputs, outputs, dynamic_axes)
@@ -149,6 +148,23 @@ def module_task(
             )
     the_task.auto_class = lambda config: GivenModule(module)  # the module instead of a class
     return the_task
+
+
+def _output_names(module: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> list[str]:
+    """The names of what ``module`` returns, from a call of its meta copy in eval mode (the
+    module itself is not run: in training mode a call would change its statistics)."""
+    made = GivenModule(module).from_config(None).eval()
+    on_meta = {k: torch.empty_like(v, device="meta") for k, v in inputs.items()}
+    try:
+        with torch.no_grad():
+            returned = made(**on_meta)
+    except Exception as exc:
+        failures.check(exc)
+        raise UnsupportedError(
+            f"{type(module).__name__} does not run on its example inputs on the meta device "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
+        ) from exc
+    return [name for name, _ in flatten_outputs(returned)]
 
 
 def _multi_graph(task: Task) -> bool:

@@ -54,6 +54,12 @@ class ModuleCall(Task):
         outputs: list[str],
         dynamic_axes: Mapping[str, Mapping[int, str]] | None = None,
     ) -> None:
+        unknown = sorted(set(dynamic_axes or {}) - set(examples))
+        if unknown:
+            raise ConfigError(
+                f"dynamic_axes names {', '.join(unknown)}, which no example input is called; "
+                f"the inputs: {', '.join(examples)}"
+            )
         self._shapes = {name: tuple(t.shape) for name, t in examples.items()}
         self._specs = [_spec(name, t, dynamic_axes) for name, t in examples.items()]
         self._sizes = _sizes(self._specs, self._shapes)
