@@ -107,8 +107,8 @@ class TinyLM(nn.Module):
 def convert(model: nn.Module, directory: Path) -> Path:
     """``model`` as a causal-LM graph with its KV cache, saved to ``directory``."""
     ids = torch.randint(0, 256, (2, 7))
-    example = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "position_ids": None}
-    example["position_ids"] = torch.arange(7).expand(2, -1)
+    positions = torch.arange(7).expand(2, -1)
+    example = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "position_ids": positions}
     package = mobius.build_module(model, example, task="text-generation")
     return package.save(directory, overwrite=True)
 
