@@ -109,16 +109,21 @@ def write_checkpoint(
 
 
 def load_reference(directory: Path, auto_class: Any) -> torch.nn.Module:
-    """The checkpoint's own code, loaded by transformers as a dynamic module, with its weights.
+    """The checkpoint's own code for ``auto_class``, loaded by transformers as a dynamic module,
+    with its weights.
 
-    Built with ``from_config`` and filled from the safetensors: ``from_pretrained`` leaves
-    buffers that hand-written code computes in ``__init__`` (rotary ``inv_freq``) uninitialised
-    when the code has no ``_init_weights`` for them."""
+    The class ``auto_map`` names is built from the config and filled from the safetensors:
+    ``from_pretrained`` leaves buffers that hand-written code computes in ``__init__`` (rotary
+    ``inv_freq``) uninitialised when the code has no ``_init_weights`` for them, and the auto
+    classes' ``from_config`` keeps, per config class, the model class first registered for it
+    (checkpoints sharing a configuration file would get each other's)."""
     from safetensors.torch import load_file
     from transformers import AutoConfig
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
     config = AutoConfig.from_pretrained(directory, trust_remote_code=True)
-    model = auto_class.from_config(config, trust_remote_code=True)
+    reference = config.auto_map[auto_class.__name__]
+    model = get_class_from_dynamic_module(reference, str(directory))._from_config(config)
     missing, unexpected = model.load_state_dict(
         load_file(directory / "model.safetensors"), strict=False
     )
