@@ -10,9 +10,9 @@ import signal
 import sys
 import time
 import warnings
-from typing import NoReturn
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from mobius import failures
 from mobius.errors import InternalError, MobiusError

@@ -130,7 +130,10 @@ def max_abs_diff(model: torch.nn.Module, directory: Path, config, length: int = 
     keep = feeds["attention_mask"].bool().numpy()
     with torch.no_grad():
         out = model(**hf_reference_feeds(model, feeds))
-    expected = (out.logits if hasattr(out, "logits") else out.last_hidden_state).numpy()
+    expected = out[0] if isinstance(out, tuple) else getattr(out, "logits", None)
+    if expected is None:
+        expected = out.last_hidden_state
+    expected = expected.numpy()
     feeds_np = {k: v.numpy() for k, v in feeds.items()}
     feeds_np.update(OnnxCausalLM(directory).empty_cache(len(feeds["input_ids"])))
     actual = sess.run(None, feeds_np)[0]
