@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from mobius.errors import MobiusError, UnsupportedError
 
 if TYPE_CHECKING:
+    import torch
+
     from mobius.output.package import ModelPackage
     from mobius.report import ExplainReport
     from mobius.verification import VerifyReport
@@ -20,7 +22,9 @@ __all__ = [
     "ModelPackage",
     "VerifyReport",
     "build",
+    "build_module",
     "explain",
+    "explain_module",
     "verify",
 ]
 
@@ -209,6 +213,68 @@ def verify(
         reference_dtype=reference_dtype,
         trust_remote_code=trust_remote_code,
     )
+
+
+def build_module(
+    module: torch.nn.Module,
+    example_inputs: Mapping[str, torch.Tensor] | Sequence[torch.Tensor] | torch.Tensor,
+    *,
+    task: str | None = None,
+    dtype: str = "f32",
+    strict: bool = False,
+    dynamic_axes: Mapping[str, Mapping[int, str]] | None = None,
+) -> ModelPackage:
+    """Convert a plain ``torch.nn.Module`` (not a transformers model) to ONNX by the same trace,
+    patterns, lowering and packaging as ``build``.
+
+    Args:
+        module: the module, with its weights; it is copied for tracing, never changed.
+        example_inputs: the inputs by name (a dict), or positional (a tuple or one tensor,
+            named by ``module.forward``'s parameters). Without ``task`` they are the graph's
+            inputs; with one, the module is called with the task's contract instead and they
+            only name what it takes.
+        task: a single-graph task of ``mobius.tasks.TASKS`` (``"text-generation"``,
+            ``"feature-extraction"``, ...): the graph follows that contract (CONTRACTS.md), KV
+            cache included where the module takes and returns one (a tuple of ``(key, value)``
+            per layer, or a transformers Cache). None: the module's own inputs and outputs
+            (a tensor is ``output``, a tuple ``output.{i}``, a dict its keys).
+        dtype: ``"f32"``, ``"f16"`` or ``"bf16"``: the graph's dtype (the weights are cast).
+        strict: refuse (``StrictError``) a build that would take a fallback.
+        dynamic_axes: without ``task``, per input the axes that vary, by index, with a name
+            (``{"x": {0: "batch", 1: "sequence_length"}}``); inputs not named with two axes or
+            more have axis 0 (``batch``) vary; every other axis keeps the example's size.
+
+    Raises:
+        MobiusError: the module cannot be converted (the same one-line reasons as ``build``).
+
+    Returns:
+        A ModelPackage; ``.save(directory)`` writes ``model.onnx``, its data and ``mobius.json``.
+    """
+    from mobius import failures
+    from mobius.from_module import build_module as _build_module
+
+    failures.reset()
+    with failures.watching_interrupts():
+        return _build_module(
+            module, example_inputs, task=task, dtype=dtype, strict=strict, dynamic_axes=dynamic_axes
+        )
+
+
+def explain_module(
+    module: torch.nn.Module,
+    example_inputs: Mapping[str, torch.Tensor] | Sequence[torch.Tensor] | torch.Tensor,
+    *,
+    task: str | None = None,
+    dynamic_axes: Mapping[str, Mapping[int, str]] | None = None,
+) -> ExplainReport:
+    """``explain`` for a plain ``torch.nn.Module``: what every submodule becomes (arguments as
+    for ``build_module``)."""
+    from mobius import failures
+    from mobius.from_module import explain_module as _explain_module
+
+    failures.reset()
+    with failures.watching_interrupts():
+        return _explain_module(module, example_inputs, task=task, dynamic_axes=dynamic_axes)
 
 
 def _diffusers(src: str | os.PathLike, component: str | None) -> bool:

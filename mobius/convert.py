@@ -34,6 +34,7 @@ from mobius.report.paths import describe
 from mobius.report.weights import WeightScheme, weight_schemes
 from mobius.report.weights import to_json as weights_json
 from mobius.runtime.genai import genai_files
+from mobius.sources import remote_code
 from mobius.synth.analysis import analyze, analyze_graphs
 from mobius.synth.chain import Prepared
 from mobius.synth.emit import emit
@@ -110,6 +111,44 @@ def build(
             strict=strict,
             adapter=adapter,
         )
+    return package(
+        prepared,
+        src=str(src),
+        report_hint=_explain_command(src, task),
+        dtype=dtype,
+        weights=weights,
+        strict=strict,
+        quantization=quantization,
+        scheme=scheme,
+        ep=ep,
+        accuracy_level=accuracy_level,
+        started=started,
+        adapter=adapter,
+        lora_inputs=lora_inputs,
+    )
+
+
+def package(
+    prepared: Prepared,
+    *,
+    src: str,
+    report_hint: str,
+    dtype: str,
+    weights: bool,
+    strict: bool,
+    quantization: QuantOptions | None,
+    scheme: object,
+    ep: str | None,
+    accuracy_level: int,
+    started: float,
+    extra_files: list | None = None,
+    adapter: PeftAdapter | None = None,
+    lora_inputs: tuple[str, ...] = (),
+) -> ModelPackage:
+    """Match, emit, bind the weights and write the texts of one traced graph: what every way in
+    (a checkpoint, ``build_module``'s nn.Module) shares. ``report_hint`` says how to get the
+    full explain report (in errors); ``extra_files`` travel with the graph (None: the
+    checkpoint's config and tokenizer files); ``adapter`` and ``lora_inputs`` as for ``build``."""
     if strict:
         fallbacks.refuse(prepared.fallbacks)
     if ep not in (None, "cpu") and prepared.source.checkpoint is not None:
@@ -125,9 +164,9 @@ def build(
         prepared.use_cache,
     )
     with failures.phase(f"matching patterns in {arch.model_type}"):
-        report = ExplainReport.from_analysis(analyze(prepared), source=str(src))
+        report = ExplainReport.from_analysis(analyze(prepared), source=src)
     if report.summary.unsupported_ops:
-        raise UnsupportedError(_blocked_message(report, src, task))
+        raise UnsupportedError(_blocked_message(report, src, None, report_hint))
     checkpoint = (source.checkpoint or Checkpoint(source.tensors)) if weights else None
     binder = traced.binder(checkpoint)
     folding = lora_fold(adapter, source, binder)
@@ -144,7 +183,7 @@ def build(
     except UnsupportedError as exc:
         if not str(exc).startswith("no lowering for"):
             raise
-        raise UnsupportedError(f"{exc}; full report: {_explain_command(src, task)}") from exc
+        raise UnsupportedError(f"{exc}; full report: {report_hint}") from exc
     except WeightsError as exc:
         saved = saved_head(arch, the_task)
         raise (WeightsError(f"{exc}; {saved}") if saved else exc) from exc
@@ -189,6 +228,7 @@ def build(
                 "kv_cache": use_cache,
                 "graphs": {MODEL_FILE: graph_names(model)},
                 **labels(prepared),
+                **remote_code.record(arch.hf_config, the_task.mapping),
                 "fallbacks": [f.to_dict() for f in prepared.fallbacks],
                 **({"quantization": quantized.to_json()} if quantized else {}),
                 **({"matmulnbits_packed": packed} if packed else {}),
@@ -206,7 +246,7 @@ def build(
     if the_task.supports_cache and use_cache:
         texts.update(genai_files(model, arch.hf_config, source.directory))
     record_ep(ep_report, report, texts)
-    extra = [source.config_path, *source.extra_files()]
+    extra = [source.config_path, *source.extra_files()] if extra_files is None else extra_files
     return ModelPackage(model=model, extra_files=extra, texts=texts)
 
 
@@ -258,13 +298,17 @@ def _explain_command(src: str | os.PathLike, task: str | None) -> str:
     return f"mobius explain --model {shlex.quote(str(src))}{task_flag}"
 
 
-def _blocked_message(report: ExplainReport, src: str | os.PathLike, task: str | None) -> str:
-    """Which ops stop the build, where, and the command that prints the whole report."""
+def _blocked_message(
+    report: ExplainReport, src: str | os.PathLike, task: str | None, report_hint: str | None = None
+) -> str:
+    """Which ops stop the build, where, and the command that prints the whole report (or
+    ``report_hint``, where the command is another)."""
     ops = "; ".join(
         f"{op} (in {describe(mods, limit=3)})"
         for op, mods in report.summary.unsupported_ops.items()
     )
-    return f"no lowering for: {ops}; for the full report run: {_explain_command(src, task)}"
+    hint = report_hint or _explain_command(src, task)
+    return f"no lowering for: {ops}; for the full report run: {hint}"
 
 
 def build_graphs(

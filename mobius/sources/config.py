@@ -149,7 +149,7 @@ def known_model_types() -> list[str]:
     return sorted(CONFIG_MAPPING.keys())  # includes types registered with AutoConfig.register
 
 
-def hf_config_from_dict(config: dict, *, trust_remote_code: bool = False) -> Any:
+def hf_config_from_dict(config: dict) -> Any:
     """Build the transformers config object, rejecting unknown model types with suggestions."""
     from transformers import AutoConfig, PretrainedConfig
 
@@ -163,8 +163,6 @@ def hf_config_from_dict(config: dict, *, trust_remote_code: bool = False) -> Any
     check_sizes(config)
     known = known_model_types()
     if model_type not in known:
-        if trust_remote_code and config.get("auto_map"):
-            return PretrainedConfig.from_dict(config)
         close = difflib.get_close_matches(str(model_type), known, n=3, cutoff=0.6)
         hint = (
             f"; did you mean {', '.join(repr(c) for c in close)}?"

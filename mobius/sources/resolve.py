@@ -67,7 +67,7 @@ def resolve(
         resolve_gguf = readers.reader(readers.GGUF)
         return resolve_gguf(Path(src).expanduser().resolve(), need_weights=need_weights)
     input_kinds.check_file(Path(src).expanduser())
-    directory = _local_directory(src, need_weights=need_weights)
+    directory = _local_directory(src, need_weights=need_weights, code=trust_remote_code)
     input_kinds.check_directory(directory)
     config = read_config(directory)
     check_remote_code(config, trust_remote_code)
@@ -129,7 +129,7 @@ def _flatten(value: object) -> list[str]:
     return [str(value).split("--")[-1]] if value else []
 
 
-def _local_directory(src: str | os.PathLike, *, need_weights: bool) -> Path:
+def _local_directory(src: str | os.PathLike, *, need_weights: bool, code: bool = False) -> Path:
     path = Path(src).expanduser()
     if path.is_dir():
         return path.resolve()
@@ -140,16 +140,20 @@ def _local_directory(src: str | os.PathLike, *, need_weights: bool) -> Path:
         raise SourceError(
             f"{src} is not a checkpoint directory: pass a folder that holds config.json"
         )
-    return _download(text, need_weights=need_weights)
+    return _download(text, need_weights=need_weights, code=code)
 
 
-def _download(repo_id: str, *, need_weights: bool) -> Path:
+def _download(repo_id: str, *, need_weights: bool, code: bool = False) -> Path:
+    """The hub snapshot's config, tokenizer files and weights; its ``.py`` files too with
+    ``code`` (``--trust-remote-code``)."""
     try:
         from huggingface_hub import snapshot_download
 
         patterns = ["*.json", "*.txt", "*.model", "*.jinja"]
         if need_weights:
             patterns.append("*.safetensors")
+        if code:
+            patterns.append("*.py")
         return Path(snapshot_download(repo_id, allow_patterns=patterns))
     except Exception as exc:  # the hub raises many types; all mean the same to the user
         failures.raise_if_fatal(exc)

@@ -27,7 +27,7 @@ from mobius.fallbacks import (
 )
 from mobius.sources.config import ArchitectureConfig
 from mobius.sources.resolve import Source
-from mobius.synth.emit import bidirectional_attention, unclaimed_attention
+from mobius.synth.emit import attention_captured, bidirectional_attention, unclaimed_attention
 from mobius.synth.trace import SpecialisedShapeError, TracedModel, trace
 from mobius.tasks import Task
 
@@ -210,9 +210,7 @@ def _captured_cache_blocker(traced: TracedModel, unclaimed: list[str]) -> str | 
         # positions come from the cache length inside the model (BART-style learned positions);
         # traced without a cache, that length is always 0
         return "the model ignores position_ids (it counts positions from its cache length)"
-    if traced.state_kinds is None:
-        return None
-    extra = sorted(traced.state_kinds - {"keys", "values"})
+    extra = sorted((traced.state_kinds or set()) - {"keys", "values"})
     if extra:
         return (
             f"the model's cache also holds {', '.join(extra)} (recurrent or convolutional layers)"
@@ -222,11 +220,15 @@ def _captured_cache_blocker(traced: TracedModel, unclaimed: list[str]) -> str | 
         for n in traced.program.graph.nodes
         if n.op == "call_function" and n.target is torch.ops.mobius.attention.default
     ]
-    if layers and (len(set(layers)) != len(layers) or len(layers) != traced.kv_layers):
+    probed = traced.state_kinds is not None
+    if probed and layers and (len(set(layers)) != len(layers) or len(layers) != traced.kv_layers):
         return (
             f"{len(layers)} captured attention calls for {traced.kv_layers} cache layers "
             "(keys and values shared or skipped across layers)"
         )
+    if not layers and not attention_captured(traced):
+        # attention in modules not named for it (a checkpoint's own code, a plain module)
+        return "no attention was captured, so the graph would hold no KV cache"
     return None
 
 

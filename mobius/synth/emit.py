@@ -114,6 +114,17 @@ def bidirectional_attention(traced: TracedModel) -> bool:
     )
 
 
+def attention_captured(traced: TracedModel) -> bool:
+    """Whether the graph holds attention that the emitted graph gives a KV cache: a captured
+    call, or a pattern's ``Attention`` component (``patterns/sdpa.py``)."""
+    program = traced.program
+    target = torch.ops.mobius.attention.default
+    if any(n.op == "call_function" and n.target is target for n in program.graph.nodes):
+        return True
+    _, claims, _ = match_all(program.graph, regions(program), traced.match_context)
+    return any(c.component == "Attention" for c in claims)
+
+
 def _inside(path: str, module: str) -> bool:
     """``path`` is ``module`` or one of its submodules."""
     return path == module or path.startswith(module + ".")

@@ -13,8 +13,10 @@ from mobius.fallbacks import announce
 from mobius.gguf import source as _gguf  # noqa: F401  (registers its reader: sources/readers.py)
 from mobius.quant import prequantized as _gptq_awq  # noqa: F401  (registers its reader too)
 from mobius.sources import config as config_mod
+from mobius.sources import remote_code
 from mobius.sources import resolve as source_mod
 from mobius.sources.config import ArchitectureConfig
+from mobius.sources.resolve import Source
 from mobius.sources.safetensors_header import check_layer_count
 from mobius.synth.chain import Prepared, length_bound_fallback, trace_with_fallbacks
 from mobius.synth.decompose import decompose_unlowered
@@ -42,9 +44,10 @@ def prepare(
     interrupts, out-of-memory and mobius's own bugs stop the build (``mobius.failures``)."""
     with failures.phase("reading the checkpoint"):
         source = source_mod.resolve(src, trust_remote_code=trust_remote_code, need_weights=weights)
-        hf_config = config_mod.hf_config_from_dict(
-            source.config, trust_remote_code=trust_remote_code
-        )
+        if trust_remote_code and remote_code.has_code(source.config):
+            hf_config = remote_code.load_config(source.config, source.directory)
+        else:
+            hf_config = config_mod.hf_config_from_dict(source.config)
         arch = config_mod.from_hf(hf_config)
         the_task = apply_features(get_task(task, arch), features)
         if weights and _stacks_of_layers(the_task, arch):
@@ -54,6 +57,14 @@ def prepare(
     if is_multi_graph(the_task):  # encoder-decoder: one trace per graph (synth/graphs.py)
         with failures.phase(f"tracing {arch.model_type}"):
             return prepare_graphs(source, arch, the_task, dtype)
+    return trace_task(source, arch, the_task, dtype)
+
+
+def trace_task(
+    source: Source, arch: ArchitectureConfig, the_task: Task, dtype: torch.dtype
+) -> Prepared:
+    """Trace the model ``the_task`` builds for ``arch``, down the fallback chain, announcing
+    each fallback taken."""
     log.info("tracing %s as %s on the meta device", arch.model_type, the_task.name)
     with failures.phase(f"tracing {arch.model_type}"):
         try:

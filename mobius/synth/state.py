@@ -24,7 +24,7 @@ import torch
 
 from mobius import failures
 from mobius.errors import UnsupportedError
-from mobius.tasks.base import BATCH, PAST, TensorSpec
+from mobius.tasks.base import BATCH, PAST, TensorSpec, accepted
 from mobius.tasks.causal_lm import cache_input_name, cache_output_name
 
 # Cache-layer attributes holding a tensor that grows by one entry per token: the contract's name
@@ -179,7 +179,9 @@ def probe_call(model: torch.nn.Module, **extra: Any) -> Any:
         # as while tracing: transformers then skips its data-dependent shortcuts (mask checks that
         # read values), which meta tensors cannot answer
         with torch.no_grad(), mock.patch.object(torch.compiler, "is_compiling", lambda: True):
-            return model(input_ids=ids, use_cache=True, return_dict=True, **extra)
+            return model(
+                **accepted(model, input_ids=ids, use_cache=True, return_dict=True, **extra)
+            )
     except Exception as exc:
         failures.check(exc)
         raise UnsupportedError(f"running the model with a cache failed: {_line(exc)}") from exc

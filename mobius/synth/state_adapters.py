@@ -25,6 +25,7 @@ from mobius.synth.state import (
     TransformersCache,
     probe_call,
 )
+from mobius.synth.state_tuples import LegacyTuples
 from mobius.tasks.causal_lm import CACHE_ARGUMENTS, returned_cache
 
 PROBE_BATCH = 2  # the batch of the probe call (state.probe_call)
@@ -158,6 +159,7 @@ def probe_mechanisms(model: torch.nn.Module, call: Callable[..., Any]) -> list[S
     if state is not None:
         found = (
             TransformersCache.probe(state)
+            or LegacyTuples.probe(state)
             or StateList.probe(state, model.config.get_text_config(decoder=True).num_hidden_layers)
             or StateDict.probe(state)
         )

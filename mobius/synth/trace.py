@@ -272,7 +272,8 @@ def trace(
     Python); ``synth/token_loop.py`` runs that graph once per token.
     """
     model = instantiate_on_meta(config, task, dtype, implementations)
-    model.tie_weights()
+    if hasattr(model, "tie_weights"):  # a transformers model (``build_module`` takes any module)
+        model.tie_weights()
     key_to_param = checkpoint_key_mapper(model)
     buffer_values = {
         name: b.detach().clone() for name, b in model.named_buffers() if b.device.type != "meta"

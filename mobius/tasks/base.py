@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,3 +73,12 @@ class Task:
         sizes = {BATCH: 2, SEQUENCE: 7, PAST: 4, TOTAL: 11}
         shape = [d if isinstance(d, int) else sizes.get(d, 5) for d in spec.dims]
         return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
+
+
+def accepted(model: torch.nn.Module, **kwargs: Any) -> dict[str, Any]:
+    """The keyword arguments ``model.forward`` takes: all of them where it takes ``**kwargs``
+    (transformers' models), else those it names (a checkpoint's own code may name only a few)."""
+    params = inspect.signature(model.forward).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in params}

@@ -6,8 +6,9 @@ from typing import Any
 
 import torch
 
+from mobius.sources import remote_code
 from mobius.sources.config import ArchitectureConfig
-from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
+from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec, accepted
 from mobius.tasks.nested import FromConfig, nested_model_class
 from mobius.tasks.positions import model_positions
 
@@ -27,6 +28,8 @@ class CausalLMTask(Task):
         )
 
         hf = config.hf_config
+        if remote_code.class_names(hf, self.mapping):
+            return True
         return type(hf) in MODEL_FOR_CAUSAL_LM_MAPPING or bool(
             nested_model_class(hf, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_CAUSAL_LM_MAPPING)
         )
@@ -38,6 +41,9 @@ class CausalLMTask(Task):
             MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         )
 
+        own = remote_code.model_class(config.hf_config, self.mapping)
+        if own is not None:  # the checkpoint's own code (``--trust-remote-code``)
+            return FromConfig(own)
         if type(config.hf_config) in MODEL_FOR_CAUSAL_LM_MAPPING:
             return AutoModelForCausalLM
         nested = nested_model_class(  # e.g. Emu3ForCausalLM from a saved emu3_text_model config
@@ -59,8 +65,10 @@ class CausalLMTask(Task):
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
         """Logits for ``inputs``; ``position_ids`` count real tokens from 0 (``positions.py``)."""
-        out = model(**model_positions(model, inputs), use_cache=False, return_dict=True)
-        return (out.logits,)
+        out = model(
+            **accepted(model, **model_positions(model, inputs), use_cache=False, return_dict=True)
+        )
+        return (returned_logits(out),)
 
     def call_with_cache(
         self,
@@ -79,8 +87,8 @@ class CausalLMTask(Task):
             new = inputs["input_ids"].shape[1]
             inputs = {**inputs, "attention_mask": inputs["attention_mask"][:, -new:]}
         kwarg = cache_argument(model)
-        out = model(**inputs, **{kwarg: cache}, use_cache=True, return_dict=True)
-        return out.logits, returned_cache(out) or cache
+        out = model(**accepted(model, **inputs, **{kwarg: cache}, use_cache=True, return_dict=True))
+        return returned_logits(out), returned_cache(out) or cache
 
     def cached_inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
         """The inputs when the trace carries the cache: the mask spans past and new tokens."""
@@ -114,8 +122,19 @@ def cache_argument(model: torch.nn.Module) -> str:
     return next((n for n in CACHE_ARGUMENTS if n in params), "past_key_values")
 
 
+def returned_logits(out: Any) -> torch.Tensor:
+    """The logits of a model output; a forward that returns a plain tuple has them first, and
+    one that returns a tensor (a plain module) returns them alone."""
+    if isinstance(out, torch.Tensor):
+        return out
+    return out[0] if isinstance(out, tuple) else out.logits
+
+
 def returned_cache(out: Any) -> Any:
-    """The cache a model output carries, under either of the names transformers uses."""
+    """The cache a model output carries, under either of the names transformers uses; a plain
+    tuple ``(logits, cache, ...)`` (code that returns no ModelOutput) has it second."""
+    if isinstance(out, tuple):
+        return out[1] if len(out) > 1 else None
     for name in CACHE_ARGUMENTS:
         found = getattr(out, name, None)
         if found is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mobius.errors import ConfigError
+from mobius.sources import remote_code
 from mobius.sources.config import ArchitectureConfig
 from mobius.tasks import ALIASES, SEQ2SEQ_TASKS, TASKS, Task
 from mobius.tasks.head import AUDIO, VISION, HeadTask, class_names
@@ -22,7 +23,9 @@ def task_from_architectures(config: ArchitectureConfig) -> Task | None:
     ordered = sorted(TASKS.values(), key=lambda t: t.name == "feature-extraction")
     for arch in config.architectures:
         for task in ordered:
-            if arch in class_names(task.mapping, config.model_type) and task.supports(config):
+            names = class_names(task.mapping, config.model_type)
+            names += remote_code.class_names(config.hf_config, task.mapping)
+            if arch in names and task.supports(config):
                 return task
     return None
 

@@ -15,8 +15,9 @@ from typing import Any
 import torch
 
 from mobius.errors import ConfigError
+from mobius.sources import remote_code
 from mobius.sources.config import ArchitectureConfig
-from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
+from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec, accepted
 from mobius.tasks.nested import FromConfig
 
 CHOICES = "num_choices"
@@ -168,11 +169,17 @@ class HeadTask(Task):
         return task
 
     def supports(self, config: ArchitectureConfig) -> bool:
+        if remote_code.class_names(config.hf_config, self.mapping):
+            return True
         return type(config.hf_config) in auto_mapping(self.mapping)
 
     def model_class(self, config: ArchitectureConfig) -> type:
         """The mapping's class; where it lists several (DeiT's with and without a distillation
-        head), the one ``architectures`` names, else the first."""
+        head), the one ``architectures`` names, else the first. The checkpoint's own class
+        where its ``auto_map`` names one (``--trust-remote-code``)."""
+        own = remote_code.model_class(config.hf_config, self.mapping)
+        if own is not None:
+            return own
         found = auto_mapping(self.mapping)[type(config.hf_config)]
         if not isinstance(found, (tuple, list)):
             return found
@@ -213,7 +220,10 @@ class HeadTask(Task):
             # an encoder-decoder's head runs its decoder once over the shifted input_ids, as HF
             # does without decoder_input_ids; a cache would only add empty tensors to the trace
             extra["use_cache"] = False
-        out = model(**inputs, **extra, return_dict=True)
+        out = model(**accepted(model, **inputs, **extra, return_dict=True))
+        if isinstance(out, (torch.Tensor, tuple)):  # no ModelOutput: the contract's, in order
+            values = (out,) if isinstance(out, torch.Tensor) else out
+            out = dict(zip(self.output_names, values, strict=False))
         return tuple(
             contract_output(out, name, len(self.output_names)) for name in self.output_names
         )

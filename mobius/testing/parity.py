@@ -150,7 +150,10 @@ def uncached_pairs(
     keep = feeds["attention_mask"].bool().numpy()
     with torch.no_grad():
         out = model(**hf_reference_feeds(model, feeds))
-    expected = to_numpy(out.logits if hasattr(out, "logits") else out.last_hidden_state)
+    expected = out[0] if isinstance(out, tuple) else getattr(out, "logits", None)
+    if expected is None:
+        expected = out.last_hidden_state
+    expected = to_numpy(expected)
     feeds_np = for_session(sess, feeds)
     feeds_np.update(lm.empty_cache(len(feeds["input_ids"])))
     actual = sess.run(None, feeds_np)[0]
