@@ -134,12 +134,14 @@ def load_transformers(
     """The HF model of ``task_name`` for the checkpoint, with its weights, in eval mode: the
     class mobius traced for that task, eager attention (the sweeps' reference)."""
     from mobius.sources import config as config_mod
+    from mobius.sources import remote_code
     from mobius.tasks.detect import get_task
     from mobius.tasks.nested import FromConfig
 
-    hf_config = config_mod.hf_config_from_dict(
-        checkpoint.config, trust_remote_code=trust_remote_code
-    )
+    if trust_remote_code and remote_code.has_code(checkpoint.config):
+        hf_config = remote_code.load_config(checkpoint.config, checkpoint.directory)
+    else:
+        hf_config = config_mod.hf_config_from_dict(checkpoint.config)
     arch = config_mod.from_hf(hf_config)
     auto = get_task(task_name, arch).auto_class(arch)
     cls = auto.model_class if isinstance(auto, FromConfig) else auto

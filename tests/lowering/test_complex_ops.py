@@ -87,10 +87,9 @@ def test_complex(fn, args, dynamic, other):
 
 
 def test_unlowered_complex_op_is_named():
-    from cases import Fn
-
     from mobius.errors import UnsupportedError
     from mobius.testing.lowering import lower_module
+    from tests.lowering.cases import Fn
 
     with pytest.raises(UnsupportedError, match=r"aten\.exp\.default:complex"):
         lower_module(Fn(lambda x: r(c(x).exp())), [X], [BS])

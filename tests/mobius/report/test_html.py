@@ -21,9 +21,8 @@ FLAGS = [
 
 @pytest.fixture(scope="module")
 def page(digamma_checkpoint, tmp_path_factory):
-    from conftest import MODEL_TYPE
-
     import mobius.sources.config
+    from tests.mobius.report.conftest import MODEL_TYPE
 
     assert MODEL_TYPE in mobius.sources.config.known_model_types()
     report = mobius.explain(digamma_checkpoint)
