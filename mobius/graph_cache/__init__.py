@@ -7,7 +7,8 @@ with another checkpoint's weights. See docs/design/graph-cache.md.
 
 Sits above the build: may import ``mobius.sources``, ``mobius.output``, ``mobius.quant``,
 ``mobius.errors``, ``mobius.failures`` and ``mobius`` itself (its version); only ``mobius.cli``
-imports it, and nothing under ``mobius.output`` does (``ModelPackage`` knows nothing of it).
+and ``mobius.build_cli`` import it, and nothing under ``mobius.output`` does (``ModelPackage``
+knows nothing of it).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from mobius.cli import _cache_lookup, _parser
+from mobius.build_cli import _cache_lookup
+from mobius.cli import _parser
 from mobius.graph_cache.cli import build_options
 
 
