@@ -12,7 +12,7 @@ from mobius.runtime.causal_lm import (  # the tests import both from here too
     OnnxCausalLM,
     session,
 )
-from mobius.testing.pairs import Pair, for_session, for_torch, to_numpy
+from mobius.verification.pairs import Pair, for_session, for_torch, to_numpy
 
 
 def decoder_inputs(

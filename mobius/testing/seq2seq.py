@@ -13,9 +13,9 @@ import torch
 from mobius.runtime.seq2seq import Seq2SeqRunner
 from mobius.tasks.seq2seq import speech_features
 from mobius.tasks.seq2seq_images import takes_images
-from mobius.testing.pairs import Comparison, Pair, Tokens, for_session, for_torch, to_numpy
 from mobius.testing.seq2seq_images import IMAGE_OVERRIDES, image_encoder_inputs
 from mobius.testing.tiny import randomize
+from mobius.verification.pairs import Comparison, Pair, Tokens, for_session, for_torch, to_numpy
 
 PREFIX = 4  # decoder tokens in the prefill check
 NEW_TOKENS = 12

@@ -21,10 +21,10 @@ from mobius.tasks.vlm import (
 from mobius.tasks.vlm_canvas import MARKERS, canvas_recipe
 from mobius.tasks.vlm_inputs import grid_merge_size, image_token_id
 from mobius.tasks.vlm_prepend import image_rows, prepends_image
-from mobius.testing.pairs import Comparison, Pair, Tokens, for_session, for_torch, to_numpy
 from mobius.testing.tiny import randomize
 from mobius.testing.vlm_scale import fan_in_scaled
 from mobius.testing.vlm_tiny_configs import MORE_VLM_OVERRIDES
+from mobius.verification.pairs import Comparison, Pair, Tokens, for_session, for_torch, to_numpy
 
 NEW_TOKENS = 12
 # types whose tiny checkpoint is written with the model's own parameter names (see tiny_vlm)

@@ -18,10 +18,10 @@ import os
 from pathlib import Path
 
 from mobius.errors import SourceError
-from mobius.testing.pairs import Comparison
 from mobius.verification.compare import check_output, check_tokens
 from mobius.verification.families import family_for
 from mobius.verification.inputs import Given
+from mobius.verification.pairs import Comparison
 from mobius.verification.report import VerifyReport
 from mobius.verification.request import Request
 from mobius.verification.session import PackageError, running

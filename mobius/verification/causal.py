@@ -4,9 +4,9 @@ prefill and one cached step against the full forward, and greedy tokens against 
 from __future__ import annotations
 
 from mobius.runtime.causal_lm import MODEL_FILE, OnnxCausalLM
-from mobius.testing.pairs import Comparison, Tokens
 from mobius.testing.parity import causal_lm_pairs, hf_greedy, text_decoder_inputs
 from mobius.verification import inputs, quantized, reference
+from mobius.verification.pairs import Comparison, Tokens
 from mobius.verification.request import Request, Result
 from mobius.verification.session import opened
 
@@ -14,12 +14,7 @@ RANDOM_LENGTH, RANDOM_PREFILL = 9, 6  # tokens, of which the first six are the p
 
 
 def run(request: Request) -> Result:
-    checkpoint = reference.open_checkpoint(request.src, trust_remote_code=request.trust_remote_code)
-    dtype = checkpoint.reference_dtype(request.reference_dtype)
-    reference.check_memory(checkpoint, dtype, request.package)
-    model = reference.load_transformers(
-        checkpoint, request.task, dtype, trust_remote_code=request.trust_remote_code
-    )
+    checkpoint, model, dtype = reference.load_for(request)
     lm = opened(lambda: OnnxCausalLM(request.package), request.package / MODEL_FILE)
     text = model.config.get_text_config()
     if request.given.prompt is not None:

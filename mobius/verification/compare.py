@@ -1,4 +1,4 @@
-"""The numbers of one compared output (``mobius.testing.pairs.Pair``) and its verdict."""
+"""The numbers of one compared output (``mobius.verification.pairs.Pair``) and its verdict."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from mobius.testing.pairs import Pair, Tokens
+from mobius.verification.pairs import Pair, Tokens
 from mobius.verification.tolerance import Tolerance
 
 

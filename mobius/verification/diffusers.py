@@ -12,9 +12,9 @@ import torch
 
 from mobius.errors import ConfigError
 from mobius.runtime.causal_lm import MODEL_FILE, session
-from mobius.testing.pairs import Comparison, Pair, for_session, for_torch, to_numpy
 from mobius.testing.parity import contract_feeds, contract_pairs
 from mobius.verification import reference
+from mobius.verification.pairs import Comparison, Pair, for_session, for_torch, to_numpy
 from mobius.verification.request import Request, Result
 from mobius.verification.session import opened
 

@@ -10,20 +10,15 @@ import torch
 
 from mobius.errors import ConfigError
 from mobius.runtime.causal_lm import MODEL_FILE, session
-from mobius.testing.pairs import Comparison
 from mobius.testing.parity import contract_feeds, contract_pairs
 from mobius.verification import inputs, quantized, reference
+from mobius.verification.pairs import Comparison
 from mobius.verification.request import Request, Result
 from mobius.verification.session import opened
 
 
 def run(request: Request) -> Result:
-    checkpoint = reference.open_checkpoint(request.src, trust_remote_code=request.trust_remote_code)
-    dtype = checkpoint.reference_dtype(request.reference_dtype)
-    reference.check_memory(checkpoint, dtype, request.package)
-    model = reference.load_transformers(
-        checkpoint, request.task, dtype, trust_remote_code=request.trust_remote_code
-    )
+    checkpoint, model, dtype = reference.load_for(request)
     sess = opened(lambda: session(request.package), request.package / MODEL_FILE)
     folders = (request.package, checkpoint.directory)
     feeds, described = given_feeds(request.given, sess, folders)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from mobius.quant.blocks import Packed, Scheme, quantize
-from mobius.testing.pairs import Comparison
+from mobius.verification.pairs import Comparison
 
 FLOAT_NOTE = "the checkpoint's float weights: what quantization costs (not judged)"
 

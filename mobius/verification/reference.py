@@ -15,6 +15,7 @@ import torch
 
 from mobius.errors import ConfigError, SourceError
 from mobius.verification import memory
+from mobius.verification.request import Request
 from mobius.verification.tolerance import TORCH_NAMES
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -159,3 +160,15 @@ def load_transformers(
             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         ) from exc
     return model.eval()
+
+
+def load_for(request: Request) -> tuple[Checkpoint, torch.nn.Module, torch.dtype]:
+    """The checkpoint of ``request.src``, its PyTorch model of the request's task and the
+    reference dtype it is loaded in, once the memory check has passed."""
+    checkpoint = open_checkpoint(request.src, trust_remote_code=request.trust_remote_code)
+    dtype = checkpoint.reference_dtype(request.reference_dtype)
+    check_memory(checkpoint, dtype, request.package)
+    model = load_transformers(
+        checkpoint, request.task, dtype, trust_remote_code=request.trust_remote_code
+    )
+    return checkpoint, model, dtype

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mobius.testing.pairs import Comparison
 from mobius.verification.inputs import Given
+from mobius.verification.pairs import Comparison
 
 
 @dataclass

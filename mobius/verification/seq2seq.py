@@ -13,12 +13,7 @@ from mobius.verification.session import opened
 
 
 def run(request: Request) -> Result:
-    checkpoint = reference.open_checkpoint(request.src, trust_remote_code=request.trust_remote_code)
-    dtype = checkpoint.reference_dtype(request.reference_dtype)
-    reference.check_memory(checkpoint, dtype, request.package)
-    model = reference.load_transformers(
-        checkpoint, request.task, dtype, trust_remote_code=request.trust_remote_code
-    )
+    checkpoint, model, dtype = reference.load_for(request)
     runner = opened(lambda: Seq2SeqRunner(request.package), request.package / "encoder_model.onnx")
     names = {i.name for i in runner.encoder.get_inputs()}
     folders = (request.package, checkpoint.directory)

@@ -19,12 +19,7 @@ DEFAULT_PROMPT = "Describe the image."
 
 
 def run(request: Request) -> Result:
-    checkpoint = reference.open_checkpoint(request.src, trust_remote_code=request.trust_remote_code)
-    dtype = checkpoint.reference_dtype(request.reference_dtype)
-    reference.check_memory(checkpoint, dtype, request.package)
-    model = reference.load_transformers(
-        checkpoint, request.task, dtype, trust_remote_code=request.trust_remote_code
-    )
+    checkpoint, model, dtype = reference.load_for(request)
     runner = opened(
         lambda: OnnxVisionLanguageModel(request.package), request.package / "vision_encoder.onnx"
     )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mobius.testing.pairs import Pair
 from mobius.verification.compare import check_output
+from mobius.verification.pairs import Pair
 from mobius.verification.tolerance import tolerance_for
 
 

@@ -1,7 +1,7 @@
 """One output as the converted package and the PyTorch model computed it, on the same inputs.
 
-The parity helpers (``parity.py``, ``seq2seq.py``, ``vlm.py``) make these; the tests take their
-largest absolute difference, ``mobius verify`` its full set of numbers (``mobius/verification``).
+``mobius.testing``'s parity helpers (``parity``, ``seq2seq``, ``vlm``) make these; the tests take
+their largest absolute difference, ``mobius verify`` its full set of numbers.
 """
 
 from __future__ import annotations
