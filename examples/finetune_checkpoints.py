@@ -1,9 +1,11 @@
 """Export every checkpoint of one fine-tuning run: trace the graph once, then only write weights.
 
 A training loop saves ``checkpoint-<step>/`` directories with the same config and tensor shapes.
-The first is built with ``mobius.build`` (the trace); each of the others reuses its graphs with
-``mobius.graph_cache.apply_weights``, which reads, casts or quantizes and writes that checkpoint's
-weights and nothing else.
+The graph is built once, without weights (``mobius.build(..., weights=False)``: the trace, with
+the options every checkpoint is exported with); ``ModelPackage.apply_weights`` then binds each
+checkpoint to it. The first one applied emits the graphs from the kept trace (no trace again);
+each later one only reads, casts or quantizes and writes its weights. Every package is byte for
+byte what ``mobius.build(checkpoint, ...)`` writes.
 
     python examples/finetune_checkpoints.py RUN_DIR OUTPUT_DIR [--precision int4]
     python examples/finetune_checkpoints.py --demo /tmp/finetune-demo   # makes a tiny run first
@@ -16,7 +18,6 @@ import time
 from pathlib import Path
 
 import mobius
-from mobius.graph_cache import apply_weights
 
 
 def export_run(run: Path, output: Path, *, precision: str | None = None) -> list[Path]:
@@ -25,12 +26,12 @@ def export_run(run: Path, output: Path, *, precision: str | None = None) -> list
     if not checkpoints:
         raise SystemExit(f"no checkpoint-* directories in {run}")
     started = time.perf_counter()
-    base = mobius.build(checkpoints[0], precision=precision)
-    written = [base.save(output / checkpoints[0].name, overwrite=True)]
-    print(f"{checkpoints[0].name}: built and saved in {time.perf_counter() - started:.1f} s")
-    for checkpoint in checkpoints[1:]:
+    graph = mobius.build(checkpoints[0], weights=False, precision=precision)
+    print(f"graph traced in {time.perf_counter() - started:.1f} s")
+    written = []
+    for checkpoint in checkpoints:
         started = time.perf_counter()
-        package = apply_weights(base, checkpoint)
+        package = graph.apply_weights(checkpoint)
         written.append(package.save(output / checkpoint.name, overwrite=True))
         print(
             f"{checkpoint.name}: weights applied and saved in {time.perf_counter() - started:.1f} s"

@@ -193,6 +193,10 @@ def run(args: argparse.Namespace) -> int:
         from mobius.errors import ConfigError
 
         raise ConfigError("--verify compares the weights too; drop --no-weights or --verify")
+    if args.precision and args.no_weights:  # (the Python API keeps it for apply_weights)
+        from mobius.errors import ConfigError
+
+        raise ConfigError(f"--precision {args.precision} quantizes weights; drop --no-weights")
     output = Path(args.output)
     check_output_dir(output.absolute(), overwrite=args.overwrite)
     started = time.perf_counter()

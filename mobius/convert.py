@@ -6,6 +6,7 @@ It sits above ``report`` and ``synth`` (and everything they use); ``mobius.build
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ from mobius.ep.rewrite import apply as apply_ep
 from mobius.ep.rewrite import record as record_ep
 from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.gguf.linears import place_gguf_blocks
+from mobius.graph_cache.apply import GraphOnly, apply_weights
 from mobius.lora.fold import AdapterFold
 from mobius.lora.inputs import add_lora_inputs
 from mobius.lora.peft_adapter import PeftAdapter
@@ -76,7 +78,8 @@ def build(
     the weights as they are written (``mobius.lora.fold``); ``lora_inputs``: module names
     (or ``all-linear``) whose linears take LoRA factors as graph inputs (``mobius.lora.inputs``)."""
     torch_dtype = parse_dtype(dtype)
-    scheme = quantization.check(dtype, weights) if quantization is not None else None
+    # checked as for a build with weights: a graph-only build keeps it for apply_weights
+    scheme = quantization.check(dtype, True) if quantization is not None else None
     started = time.perf_counter()
     prepared = prepare(
         src,
@@ -102,30 +105,46 @@ def build(
                 f"--ep {ep} is not supported for {prepared.task.name} models yet; the graphs "
                 "are the portable ones (build without --ep, or with --ep cpu)"
             )
-        return build_graphs(
+
+    def made(prepared: Prepared | PreparedGraphs, src: str, bound: bool) -> ModelPackage:
+        """The package of ``prepared``: with its source's weights (``bound``), else the graph
+        only (parameters as inputs, nothing quantized)."""
+        if isinstance(prepared, PreparedGraphs):
+            return build_graphs(
+                prepared,
+                src=src,
+                dtype=dtype,
+                weights=bound,
+                task=task,
+                strict=strict,
+                adapter=adapter,
+            )
+        return package(
             prepared,
-            src=str(src),
+            src=src,
+            report_hint=_explain_command(src, task),
             dtype=dtype,
-            weights=weights,
-            task=task,
+            weights=bound,
             strict=strict,
+            quantization=quantization if bound else None,
+            scheme=scheme if bound else None,
+            ep=ep,
+            accuracy_level=accuracy_level,
+            started=started,
             adapter=adapter,
+            lora_inputs=lora_inputs,
         )
-    return package(
-        prepared,
-        src=str(src),
-        report_hint=_explain_command(src, task),
-        dtype=dtype,
-        weights=weights,
-        strict=strict,
-        quantization=quantization,
-        scheme=scheme,
-        ep=ep,
-        accuracy_level=accuracy_level,
-        started=started,
-        adapter=adapter,
-        lora_inputs=lora_inputs,
-    )
+
+    result = made(prepared, str(src), weights)
+    if weights:
+        result.weights_applier = apply_weights
+    else:  # apply_weights emits the kept trace again, bound to a checkpoint (no new trace)
+        if scheme is not None:
+            log.info("graph only: --precision applies with the weights (apply_weights)")
+        result.weights_applier = GraphOnly(
+            lambda source, src: made(dataclasses.replace(prepared, source=source), src, True)
+        )
+    return result
 
 
 def package(

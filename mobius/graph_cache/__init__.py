@@ -5,10 +5,11 @@ the weight transforms apart from the checkpoint they read; ``warm`` finds and ke
 ``cli`` is ``mobius cache list|clear``; ``apply`` is ``apply_weights``, a built package's graphs
 with another checkpoint's weights. See docs/design/graph-cache.md.
 
-Sits above the build: may import ``mobius.sources``, ``mobius.output``, ``mobius.quant``,
-``mobius.errors``, ``mobius.failures`` and ``mobius`` itself (its version); only ``mobius.cli``
-and ``mobius.build_cli`` import it, and nothing under ``mobius.output`` does (``ModelPackage``
-knows nothing of it).
+Sits beside the build: imports ``mobius.sources``, ``mobius.output``, ``mobius.quant``,
+``mobius.errors`` and ``mobius.failures`` (and reads mobius's version from the loaded package);
+``mobius.convert`` gives each package it builds ``apply.apply_weights`` (or, built without
+weights, an ``apply.GraphOnly`` holding how to emit the kept trace) as its ``weights_applier``,
+which ``ModelPackage.apply_weights`` calls: nothing under ``mobius.output`` imports the cache.
 """
 
 from __future__ import annotations

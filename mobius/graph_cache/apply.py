@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mobius.errors import ConfigError, UnsupportedError
+from mobius.errors import ConfigError, UnsupportedError, WeightsError
 
 if TYPE_CHECKING:
     from mobius.output.package import ModelPackage
+    from mobius.sources.resolve import Source
 
-__all__ = ["apply_weights"]
+__all__ = ["GraphOnly", "apply_weights"]
 
 _IGNORED = ("_name_or_path", "_commit_hash", "transformers_version")
 
@@ -52,19 +54,68 @@ def apply_weights(
 ) -> ModelPackage:
     """A new package: ``package``'s graphs and companion texts, with the weights of
     ``checkpoint`` (a directory, hub id or GGUF file of the same architecture, config and tensor
-    shapes), cast, quantized and packed as ``package``'s were. ``package`` is unchanged."""
-    from mobius.graph_cache.recipe import Unbound, Unsafe
-    from mobius.graph_cache.warm import rebind
+    shapes), cast, quantized and packed as ``package``'s were. ``package`` is unchanged. A package
+    built with ``weights=False`` (its trace kept: ``GraphOnly``) gets its graphs emitted once,
+    bound to the first checkpoint applied; every other package is rebound (``warm.rebind``)."""
+    if isinstance(package.weights_applier, GraphOnly):
+        return package.weights_applier(package, checkpoint, trust_remote_code=trust_remote_code)
+    source = _resolve(package, checkpoint, trust_remote_code)
+    return _rebind(package, source, str(checkpoint))
+
+
+class GraphOnly:
+    """``apply_weights`` for a package built with ``weights=False``: ``emit_bound(source, src)``
+    (``mobius.convert``) emits the kept trace's graphs again, bound to a checkpoint, and runs
+    every step a build with weights runs after binding (EP rewrite, quantization, packing, the
+    texts), with the build's own options; no trace. The first package it makes is kept, and
+    each checkpoint applied (the first too) gets a copy with its recipes rebound: after the first,
+    applying a checkpoint only reads, transforms and writes weights (one whose tensors are stored
+    in other dtypes than the first's, or weights that cannot be rebound, gets its graphs emitted
+    again instead)."""
+
+    def __init__(self, emit_bound: Callable[[Source, str], ModelPackage]) -> None:
+        self.emit_bound = emit_bound
+        self.bound: ModelPackage | None = None
+
+    def __call__(
+        self, package: ModelPackage, checkpoint: str | os.PathLike, *, trust_remote_code: bool
+    ) -> ModelPackage:
+        from mobius.graph_cache.recipe import Unsafe
+        from mobius.graph_cache.warm import rebind
+
+        source, src = _resolve(package, checkpoint, trust_remote_code), str(checkpoint)
+        if self.bound is None:
+            self.bound = self.emit_bound(source, src)  # kept unseen: a copy is handed out
+        try:
+            made = rebind(self.bound, source, src)
+        except (WeightsError, Unsafe):  # tensors stored otherwise (bf16, not f32): emit again
+            made = self.emit_bound(source, src)
+        made.weights_applier = apply_weights
+        return made
+
+
+def _resolve(package: ModelPackage, checkpoint: str | os.PathLike, trust_remote_code: bool):
+    """``checkpoint``'s source (config and tensor headers), its config checked against the
+    package's."""
     from mobius.sources.resolve import resolve
 
     source = resolve(checkpoint, trust_remote_code=trust_remote_code)
     _check_config(package, source.directory)
+    return source
+
+
+def _rebind(package: ModelPackage, source: Source, src: str) -> ModelPackage:
+    from mobius.graph_cache.recipe import Unbound, Unsafe
+    from mobius.graph_cache.warm import rebind
+
     try:
-        return rebind(package, source, str(checkpoint))
+        made = rebind(package, source, src)
     except Unbound:
         raise UnsupportedError(
-            "this package holds no checkpoint weights to replace (built with weights=False); "
-            "build it from one checkpoint with weights, then apply the others to it"
+            "this package holds no checkpoint weights to replace (made without weights, and "
+            "not by mobius.build with weights=False)"
         ) from None
     except Unsafe as exc:
         raise UnsupportedError(f"cannot apply other weights to this package: {exc}") from None
+    made.weights_applier = apply_weights
+    return made

@@ -49,12 +49,12 @@ def _code_digest() -> str:
 
 
 def versions() -> dict[str, str]:
-    """The versions that shape a graph, read without importing the libraries."""
-    import mobius
-
+    """The versions that shape a graph, read without importing the libraries. mobius's own is
+    read from the loaded package (always imported before its submodules), not imported here: the
+    build driver (``mobius.convert``), which ``mobius`` imports, imports the graph cache."""
     found = {
         "python": sys.version.split()[0],
-        "mobius": f"{mobius.__version__}+{_code_digest()[:16]}",
+        "mobius": f"{sys.modules['mobius'].__version__}+{_code_digest()[:16]}",
     }
     for name in _LIBRARIES:
         try:

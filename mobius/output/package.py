@@ -17,7 +17,7 @@ from pathlib import Path
 import onnx_ir as ir
 
 from mobius import failures
-from mobius.errors import OutputError
+from mobius.errors import OutputError, UnsupportedError
 from mobius.output.disk_form import elided_on_disk
 from mobius.output.saving import collecting_nonfinite, release_scratch
 
@@ -156,6 +156,27 @@ class ModelPackage:
     nonfinite: list[str] = field(default_factory=list)  # tensors with NaN/Inf, after save()
     # several graphs (encoder-decoder): graph name -> model, saved as <name>.onnx + <name>.onnx.data
     models: dict[str, ir.Model] = field(default_factory=dict)
+    # what ``apply_weights`` calls, set by the build that made the package
+    # (``mobius.graph_cache.apply``); None: this package cannot take other weights
+    weights_applier: Callable[..., ModelPackage] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def apply_weights(
+        self, checkpoint: str | os.PathLike, *, trust_remote_code: bool = False
+    ) -> ModelPackage:
+        """A new package: these graphs with the weights of ``checkpoint`` (a directory, hub id or
+        GGUF file with the same config and tensor shapes), cast, quantized and packed as a build
+        of it with this package's options does, byte for byte; no trace again. For a package
+        built with ``weights=False`` the first call emits the graphs from the kept trace, bound to
+        ``checkpoint``; each later call only reads, transforms and writes weights. This package
+        is left as it was (apply as many checkpoints as you like)."""
+        if self.weights_applier is None:
+            raise UnsupportedError(
+                "apply_weights needs a package made by mobius.build from a checkpoint; "
+                "this one (from a module, a diffusers pipeline) cannot take other weights"
+            )
+        return self.weights_applier(self, checkpoint, trust_remote_code=trust_remote_code)
 
     def save(
         self, directory: str | os.PathLike, *, overwrite: bool = False, progress: bool = False

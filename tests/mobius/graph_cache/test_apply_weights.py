@@ -1,5 +1,6 @@
-"""``apply_weights``: the base's graphs with a fine-tune's weights give the package a
-cold build of the fine-tune gives, byte for byte; a checkpoint of another shape is refused."""
+"""``apply_weights``: a graph's package with a fine-tune's weights is the package a cold build of
+the fine-tune gives, byte for byte (the example: a graph-only int4 build, each checkpoint of a
+run applied to it); a checkpoint of another config or shape is refused."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def test_example_matches_cold_builds(run, tmp_path):
 
 
 def test_other_shapes_and_configs_refused(run, tmp_path):
-    base = mobius.build(run / "run" / "checkpoint-100")
+    base = mobius.build(run / "run" / "checkpoint-100")  # with weights: its recipes are rebound
     changed = tmp_path / "changed"
     shutil.copytree(run / "run" / "checkpoint-200", changed)
     config = json.loads((changed / "config.json").read_text())
@@ -55,7 +56,11 @@ def test_other_shapes_and_configs_refused(run, tmp_path):
         apply_weights(base, tmp_path / "wider").save(tmp_path / "never")
 
 
-def test_graph_only_package_refused(run):
-    graph_only = mobius.build(run / "run" / "checkpoint-100", weights=False)
-    with pytest.raises(UnsupportedError, match="weights=False"):
-        apply_weights(graph_only, run / "run" / "checkpoint-200")
+def test_package_not_from_a_checkpoint_refused(run):
+    import onnx_ir as ir
+
+    from mobius.output.package import ModelPackage
+
+    made_elsewhere = ModelPackage(model=ir.Model(ir.Graph([], [], nodes=[]), ir_version=10))
+    with pytest.raises(UnsupportedError, match="mobius.build"):
+        made_elsewhere.apply_weights(run / "run" / "checkpoint-200")
