@@ -1,6 +1,7 @@
 """The graph cache: a build's graphs, kept before their weights, for builds of the same shape.
 
-``key`` says what a build's graphs depend on; ``store`` keeps entries on disk; ``recipe`` keeps
+``key`` says what a build's graphs depend on; ``store`` keeps entries on disk; ``evict`` keeps
+them under a size cap, least recently used out first; ``recipe`` keeps
 the weight transforms apart from the checkpoint they read; ``warm`` finds and keeps builds;
 ``cli`` is ``mobius cache list|clear``; ``apply`` is ``apply_weights``, a built package's graphs
 with another checkpoint's weights. See docs/design/graph-cache.md.

@@ -7,7 +7,7 @@ import datetime
 import json
 from typing import Any
 
-from mobius.graph_cache import store
+from mobius.graph_cache import evict, store
 
 __all__ = ["add_parser", "build_options", "run"]
 
@@ -18,7 +18,8 @@ def add_parser(sub: Any) -> None:
         "cache",
         help="list or clear the graph cache ($MOBIUS_CACHE, default ~/.cache/mobius)",
         description="Builds keep their graphs here; a later build of the same shape writes only "
-        "its weights.",
+        "its weights. At most $MOBIUS_CACHE_MAX_BYTES (default 2G; 0: no cap): the least "
+        "recently used entries go first.",
     )
     c.add_argument("action", choices=["list", "clear"])
     c.add_argument("--json", action="store_true", help="list: one JSON document")
@@ -57,6 +58,8 @@ def build_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _size(n: int) -> str:
+    if n >= 2**30:
+        return f"{n / 2**30:.1f} GiB"
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
@@ -68,36 +71,47 @@ def run(args: argparse.Namespace) -> int:
             print(f"removed {count} graph cache entries ({_size(freed)}) from {store.cache_root()}")
         return 0
     found = store.entries()
+    sizes = {e.key: e.size() for e in found}
+    total, cap = sum(sizes.values()), evict.max_bytes()
     if args.json:
         rows = [
             {
                 "key": e.key,
                 "path": str(e.path),
-                "bytes": e.size(),
+                "bytes": sizes[e.key],
                 "created": e.manifest.get("created"),
+                "last_used": e.last_used(),
                 "src": e.manifest.get("src"),
                 **e.manifest.get("summary", {}),
             }
             for e in found
         ]
-        print(json.dumps({"root": str(store.cache_root()), "entries": rows}, indent=1))
+        document = {
+            "root": str(store.cache_root()),
+            "total_bytes": total,
+            "max_bytes": cap,
+            "entries": rows,
+        }
+        print(json.dumps(document, indent=1))
         return 0
     if args.quiet:
         return 0
-    print(f"{store.cache_root()}: {len(found)} entries")
-    for e in found:
+    limit = f"at most {_size(cap)}" if cap is not None else "no size cap"
+    print(
+        f"{store.cache_root()}: {len(found)} entries, {_size(total)} ({limit}, "
+        f"${evict.ENVIRONMENT}); last used, oldest first"
+    )
+    for e in sorted(found, key=lambda e: e.last_used()):
         summary = e.manifest.get("summary", {})
         options = summary.get("options", {})
-        created = datetime.datetime.fromtimestamp(e.manifest.get("created", 0)).isoformat(
-            sep=" ", timespec="seconds"
-        )
+        used = datetime.datetime.fromtimestamp(e.last_used()).isoformat(sep=" ", timespec="seconds")
         shown = " ".join(
             f"{k}={v}"
             for k, v in options.items()
             if v not in (None, False, [], "build") and k != "block_size"
         )
         print(
-            f"{e.key[:16]}  {created}  {_size(e.size()):>10}  {summary.get('model_type', '?')}  "
+            f"{e.key[:16]}  {used}  {_size(sizes[e.key]):>10}  {summary.get('model_type', '?')}  "
             f"{shown}  ({e.manifest.get('src')})"
         )
     return 0

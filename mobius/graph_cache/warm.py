@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mobius.graph_cache import recipe, store
+from mobius.graph_cache import evict, recipe, store
 from mobius.graph_cache.key import build_key
 
 if TYPE_CHECKING:
@@ -66,15 +66,16 @@ def find(src: str, options: dict[str, Any], *, trust_remote_code: bool) -> Looku
     lookup = Lookup(str(src), key, source, document=document)
     entry = store.lookup(key)
     if entry is not None:
-        try:
-            lookup.package = _package(entry, source, str(src))
-        except Exception as exc:  # noqa: BLE001 - any unreadable part makes the entry unusable
-            from mobius import failures
+        with entry:  # held while its files are read: eviction leaves it alone
+            try:
+                lookup.package = _package(entry, source, str(src))
+            except Exception as exc:  # noqa: BLE001 - any unreadable part makes it unusable
+                from mobius import failures
 
-            failures.raise_if_fatal(exc)
-            store.discard(entry.path, f"{type(exc).__name__}: {exc}")
-        else:
-            log.info("graph cache hit %s: writing the weights only", key[:16])
+                failures.raise_if_fatal(exc)
+                store.discard(entry.path, f"{type(exc).__name__}: {exc}")
+            else:
+                log.info("graph cache hit %s: writing the weights only", key[:16])
     return lookup
 
 
@@ -181,7 +182,8 @@ def keep(pending: Pending, target: Path) -> None:
     except OSError as exc:
         log.info("graph cache: not keeping this build (%s)", exc)
         return
-    store.put(pending.key, {**graphs, **pending.files}, pending.manifest)
+    if store.put(pending.key, {**graphs, **pending.files}, pending.manifest) is not None:
+        evict.trim(keep=pending.key)
 
 
 def _pending(lookup: Lookup, package: ModelPackage) -> Pending:
