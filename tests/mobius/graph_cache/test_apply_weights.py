@@ -44,7 +44,7 @@ def test_other_shapes_and_configs_refused(run, tmp_path):
     config["rope_theta"] = 1234.0
     (changed / "config.json").write_text(json.dumps(config))
     with pytest.raises(ConfigError, match="rope_theta"):
-        apply_weights(base, changed)
+        base.apply_weights(changed)
     from mobius.testing.tiny import make_checkpoint
 
     width = json.loads((changed / "config.json").read_text())["intermediate_size"]
