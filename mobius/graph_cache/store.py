@@ -89,7 +89,8 @@ class Entry:
         self.release()
 
     def __del__(self) -> None:
-        self.release()
+        with contextlib.suppress(Exception):  # (at interpreter exit, os may be gone)
+            self.release()
 
 
 def _hold(path: Path, *, exclusive: bool) -> int | None:
