@@ -79,7 +79,7 @@ def build(
     (or ``all-linear``) whose linears take LoRA factors as graph inputs (``mobius.lora.inputs``)."""
     torch_dtype = parse_dtype(dtype)
     # checked as for a build with weights: a graph-only build keeps it for apply_weights
-    scheme = quantization.check(dtype, True) if quantization is not None else None
+    scheme = quantization.check(dtype) if quantization is not None else None
     started = time.perf_counter()
     prepared = prepare(
         src,

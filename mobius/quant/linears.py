@@ -51,7 +51,7 @@ class QuantOptions:
     accuracy_level: int = 0
     exclude: tuple[str, ...] = ()
 
-    def check(self, dtype: str, weights: bool) -> Scheme:
+    def check(self, dtype: str) -> Scheme:
         """The Scheme, or a ConfigError naming the option that cannot be honoured."""
         if self.precision not in PRECISIONS:
             raise ConfigError(
@@ -69,8 +69,6 @@ class QuantOptions:
                 f"--precision {self.precision} needs --dtype f32 or f16 (MatMulNBits has no "
                 f"{dtype} kernel on CPU)"
             )
-        if not weights:
-            raise ConfigError(f"--precision {self.precision} quantizes weights; drop --no-weights")
         return Scheme(
             PRECISIONS[self.precision], self.block_size, self.symmetric, self.accuracy_level
         )
