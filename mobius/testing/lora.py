@@ -121,7 +121,9 @@ def onnx_adapter_feeds(path: Path) -> dict:
     return {name: value.numpy().copy() for name, value in adapter.get_parameters().items()}
 
 
-def lora_parity(model: torch.nn.Module, directory: Path, config, extra: dict) -> dict:
+def lora_parity(
+    model: torch.nn.Module, directory: Path, config, extra: dict, prefill: int = 6, length: int = 9
+) -> dict:
     """``causal_lm_parity`` with ``extra`` feeds (an adapter's LoRA inputs) on every call."""
     from unittest import mock
 
@@ -134,7 +136,21 @@ def lora_parity(model: torch.nn.Module, directory: Path, config, extra: dict) ->
         return run(self, ids, mask, positions, {**cache, **extra})
 
     with mock.patch.object(OnnxCausalLM, "run", with_extra):
-        return causal_lm_parity(model, directory, config)
+        return causal_lm_parity(model, directory, config, prefill=prefill, length=length)
+
+
+class SessionWithFeeds:
+    """An onnxruntime session that adds ``extra`` feeds (an adapter's LoRA inputs) to every run,
+    for the parity helpers that take a session (``contract_pairs``)."""
+
+    def __init__(self, session, extra: dict) -> None:
+        self._session, self._extra = session, extra
+
+    def __getattr__(self, name: str):
+        return getattr(self._session, name)
+
+    def run(self, output_names, feeds: dict, *args):
+        return self._session.run(output_names, {**feeds, **self._extra}, *args)
 
 
 def save_float_checkpoint(model: torch.nn.Module, directory: Path) -> Path:
