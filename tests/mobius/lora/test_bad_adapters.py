@@ -72,7 +72,7 @@ def test_config_refused_by_name(capsys, llama, tmp_path, no_trace, change, words
 
 def test_peft_dora_refused_by_name(capsys, llama, tmp_path, no_trace):
     """A DoRA adapter as PEFT saves it (use_dora, lora_magnitude_vector): refused, naming DoRA."""
-    from tests.mobius.lora.peft_reference import peft_adapter
+    from mobius.testing.peft_adapters import peft_adapter
 
     base, model, _ = llama
     adapter = peft_adapter(model, tmp_path / "dora", seed=1, target_modules=LINEARS, use_dora=True)

@@ -11,7 +11,7 @@ import pytest
 
 from mobius.cli import main
 from mobius.testing.parity import causal_lm_parity, max_abs_diff
-from tests.mobius.lora.peft_reference import peft_adapter, peft_model
+from mobius.testing.peft_adapters import peft_adapter, peft_model
 
 ATOL = 1e-4
 

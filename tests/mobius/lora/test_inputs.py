@@ -14,7 +14,7 @@ import pytest
 from mobius.cli import main
 from mobius.testing.lora import lora_parity, onnx_adapter_feeds
 from mobius.testing.parity import causal_lm_parity
-from tests.mobius.lora.peft_reference import PeftAdapters, greedy, peft_adapter, peft_model
+from mobius.testing.peft_adapters import PeftAdapters, greedy, peft_adapter, peft_model
 
 ATOL = 1e-4
 

@@ -15,7 +15,7 @@ from mobius.cli import main
 from mobius.runtime.causal_lm import OnnxCausalLM, session
 from mobius.testing.lora import SessionWithFeeds, lora_parity, onnx_adapter_feeds
 from mobius.testing.parity import causal_lm_parity, contract_pairs, decoder_inputs
-from tests.mobius.lora.peft_reference import peft_adapter, peft_model
+from mobius.testing.peft_adapters import peft_adapter, peft_model
 
 ATOL = 1e-4
 

@@ -13,7 +13,7 @@ import pytest
 from mobius.cli import main
 from mobius.testing.lora import lora_parity, onnx_adapter_feeds, save_float_checkpoint
 from mobius.testing.parity import causal_lm_parity
-from tests.mobius.lora.peft_reference import PeftAdapters, greedy, peft_adapter
+from mobius.testing.peft_adapters import PeftAdapters, greedy, peft_adapter
 
 pytestmark = pytest.mark.slow
 

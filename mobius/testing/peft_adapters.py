@@ -1,4 +1,5 @@
-"""Adapters made and saved by PEFT itself, and PEFT's ``PeftModel`` as the reference.
+"""LoRA adapters made and saved by PEFT itself, and PEFT's ``PeftModel`` as the reference (for
+the tests and the benchmarks; PEFT comes with the ``testing`` extras).
 
 ``peft_adapter`` wraps a copy of an HF model with ``get_peft_model(LoraConfig(...))``, fills every
 LoRA factor (``lora_B`` too, which PEFT starts at zero) and every ``modules_to_save`` copy with
