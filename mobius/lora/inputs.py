@@ -22,6 +22,7 @@ import onnx_ir as ir
 from mobius.errors import UnsupportedError
 
 ALL_LINEAR = "all-linear"  # PEFT's name for every linear but the output head
+LORA_GRAPH = "decoder_model"  # the graph of a multi-graph package that takes LoRA inputs
 
 
 def rank_dim(path: str) -> str:
@@ -64,19 +65,31 @@ def parse_targets(spec: str) -> tuple[str, ...]:
     return names
 
 
-def add_lora_inputs(model: ir.Model, targets: tuple[str, ...], dtype: str) -> LoraInputs:
+def add_lora_inputs(
+    model: ir.Model,
+    targets: tuple[str, ...],
+    dtype: str,
+    param_to_key: dict[str, str] | None = None,
+) -> LoraInputs:
     """Give every linear of ``model`` whose module path ends with one of ``targets`` (or every
     linear but the output head, for ``all-linear``) its LoRA inputs; in place. A packed linear
     (``...self.query+key+value``: several linears of one input as one MatMul) gets inputs for
-    each of its linears when one of them is selected."""
+    each of its linears when one of them is selected.
+
+    Weights are named by checkpoint key; ``param_to_key`` (the weight binder's) gives each its
+    module path in the HF model, which PEFT names adapters by (they differ where transformers
+    renames keys at load time: ``language_model.model.layers`` -> ``model.language_model.layers``).
+    """
     graph = model.graph
     done = LoraInputs(dtype)
+    module_of = _module_paths(param_to_key or {})
     for node in list(graph):
         found = _linear(node)
         if found is None:
             continue
         path, n_in, n_out = found
         parts = _packed_parts(path, node) or [(path, n_out)]
+        parts = [(module_of(p), out) for p, out in parts]
         if not any(_selected(p, targets) for p, _ in parts) or parts[0][0] in done.modules:
             continue
         _add_path(graph, node, parts, n_in)
@@ -86,6 +99,17 @@ def add_lora_inputs(model: ir.Model, targets: tuple[str, ...], dtype: str) -> Lo
             f"--lora-inputs {','.join(targets)}: no linear of the model has such a name"
         )
     return done
+
+
+def _module_paths(param_to_key: dict[str, str]):
+    """checkpoint path -> module path (the same where the binder knows no other name)."""
+    by_key = {key: param for param, key in param_to_key.items()}
+
+    def module_of(path: str) -> str:
+        param = by_key.get(f"{path}.weight")
+        return param.removesuffix(".weight") if param is not None else path
+
+    return module_of
 
 
 def _packed_parts(path: str, node: ir.Node) -> list[tuple[str, int]] | None:

@@ -1,7 +1,7 @@
 """``--lora-inputs`` beyond the plain causal LM: an encoder whose q/k/v are one packed MatMul, the
 ``--ep`` rewrites (``cpu``: ONNX Attention and fused norms; GroupQueryAttention with
 ``--precision int4`` and for the GPU providers), each against HF PEFT's ``PeftModel`` at 1e-4 in
-float32; and the multi-graph tasks, which refuse it by name."""
+float32; and a vision-language model's decoder graph."""
 
 from __future__ import annotations
 
@@ -126,17 +126,44 @@ def test_ep_cpu_int4_equals_the_portable_int4_graph(llama_adapter):
     assert np.abs(logits["cpu"] - logits["portable"]).max() <= ATOL
 
 
-def test_multi_graph_tasks_refuse_lora_inputs(capsys, tmp_path):
-    """A vision-language model is several graphs: --lora-inputs is refused by name (folding with
-    --adapter works, test_fold.py), one line, exit 2, nothing written."""
-    from mobius.testing.vlm import tiny_llava_with_processor
+def test_vision_language_decoder_takes_the_inputs(tmp_path):
+    """LLaVA: the decoder_model graph takes LoRA inputs, the vision and embedding graphs stay
+    as they are; with an adapter on the language model, features, prefill, a cached step and
+    greedy generation equal PEFT's; without one, the base model's. An adapter on the vision tower
+    is refused by name."""
+    from mobius.runtime.vlm import OnnxVisionLanguageModel
+    from mobius.testing.vlm import tiny_llava_with_processor, vlm_pairs
 
-    tiny_llava_with_processor(tmp_path / "checkpoint")
+    model, _ = tiny_llava_with_processor(tmp_path / "checkpoint")
+    adapter = peft_adapter(
+        model,
+        tmp_path / "adapter",
+        seed=33,
+        target_modules=r".*language_model.*\.(q_proj|v_proj|down_proj)",
+        r=4,
+        lora_alpha=8,
+    )
     out = tmp_path / "onnx"
-    capsys.readouterr()
-    args = ["build", "--model", str(tmp_path / "checkpoint"), "--output", str(out), "-q"]
-    code = main([*args, "--lora-inputs"])
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("mobius: error: "), err
-    assert "--lora-inputs" in err and "--adapter" in err, err
-    assert not out.exists()
+    feeds = _serve(tmp_path / "checkpoint", out, adapter)
+    for graph in ("vision_encoder", "embedding"):
+        graph_proto = onnx.load(str(out / f"{graph}.onnx"), load_external_data=False).graph
+        names = [i.name for i in graph_proto.input]
+        assert not any(".lora_" in n for n in names), (graph, names)
+
+    def compare(reference, extra: dict) -> tuple[float, bool]:
+        """Largest difference and whether the greedy tokens are equal."""
+        runner = OnnxVisionLanguageModel(out)
+        decoder = runner.sessions["decoder_model"]
+        runner.sessions["decoder_model"] = SessionWithFeeds(decoder, extra)
+        compared = vlm_pairs(reference, out, runner=runner)
+        return max(p.max_abs() for p in compared.pairs), compared.tokens.equal()
+
+    diff, tokens_equal = compare(peft_model(model, adapter).get_base_model(), feeds)
+    assert diff <= ATOL and tokens_equal, diff
+    diff, tokens_equal = compare(model, {})
+    assert diff <= ATOL and tokens_equal, diff
+    assert compare(model, feeds)[0] > 0.01  # the adapter matters
+    vision = peft_adapter(
+        model, tmp_path / "vision", seed=34, target_modules=r".*vision_tower.*\.q_proj"
+    )
+    assert main(["adapter", str(vision), "--model", str(out), "-q"]) == 2
