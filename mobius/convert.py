@@ -23,7 +23,7 @@ from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.gguf.linears import place_gguf_blocks
 from mobius.graph_cache.apply import GraphOnly, apply_weights
 from mobius.lora.fold import AdapterFold
-from mobius.lora.inputs import add_lora_inputs
+from mobius.lora.inputs import LORA_GRAPH, add_lora_inputs
 from mobius.lora.peft_adapter import PeftAdapter
 from mobius.output.package import MODEL_FILE, ModelPackage, graph_names
 from mobius.output.weights import Checkpoint
@@ -90,10 +90,11 @@ def build(
         features=features,
     )
     if isinstance(prepared, PreparedGraphs):  # several graphs: encoder-decoder, vision-language
-        if lora_inputs:
+        if lora_inputs and LORA_GRAPH not in prepared.graphs:
             raise UnsupportedError(
                 f"--lora-inputs is not supported for {prepared.task.name} models yet "
-                "(one-graph models only); fold an adapter with --adapter instead"
+                f"(one-graph models and the {LORA_GRAPH} graph of several); fold an adapter "
+                "with --adapter instead"
             )
         if scheme is not None:
             raise UnsupportedError(
@@ -198,7 +199,9 @@ def package(
         failures.stop_checkpoint()
         if folding is not None:
             folding.check_used()
-        lora_graph = add_lora_inputs(model, lora_inputs, dtype) if lora_inputs else None
+        lora_graph = (
+            add_lora_inputs(model, lora_inputs, dtype, binder.param_to_key) if lora_inputs else None
+        )
     except UnsupportedError as exc:
         if not str(exc).startswith("no lowering for"):
             raise
@@ -339,10 +342,12 @@ def build_graphs(
     task: str | None,
     strict: bool = False,
     adapter: PeftAdapter | None = None,
+    lora_inputs: tuple[str, ...] = (),
 ) -> ModelPackage:
     """Emit and bind every graph; one ModelPackage with ``<graph>.onnx`` for each. With
     ``strict``, any graph's fallback is refused (``fallbacks.refuse``); ``adapter`` is folded
-    into every graph's weights (``mobius.lora.fold``).
+    into every graph's weights (``mobius.lora.fold``); ``lora_inputs`` go to the
+    ``decoder_model`` graph only (``mobius.lora.inputs``).
 
     Each graph binds its own subset of the checkpoint; a tensor both graphs read (T5's shared
     embedding) is written into each graph's data file."""
@@ -353,7 +358,7 @@ def build_graphs(
     if report.summary.unsupported_ops:
         raise UnsupportedError(_blocked_message(report, src, task))
     checkpoint = Checkpoint(prepared.source.tensors) if weights else None
-    models, unused, folding = {}, None, None
+    models, unused, folding, lora_graph = {}, None, None, None
     for name, part in prepared.graphs.items():
         traced = part.traced
         binder = traced.binder(checkpoint)
@@ -368,6 +373,8 @@ def build_graphs(
         if traced.loop_inputs:
             invariant = getattr(part.task, "loop_invariant", lambda _: set())(traced.inputs)
             model = loop_over_tokens(model, traced.loop_inputs, traced.inputs, invariant)
+        if lora_inputs and name == LORA_GRAPH:
+            lora_graph = add_lora_inputs(model, lora_inputs, dtype, binder.param_to_key)
         model.metadata_props.update(
             {
                 "mobius.model_type": prepared.arch.model_type,
@@ -398,6 +405,7 @@ def build_graphs(
         },
         **prepared.task.manifest(prepared.arch),
         **({"lora": folding.to_json()} if folding is not None else {}),
+        **({"lora_inputs": lora_graph.to_json()} if lora_graph is not None else {}),
     }
     fallen = [f.to_dict() for part in prepared.graphs.values() for f in part.fallbacks]
     if fallen:

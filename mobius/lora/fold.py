@@ -31,17 +31,18 @@ class AdapterFold:
         parameter the adapter changes; refuses, naming the first, a target the base does not have,
         one whose shape differs, and one whose weight is tied or assembled from several tensors."""
         folds: dict[str, Fold] = {}
-        for module in self.adapter.modules.values():
-            param = _parameter(binder, f"{module.path}.weight", module.path)
-            expected = module.weight_shape(self.adapter.fan_in_fan_out)
-            _check_shape(binder, param, expected, f"adapter module '{module.path}'")
-            folds[param] = self._lora_fold(module)
-            self.targets[param] = module.path
         for name, entry in self.adapter.replaced.items():
             param = _parameter(binder, name, name)
             _check_shape(binder, param, entry.shape, f"adapter tensor '{name}' (modules_to_save)")
             folds[param] = self._replacement(entry)
             self.targets[param] = name
+        for module in self.adapter.modules.values():
+            param = _parameter(binder, f"{module.path}.weight", module.path)
+            expected = module.weight_shape(self.adapter.fan_in_fan_out)
+            _check_shape(binder, param, expected, f"adapter module '{module.path}'")
+            # an embedding saved with its LoRA (save_embedding_layers): replaced, then folded
+            folds[param] = self._lora_fold(module, folds.get(param))
+            self.targets[param] = module.path
         binder.folds = folds
         binder.on_fold = self.folded.add
 
@@ -65,11 +66,12 @@ class AdapterFold:
             "modules": sorted(self.targets[p] for p in self.folded),
         }
 
-    def _lora_fold(self, module: LoraModule) -> Fold:
+    def _lora_fold(self, module: LoraModule, replace: Fold | None) -> Fold:
         adapter = self.adapter
 
         def fold(weight: torch.Tensor) -> torch.Tensor:
-            return weight.float() + adapter.delta(module)
+            base = replace(weight) if replace is not None else weight
+            return base.float() + adapter.delta(module)
 
         return fold
 

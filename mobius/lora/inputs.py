@@ -22,6 +22,7 @@ import onnx_ir as ir
 from mobius.errors import UnsupportedError
 
 ALL_LINEAR = "all-linear"  # PEFT's name for every linear but the output head
+LORA_GRAPH = "decoder_model"  # the graph of a multi-graph package that takes LoRA inputs
 
 
 def rank_dim(path: str) -> str:
@@ -64,25 +65,76 @@ def parse_targets(spec: str) -> tuple[str, ...]:
     return names
 
 
-def add_lora_inputs(model: ir.Model, targets: tuple[str, ...], dtype: str) -> LoraInputs:
+def add_lora_inputs(
+    model: ir.Model,
+    targets: tuple[str, ...],
+    dtype: str,
+    param_to_key: dict[str, str] | None = None,
+) -> LoraInputs:
     """Give every linear of ``model`` whose module path ends with one of ``targets`` (or every
-    linear but the output head, for ``all-linear``) its LoRA inputs; in place."""
+    linear but the output head, for ``all-linear``) its LoRA inputs; in place. A packed linear
+    (``...self.query+key+value``: several linears of one input as one MatMul) gets inputs for
+    each of its linears when one of them is selected.
+
+    Weights are named by checkpoint key; ``param_to_key`` (the weight binder's) gives each its
+    module path in the HF model, which PEFT names adapters by (they differ where transformers
+    renames keys at load time: ``language_model.model.layers`` -> ``model.language_model.layers``).
+    """
     graph = model.graph
     done = LoraInputs(dtype)
+    module_of = _module_paths(param_to_key or {})
     for node in list(graph):
         found = _linear(node)
         if found is None:
             continue
         path, n_in, n_out = found
-        if not _selected(path, targets) or path in done.modules:
+        parts = _packed_parts(path, node) or [(path, n_out)]
+        parts = [(module_of(p), out) for p, out in parts]
+        if not any(_selected(p, targets) for p, _ in parts) or parts[0][0] in done.modules:
             continue
-        _add_path(graph, node, path, n_in, n_out)
-        done.modules[path] = [n_out, n_in]
+        _add_path(graph, node, parts, n_in)
+        done.modules.update({p: [out, n_in] for p, out in parts})
     if not done.modules:
         raise UnsupportedError(
             f"--lora-inputs {','.join(targets)}: no linear of the model has such a name"
         )
     return done
+
+
+def _module_paths(param_to_key: dict[str, str]):
+    """checkpoint path -> module path (the same where the binder knows no other name)."""
+    by_key = {key: param for param, key in param_to_key.items()}
+
+    def module_of(path: str) -> str:
+        param = by_key.get(f"{path}.weight")
+        return param.removesuffix(".weight") if param is not None else path
+
+    return module_of
+
+
+def _packed_parts(path: str, node: ir.Node) -> list[tuple[str, int]] | None:
+    """The linears of a packed MatMul (``lowering.packed``: weight ``<owner>.a+b+c.weight.T``,
+    output split by a ``Split``, after the packed bias if any): (module path, out) each, in
+    column order; None for a plain linear."""
+    owner, _, last = path.rpartition(".")
+    if "+" not in last:
+        return None
+    names = last.split("+")
+    value = node.outputs[0]
+    users = [u.node for u in value.uses()]
+    if len(users) == 1 and users[0].op_type == "Add":
+        value = users[0].outputs[0]
+        users = [u.node for u in value.uses()]
+    split = users[0] if len(users) == 1 and users[0].op_type == "Split" else None
+    sizes = None
+    if split is not None and len(split.inputs) > 1 and split.inputs[1] is not None:
+        const = ir.convenience.get_const_tensor(split.inputs[1])
+        sizes = None if const is None else [int(v) for v in const.numpy().reshape(-1)]
+    if sizes is None or len(sizes) != len(names):
+        raise UnsupportedError(
+            f"--lora-inputs: the packed linear '{path}' is not split into its {len(names)} parts"
+        )
+    return [(f"{owner}.{name}", size) for name, size in zip(names, sizes, strict=True)]
 
 
 def _linear(node: ir.Node) -> tuple[str, int, int] | None:
@@ -111,23 +163,37 @@ def _selected(path: str, targets: tuple[str, ...]) -> bool:
     return any(path == t or path.endswith("." + t) for t in targets)
 
 
-def _add_path(graph: ir.Graph, node: ir.Node, path: str, n_in: int, n_out: int) -> None:
-    """``y + (x @ A^T) @ B^T`` after the MatMul ``node``; A and B are new graph inputs."""
+def _add_path(graph: ir.Graph, node: ir.Node, parts: list[tuple[str, int]], n_in: int) -> None:
+    """``y + (x @ A^T) @ B^T`` after the MatMul ``node``; A and B are new graph inputs. For a
+    packed MatMul, each part's product, concatenated in column order."""
     x, y = node.inputs[0], node.outputs[0]
     elem = node.inputs[1].dtype
-    name_a, name_b = input_names(path)
-    rank = rank_dim(path)
-    a = _input(graph, name_a, elem, [rank, n_in], (0, n_in))
-    b = _input(graph, name_b, elem, [n_out, rank], (n_out, 0))
-    perm = ir.AttrInt64s("perm", [1, 0])
-    prefix = f"{path}/lora"
-    a_t = ir.Node("", "Transpose", [a], [perm], name=f"{prefix}/Transpose_A")
-    b_t = ir.Node("", "Transpose", [b], [perm], name=f"{prefix}/Transpose_B")
-    down = ir.Node("", "MatMul", [x, a_t.outputs[0]], name=f"{prefix}/MatMul_A")
-    up = ir.Node("", "MatMul", [down.outputs[0], b_t.outputs[0]], name=f"{prefix}/MatMul_B")
-    add = ir.Node("", "Add", [y, up.outputs[0]], name=f"{prefix}/Add")
-    for n, out in ((a_t, "A_T"), (b_t, "B_T"), (down, "down"), (up, "up"), (add, "out")):
-        n.outputs[0].name = f"{prefix}/{out}"
+    prefix = f"{parts[0][0]}/lora" if len(parts) == 1 else f"{node.name}/lora"
+    new: list[ir.Node] = []
+    ups = []
+    for path, n_out in parts:
+        name_a, name_b = input_names(path)
+        rank = rank_dim(path)
+        a = _input(graph, name_a, elem, [rank, n_in], (0, n_in))
+        b = _input(graph, name_b, elem, [n_out, rank], (n_out, 0))
+        perm = ir.AttrInt64s("perm", [1, 0])
+        at = f"{path}/lora"
+        a_t = ir.Node("", "Transpose", [a], [perm], name=f"{at}/Transpose_A")
+        b_t = ir.Node("", "Transpose", [b], [perm], name=f"{at}/Transpose_B")
+        down = ir.Node("", "MatMul", [x, a_t.outputs[0]], name=f"{at}/MatMul_A")
+        up = ir.Node("", "MatMul", [down.outputs[0], b_t.outputs[0]], name=f"{at}/MatMul_B")
+        for n, out in ((a_t, "A_T"), (b_t, "B_T"), (down, "down"), (up, "up")):
+            n.outputs[0].name = f"{at}/{out}"
+        new += [a_t, b_t, down, up]
+        ups.append(up.outputs[0])
+    if len(ups) > 1:
+        concat = ir.Node("", "Concat", ups, [ir.AttrInt64("axis", -1)], name=f"{prefix}/Concat")
+        concat.outputs[0].name = f"{prefix}/up"
+        new.append(concat)
+        ups = [concat.outputs[0]]
+    add = ir.Node("", "Add", [y, ups[0]], name=f"{prefix}/Add")
+    add.outputs[0].name = f"{prefix}/out"
+    new.append(add)
     add.outputs[0].shape, add.outputs[0].type = y.shape, y.type
     uses = [u for u in y.uses() if u.node is not add]
     for use in uses:
@@ -136,7 +202,7 @@ def _add_path(graph: ir.Graph, node: ir.Node, path: str, n_in: int, n_out: int) 
         outputs = graph.outputs
         outputs[outputs.index(y)] = add.outputs[0]
         add.outputs[0].name, y.name = y.name, f"{prefix}/base"
-    graph.insert_after(node, [a_t, b_t, down, up, add])
+    graph.insert_after(node, new)
 
 
 def _input(graph: ir.Graph, name: str, elem, dims: list, empty: tuple[int, int]) -> ir.Value:

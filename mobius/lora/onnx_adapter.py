@@ -42,6 +42,12 @@ def adapter_parameters(adapter: PeftAdapter, model_dir: Path) -> dict[str, np.nd
     modules, dtype = graph_modules(model_dir)
     if dtype not in _DTYPES:
         raise AdapterError(f"LoRA inputs in {dtype} are not supported (f32 or f16 graphs)")
+    embedding = next((p for p, m in adapter.modules.items() if m.kind != "linear"), None)
+    if embedding is not None:
+        raise AdapterError(
+            f"the adapter adapts the embedding '{embedding}'; only linears take LoRA inputs "
+            "(fold it with `mobius build --adapter`)"
+        )
     if adapter.replaced:
         first = next(iter(adapter.replaced))
         raise AdapterError(
@@ -53,11 +59,6 @@ def adapter_parameters(adapter: PeftAdapter, model_dir: Path) -> dict[str, np.nd
     numpy_dtype = _DTYPES[dtype]
     params: dict[str, np.ndarray] = {}
     for path, module in adapter.modules.items():
-        if module.kind != "linear":
-            raise AdapterError(
-                f"the adapter adapts the embedding '{path}'; only linears take LoRA inputs "
-                "(fold it with `mobius build --adapter`)"
-            )
         if path not in modules:
             raise AdapterError(
                 f"the adapter targets '{path}', which has no LoRA inputs in {model_dir}; rebuild "

@@ -169,7 +169,9 @@ def _modules(directory: Path, config: dict, entries: dict[str, TensorEntry]) -> 
         if suffix is None:
             if ".lora_" in rest:
                 raise AdapterError(f"adapter tensor '{key}' is not a LoRA factor mobius knows")
-            replaced[rest] = entry  # modules_to_save: a whole tensor of the base, replaced
+            # modules_to_save, or an adapted embedding's own weight (save_embedding_layers,
+            # under its LoRA layer's ``base_layer``): a whole tensor of the base, replaced
+            replaced[rest.replace(".base_layer.", ".")] = entry
             continue
         kind, factor = _FACTORS[suffix]
         path = rest.removesuffix(suffix)

@@ -1,11 +1,12 @@
-"""Seeded random PEFT LoRA adapters for tests, written in PEFT's on-disk format, and the same
-adapter merged into a copy of the HF model by hand (``W + B @ A * scale``) as the reference."""
+"""LoRA test support: seeded random adapters written in PEFT's on-disk format without PEFT (for
+the malformed adapters the refusal tests edit), an ``.onnx_adapter``'s values as feeds, parity with
+those feeds, and a float checkpoint of a model loaded from GGUF. Adapters made by PEFT itself and
+``PeftModel`` as the reference are ``mobius.testing.peft_adapters``."""
 
 from __future__ import annotations
 
 import copy
 import json
-import math
 from pathlib import Path
 
 import torch
@@ -77,41 +78,6 @@ def write_adapter(
     return directory
 
 
-def merged(model: torch.nn.Module, directory: Path) -> torch.nn.Module:
-    """A copy of ``model`` with the adapter in ``directory`` merged by hand, in float32."""
-    from safetensors.torch import load_file
-
-    settings = json.loads((directory / "adapter_config.json").read_text())
-    tensors = load_file(str(directory / "adapter_model.safetensors"))
-    out = copy.deepcopy(model)
-    params = dict(out.named_parameters())
-    for key, a in tensors.items():
-        rest = key.removeprefix(PREFIX)
-        for suffix_a, suffix_b in (
-            (".lora_A.weight", ".lora_B.weight"),
-            (".lora_embedding_A", ".lora_embedding_B"),
-        ):
-            if rest.endswith(suffix_a):
-                path = rest.removesuffix(suffix_a)
-                b = tensors[PREFIX + path + suffix_b]
-                r = a.shape[0]
-                alpha = settings["lora_alpha"]
-                scale = alpha / math.sqrt(r) if settings.get("use_rslora") else alpha / r
-                delta = b.double() @ a.double() * scale
-                embedding = suffix_a == ".lora_embedding_A"
-                if embedding or settings.get("fan_in_fan_out"):
-                    delta = delta.t()
-                weight = params[path + ".weight"]
-                with torch.no_grad():
-                    weight.copy_((weight.double() + delta).to(weight.dtype))
-    for key, tensor in tensors.items():
-        rest = key.removeprefix(PREFIX)
-        if ".lora_" not in rest:
-            with torch.no_grad():
-                params[rest].copy_(tensor)
-    return out
-
-
 def onnx_adapter_feeds(path: Path) -> dict:
     """The parameters of an ``.onnx_adapter`` file as numpy feeds, by input name."""
     import onnxruntime as ort
@@ -121,7 +87,9 @@ def onnx_adapter_feeds(path: Path) -> dict:
     return {name: value.numpy().copy() for name, value in adapter.get_parameters().items()}
 
 
-def lora_parity(model: torch.nn.Module, directory: Path, config, extra: dict) -> dict:
+def lora_parity(
+    model: torch.nn.Module, directory: Path, config, extra: dict, prefill: int = 6, length: int = 9
+) -> dict:
     """``causal_lm_parity`` with ``extra`` feeds (an adapter's LoRA inputs) on every call."""
     from unittest import mock
 
@@ -134,7 +102,21 @@ def lora_parity(model: torch.nn.Module, directory: Path, config, extra: dict) ->
         return run(self, ids, mask, positions, {**cache, **extra})
 
     with mock.patch.object(OnnxCausalLM, "run", with_extra):
-        return causal_lm_parity(model, directory, config)
+        return causal_lm_parity(model, directory, config, prefill=prefill, length=length)
+
+
+class SessionWithFeeds:
+    """An onnxruntime session that adds ``extra`` feeds (an adapter's LoRA inputs) to every run,
+    for the parity helpers that take a session (``contract_pairs``)."""
+
+    def __init__(self, session, extra: dict) -> None:
+        self._session, self._extra = session, extra
+
+    def __getattr__(self, name: str):
+        return getattr(self._session, name)
+
+    def run(self, output_names, feeds: dict, *args):
+        return self._session.run(output_names, {**feeds, **self._extra}, *args)
 
 
 def save_float_checkpoint(model: torch.nn.Module, directory: Path) -> Path:
@@ -156,28 +138,3 @@ def save_float_checkpoint(model: torch.nn.Module, directory: Path) -> Path:
         tensors[name] = tensor.detach().float().contiguous()
     save_file(tensors, str(directory / "model.safetensors"))
     return directory
-
-
-def unmerged(model: torch.nn.Module, directory: Path) -> torch.nn.Module:
-    """A copy of ``model`` computing as PEFT's unmerged ``PeftModel`` does:
-    ``linear(x) + lora_B(lora_A(x)) * scale`` for each adapted linear (forward hooks)."""
-    from safetensors.torch import load_file
-
-    settings = json.loads((directory / "adapter_config.json").read_text())
-    tensors = load_file(str(directory / "adapter_model.safetensors"))
-    out = copy.deepcopy(model)
-    for key, a in tensors.items():
-        rest = key.removeprefix(PREFIX)
-        if not rest.endswith(".lora_A.weight"):
-            continue
-        path = rest.removesuffix(".lora_A.weight")
-        b = tensors[PREFIX + path + ".lora_B.weight"]
-        r = a.shape[0]
-        alpha = settings["lora_alpha"]
-        scale = alpha / math.sqrt(r) if settings.get("use_rslora") else alpha / r
-
-        def hook(module, args, output, a=a, b=b, scale=scale):
-            return output + (args[0] @ a.t().to(output.dtype)) @ b.t().to(output.dtype) * scale
-
-        out.get_submodule(path).register_forward_hook(hook)
-    return out

@@ -70,6 +70,15 @@ def test_config_refused_by_name(capsys, llama, tmp_path, no_trace, change, words
     assert_refused(capsys, base, adapter, tmp_path, *words)
 
 
+def test_peft_dora_refused_by_name(capsys, llama, tmp_path, no_trace):
+    """A DoRA adapter as PEFT saves it (use_dora, lora_magnitude_vector): refused, naming DoRA."""
+    from mobius.testing.peft_adapters import peft_adapter
+
+    base, model, _ = llama
+    adapter = peft_adapter(model, tmp_path / "dora", seed=1, target_modules=LINEARS, use_dora=True)
+    assert_refused(capsys, base, adapter, tmp_path, "DoRA", "use_dora")
+
+
 def test_not_an_adapter_directory(capsys, llama, tmp_path, no_trace):
     base, _, _ = llama
     (tmp_path / "empty").mkdir()

@@ -1,6 +1,6 @@
-"""``--adapter DIR`` folds a PEFT LoRA adapter into the weights: the ONNX model equals PyTorch
-with the adapter merged by hand (``W + B @ A * scale``) at 1e-4 in float32, on a padded batch of
-two, prefill and a cached decode step."""
+"""``--adapter DIR`` folds a PEFT LoRA adapter into the weights: the ONNX model equals HF PEFT's
+``PeftModel`` with that adapter (made and saved by PEFT itself, seeded random ``lora_A`` and
+``lora_B``) at 1e-4 in float32, on a padded batch of two, prefill and a cached decode step."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 from mobius.cli import main
-from mobius.testing.lora import merged, write_adapter
 from mobius.testing.parity import causal_lm_parity, max_abs_diff
+from mobius.testing.peft_adapters import peft_adapter, peft_model
 
 ATOL = 1e-4
-LINEARS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
 def _build(base, adapter, out, *flags: str) -> None:
@@ -24,11 +23,20 @@ def _build(base, adapter, out, *flags: str) -> None:
     assert main(args) == 0
 
 
-def test_llama_every_linear_matches_merged_torch(checkpoints, tmp_path):
+def test_llama_all_linear_with_rank_and_alpha_patterns(checkpoints, tmp_path):
     base, model, config = checkpoints.get("llama")
-    adapter = write_adapter(model, tmp_path / "adapter", LINEARS, r=4, alpha=8, seed=1)
+    adapter = peft_adapter(
+        model,
+        tmp_path / "adapter",
+        seed=1,
+        target_modules="all-linear",
+        r=4,
+        lora_alpha=8,
+        rank_pattern={"down_proj": 6},
+        alpha_pattern={"v_proj": 3},
+    )
     _build(base, adapter, tmp_path / "onnx")
-    parity = causal_lm_parity(merged(model, adapter), tmp_path / "onnx", config)
+    parity = causal_lm_parity(peft_model(model, adapter), tmp_path / "onnx", config)
     assert parity["cache"] and parity["max_diff"] <= ATOL, parity
     # the adapter matters: the base model's logits are far from these
     assert causal_lm_parity(model, tmp_path / "onnx", config)["max_diff"] > 0.1
@@ -37,79 +45,64 @@ def test_llama_every_linear_matches_merged_torch(checkpoints, tmp_path):
     assert len(lora["modules"]) == 7 * config.num_hidden_layers, lora
 
 
-def test_rslora_alpha_pattern_and_embedding(checkpoints, tmp_path):
-    """rslora scales by alpha / sqrt(r); alpha_pattern overrides alpha per module; an embedding's
-    delta is (B @ A)^T."""
+def test_rslora_and_embedding(checkpoints, tmp_path):
+    """rslora scales by alpha / sqrt(r); an embedding's delta is (B @ A)^T."""
     base, model, config = checkpoints.get("qwen2")
-    adapter = write_adapter(
+    adapter = peft_adapter(
         model,
         tmp_path / "adapter",
-        ["q_proj", "v_proj", "embed_tokens"],
-        r=3,
-        alpha=5,
         seed=2,
+        target_modules=["q_proj", "v_proj", "embed_tokens"],
+        r=3,
+        lora_alpha=5,
         use_rslora=True,
-        alpha_pattern={"v_proj": 2},
     )
     _build(base, adapter, tmp_path / "onnx")
-    parity = causal_lm_parity(_merged_with_pattern(model, adapter), tmp_path / "onnx", config)
+    parity = causal_lm_parity(peft_model(model, adapter), tmp_path / "onnx", config)
     assert parity["max_diff"] <= ATOL, parity
-
-
-def _merged_with_pattern(model, adapter):
-    """``merged`` with v_proj's alpha taken from alpha_pattern (rslora: alpha / sqrt(r))."""
-    import json
-    import math
-
-    from safetensors.torch import load_file
-
-    ref = merged(model, adapter)  # q_proj and the embedding right; v_proj with alpha 5
-    tensors = load_file(str(adapter / "adapter_model.safetensors"))
-    params = dict(ref.named_parameters())
-    assert json.loads((adapter / "adapter_config.json").read_text())["use_rslora"]
-    for key, a in tensors.items():
-        if ".v_proj.lora_A" not in key:
-            continue
-        b = tensors[key.replace("lora_A", "lora_B")]
-        path = key.removeprefix("base_model.model.").removesuffix(".lora_A.weight")
-        wrong, right = 5 / math.sqrt(a.shape[0]), 2 / math.sqrt(a.shape[0])
-        params[path + ".weight"].data += (b @ a) * (right - wrong)
-    return ref
 
 
 def test_gpt2_conv1d_fan_in_fan_out(checkpoints, tmp_path):
     """GPT-2's Conv1D weights are [in, out]: PEFT's fan_in_fan_out delta is transposed."""
     base, model, config = checkpoints.get("gpt2")
-    adapter = write_adapter(
-        model, tmp_path / "adapter", ["c_attn", "c_fc"], r=2, alpha=4, fan_in_fan_out=True
+    adapter = peft_adapter(
+        model,
+        tmp_path / "adapter",
+        seed=3,
+        target_modules=["c_attn", "c_fc"],
+        r=2,
+        lora_alpha=4,
+        fan_in_fan_out=True,
     )
     _build(base, adapter, tmp_path / "onnx")
-    parity = causal_lm_parity(merged(model, adapter), tmp_path / "onnx", config)
+    parity = causal_lm_parity(peft_model(model, adapter), tmp_path / "onnx", config)
     assert parity["max_diff"] <= ATOL, parity
 
 
 def test_bert_encoder(checkpoints, tmp_path):
     base, model, config = checkpoints.get("bert")
-    adapter = write_adapter(model, tmp_path / "adapter", ["query", "value", "dense"], r=4, seed=3)
+    adapter = peft_adapter(
+        model, tmp_path / "adapter", seed=4, target_modules=["query", "value", "dense"], r=4
+    )
     _build(base, adapter, tmp_path / "onnx")
-    assert max_abs_diff(merged(model, adapter), tmp_path / "onnx", config) <= ATOL
+    assert max_abs_diff(peft_model(model, adapter), tmp_path / "onnx", config) <= ATOL
 
 
 def test_modules_to_save_replace_the_base_tensors(checkpoints, tmp_path):
     base, model, config = checkpoints.get("llama")
-    adapter = write_adapter(
-        model, tmp_path / "adapter", ["q_proj"], seed=4, modules_to_save=["lm_head"]
+    adapter = peft_adapter(
+        model, tmp_path / "adapter", seed=5, target_modules=["q_proj"], modules_to_save=["lm_head"]
     )
     _build(base, adapter, tmp_path / "onnx")
-    parity = causal_lm_parity(merged(model, adapter), tmp_path / "onnx", config)
+    parity = causal_lm_parity(peft_model(model, adapter), tmp_path / "onnx", config)
     assert parity["max_diff"] <= ATOL, parity
 
 
 def test_f16_folds_in_float32_then_casts(checkpoints, tmp_path):
     base, model, config = checkpoints.get("llama")
-    adapter = write_adapter(model, tmp_path / "adapter", LINEARS, seed=5)
+    adapter = peft_adapter(model, tmp_path / "adapter", seed=6, target_modules="all-linear")
     _build(base, adapter, tmp_path / "onnx", "--dtype", "f16")
-    parity = causal_lm_parity(merged(model, adapter), tmp_path / "onnx", config)
+    parity = causal_lm_parity(peft_model(model, adapter), tmp_path / "onnx", config)
     assert parity["max_diff"] <= 5e-2, parity
 
 
@@ -117,10 +110,13 @@ def test_f16_folds_in_float32_then_casts(checkpoints, tmp_path):
 def test_fold_then_quantize_equals_quantizing_the_merged_checkpoint(
     checkpoints, tmp_path, precision
 ):
+    """The folded int4/int8 model equals the quantized checkpoint PEFT's merge_and_unload
+    writes."""
     base, model, config = checkpoints.get("llama")
-    adapter = write_adapter(model, tmp_path / "adapter", LINEARS, seed=6)
-    ref = merged(model, adapter)
-    ref.save_pretrained(tmp_path / "merged")
+    adapter = peft_adapter(model, tmp_path / "adapter", seed=7, target_modules="all-linear")
+    reference = peft_model(model, adapter)
+    reference.merge_and_unload().save_pretrained(tmp_path / "merged")
+    reference = peft_model(model, adapter)  # merge_and_unload changed the model in place
     _build(base, adapter, tmp_path / "folded", "--precision", precision)
     _build(tmp_path / "merged", None, tmp_path / "quantized", "--precision", precision)
     from mobius.runtime.causal_lm import OnnxCausalLM
@@ -128,14 +124,14 @@ def test_fold_then_quantize_equals_quantizing_the_merged_checkpoint(
 
     feeds = decoder_inputs(config.vocab_size)
     ids, mask, pos = (feeds[k].numpy() for k in ("input_ids", "attention_mask", "position_ids"))
-    logits = [
-        OnnxCausalLM(tmp_path / d).run(ids, mask, pos, OnnxCausalLM(tmp_path / d).empty_cache(2))[0]
-        for d in ("folded", "quantized")
-    ]
+    logits = []
+    for name in ("folded", "quantized"):
+        lm = OnnxCausalLM(tmp_path / name)
+        logits.append(lm.run(ids, mask, pos, lm.empty_cache(2))[0])
     assert np.abs(logits[0] - logits[1]).max() <= 1e-3
-    # the quantized model follows the merged model, not the base
-    to_merged = causal_lm_parity(ref, tmp_path / "folded", config)["max_diff"]
-    assert to_merged < causal_lm_parity(model, tmp_path / "folded", config)["max_diff"] / 2
+    # the quantized model follows PEFT's model, not the base
+    to_peft = causal_lm_parity(reference, tmp_path / "folded", config)["max_diff"]
+    assert to_peft < causal_lm_parity(model, tmp_path / "folded", config)["max_diff"] / 2
 
 
 def test_vision_language_model_all_graphs(tmp_path):
@@ -144,14 +140,15 @@ def test_vision_language_model_all_graphs(tmp_path):
     from mobius.testing.vlm import tiny_llava_with_processor, vlm_parity
 
     model, _ = tiny_llava_with_processor(tmp_path / "checkpoint")
-    adapter = write_adapter(
-        model, tmp_path / "adapter", ["q_proj", "v_proj", "linear_1"], r=4, seed=7
+    adapter = peft_adapter(
+        model, tmp_path / "adapter", seed=8, target_modules=["q_proj", "v_proj", "linear_1"], r=4
     )
     _build(tmp_path / "checkpoint", adapter, tmp_path / "onnx")
     lora = json.loads((tmp_path / "onnx" / "mobius.json").read_text())["lora"]
     assert any("vision_tower" in m for m in lora["modules"])
     assert any("language_model" in m for m in lora["modules"])
-    result = vlm_parity(merged(model, adapter), tmp_path / "onnx")
+    # PEFT's LoRA layers inside the model (the harness looks up the language model by its class)
+    result = vlm_parity(peft_model(model, adapter).get_base_model(), tmp_path / "onnx")
     for name in ("features_diff", "prefill_diff", "decode_diff", "generate_logits_diff"):
         assert result[name] < ATOL, (name, result)
     assert result["tokens_equal"], (result["tokens"], result["hf_tokens"])
