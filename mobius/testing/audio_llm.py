@@ -1,0 +1,159 @@
+"""Tiny speech LLMs and their parity against HF (``tasks/audio_llm.py``): audio features,
+prefill logits of a padded batch of two clips of different lengths, one cached step, and greedy
+tokens against HF ``generate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mobius.testing.tiny import randomize
+
+# per type: what the shrunk config needs beyond tiny_config_for, each with its reason
+AUDIO_OVERRIDES: dict[str, dict[str, Any]] = {
+    # Whisper-style towers check for exactly 2 * max_source_positions frames (3000 for 30 s);
+    # 32 positions keep the tiny window at 64 frames
+    "qwen2_audio": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
+    "audioflamingo3": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
+    "musicflamingo": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
+    "voxtral": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
+    "moss_transcribe_diarize": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
+    "glmasr": {"audio_config": {"num_mel_bins": 16}},
+    "qwen3_asr": {"audio_config": {"num_mel_bins": 16}},
+}
+
+
+def tiny_audio_llm(model_type: str, directory: Path, *, seed: int = 0, **overrides: Any):
+    """A tiny random-weight speech LLM saved in ``directory``: (HF model, config)."""
+    from mobius.tasks.audio_llm import _Auto
+    from mobius.testing.configs import tiny_config_for
+
+    config = tiny_config_for(model_type, **{**AUDIO_OVERRIDES.get(model_type, {}), **overrides})
+    torch.manual_seed(seed)
+    model = _Auto.from_config(config, attn_implementation="eager").eval()
+    randomize(model, seed)
+    model.save_pretrained(directory)
+    loaded = _Auto.from_pretrained(directory, attn_implementation="eager")
+    return loaded.eval(), config
+
+
+NEW_TOKENS = 12
+
+
+def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int = 3) -> dict:
+    """Random log-mel clips in the audio graph's layout, one per entry of ``lengths`` (each a
+    fraction of the window), with the mask the processor gives: real frames 1, padding 0."""
+    from mobius.sources.config import from_hf
+    from mobius.tasks.audio_llm import MASKS, audio_inputs
+
+    specs = audio_inputs(from_hf(model.config))
+    gen = torch.Generator().manual_seed(seed)
+    feature = next(s for s in specs if s.name == "input_features")
+    mel_first = isinstance(getattr(model.config.audio_config, "num_mel_bins", None), int)
+    width, frames = feature.dims[1:] if mel_first else feature.dims[:0:-1]
+    frames = frames if isinstance(frames, int) else 80
+    batch = len(lengths)
+    shape = (batch, width, frames) if mel_first else (batch, frames, width)
+    values = torch.randn(shape, generator=gen)
+    mask = torch.zeros(batch, frames, dtype=torch.int64)
+    for row, fraction in enumerate(lengths):
+        real = int(frames * fraction)
+        mask[row, :real] = 1
+        if mel_first:
+            values[row, :, real:] = 0
+        else:
+            values[row, real:] = 0
+    out = {"input_features": values}
+    for s in specs:
+        if s.name in MASKS:
+            out[s.name] = mask
+    return out
+
+
+def _features_per_clip(model: Any, audio: dict) -> list[int]:
+    """How many audio tokens each clip makes: HF's features of each clip alone."""
+    from mobius.tasks.audio_llm import audio_features
+
+    counts = []
+    for row in range(len(audio["input_features"])):
+        one = {k: v[row : row + 1] for k, v in audio.items()}
+        with torch.no_grad():
+            counts.append(int(audio_features(model, one).shape[0]))
+    return counts
+
+
+def audio_prompt(model: Any, counts: list[int], seed: int = 1):
+    """One row per clip: text, the clip's audio tokens, text; left-padded to the longest."""
+    from mobius.tasks.audio_llm import audio_token_id
+
+    token = audio_token_id(model.config)
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    for count in counts:
+        before, after = (
+            torch.randint(3, 200, (3,), generator=gen),
+            torch.randint(3, 200, (2,), generator=gen),
+        )
+        rows.append(torch.cat([before, torch.full((count,), token), after]))
+    width = max(len(r) for r in rows)
+    pad = getattr(model.config.get_text_config(), "pad_token_id", None) or 0
+    ids = torch.full((len(rows), width), pad, dtype=torch.int64)
+    mask = torch.zeros((len(rows), width), dtype=torch.int64)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r) :], mask[i, width - len(r) :] = r, 1
+    return ids, mask
+
+
+def audio_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[str, Any]:
+    """Max abs differences (audio features, prefill, cached step, generation logits) and whether
+    the greedy tokens equal HF ``generate``'s, on a padded batch of two clips."""
+    from mobius.runtime.audio_llm import OnnxAudioLanguageModel
+    from mobius.runtime.vlm import next_positions, sequence_positions
+    from mobius.tasks.audio_llm import audio_features
+    from mobius.testing.pairs import to_numpy
+    from mobius.testing.vlm import hf_generate
+
+    runner = OnnxAudioLanguageModel(package)
+    audio = audio_batch(model)
+    with torch.no_grad():
+        expected = audio_features(model, audio)
+    features = runner.audio_features(**{k: v.numpy() for k, v in audio.items()})
+    ids, mask = audio_prompt(model, _features_per_clip(model, audio))
+    positions = torch.from_numpy(sequence_positions(mask.numpy()))
+    hf_inputs = {"input_ids": ids, "attention_mask": mask, **audio}
+    gen = torch.Generator().manual_seed(2)
+    step = torch.randint(3, 200, (2, 1), generator=gen)
+    step_mask = torch.cat([mask, torch.ones_like(step)], 1)
+    step_positions = torch.from_numpy(next_positions(positions.numpy()))
+    with torch.no_grad():
+        first = model(**hf_inputs, position_ids=positions, use_cache=True)
+        second = model(
+            input_ids=step,
+            attention_mask=step_mask,
+            position_ids=step_positions,
+            past_key_values=first.past_key_values,
+            use_cache=True,
+        )
+    logits, cache = runner.decode(
+        runner.embed(ids.numpy(), features), mask.numpy(), positions.numpy(), runner.empty_cache(2)
+    )
+    step_logits, _ = runner.decode(
+        runner.embed(step.numpy(), None), step_mask.numpy(), step_positions.numpy(), cache
+    )
+    tokens, hf_logits = hf_generate(model, hf_inputs, new_tokens)
+    ours, our_logits = runner.generate(ids.numpy(), mask.numpy(), features, new_tokens)
+    real = mask.numpy().astype(bool)
+    diff = lambda a, b: float(np.abs(np.asarray(a) - to_numpy(b)).max())  # noqa: E731
+    return {
+        "audio_tokens": int(expected.shape[0]),
+        "features_diff": diff(features, expected),
+        "prefill_diff": float(np.abs(logits[real] - to_numpy(first.logits)[real]).max()),
+        "decode_diff": diff(step_logits, second.logits),
+        "generate_logits_diff": float(np.abs(our_logits - hf_logits).max()),
+        "tokens_equal": bool(np.array_equal(ours, tokens)),
+        "tokens": ours.tolist(),
+        "hf_tokens": tokens.tolist(),
+    }
