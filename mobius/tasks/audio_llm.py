@@ -58,7 +58,14 @@ def model_class(hf: Any) -> type | None:
 
 
 def _features_method(owner: Any) -> Any:
-    """``get_audio_features`` (on the head or the base model under it), else None."""
+    """``get_audio_features`` (on the head or the base model under it; ``audio_qwen2`` for a
+    model with none), else None."""
+    from mobius.tasks.audio_qwen2 import OWN_FEATURES
+
+    cls = owner if isinstance(owner, type) else type(owner)
+    if cls.__name__ in OWN_FEATURES:
+        own = OWN_FEATURES[cls.__name__]
+        return own if isinstance(owner, type) else own.__get__(owner)
     method = getattr(owner, "get_audio_features", None)
     if method is None and isinstance(owner, torch.nn.Module):
         method = getattr(getattr(owner, "model", None), "get_audio_features", None)
@@ -68,9 +75,18 @@ def _features_method(owner: Any) -> Any:
 def is_audio_llm(config: ArchitectureConfig) -> bool:
     """A decoder-only model with an audio tower that feeds its LM through embeddings."""
     hf = config.hf_config
-    if config.is_encoder_decoder or getattr(hf, "audio_config", None) is None:
+    if config.is_encoder_decoder or audio_config(hf) is None:
         return False
     return model_class(hf) is not None
+
+
+def audio_config(hf: Any) -> Any:
+    """The audio tower's config: ``audio_config`` (Granite Speech: ``encoder_config``)."""
+    for name in ("audio_config", "encoder_config"):
+        sub = getattr(hf, name, None)
+        if sub is not None:
+            return sub
+    return None
 
 
 def in_speech_mapping(hf: Any) -> bool:
@@ -116,15 +132,14 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     frames fixed at ``2 * max_source_positions`` for Whisper-style towers, which check it), its
     mask ``[batch, frames]``, and ``input_ids`` where the tower reads the prompt (MusicFlamingo)."""
     hf = config.hf_config
-    audio = hf.audio_config
-    cls = model_class(hf)
-    params = inspect.signature(_features_method(cls)).parameters
+    audio = audio_config(hf)
+    params = _signature(hf)
     frames: str | int = FRAMES
     if isinstance(getattr(audio, "max_source_positions", None), int):
         frames = 2 * audio.max_source_positions
     specs = []
     for name, p in params.items():
-        if name == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+        if name == "self" or p.kind in _VARIADIC:
             continue
         if name == "input_features":
             if isinstance(getattr(audio, "num_mel_bins", None), int):
@@ -144,6 +159,21 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     if not any(s.name == "input_features" for s in specs):  # (self, *args, **kwargs)
         specs = [TensorSpec("input_features", None, (BATCH, audio.num_mel_bins, frames))]
     return specs
+
+
+def _signature(hf: Any) -> dict[str, inspect.Parameter]:
+    """The features method's parameters: the head's, or where it only forwards ``*args,
+    **kwargs`` (Voxtral, Granite Speech), the base model's under it."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+    params = inspect.signature(_features_method(model_class(hf))).parameters
+    named = [p for n, p in params.items() if n != "self" and p.kind not in _VARIADIC]
+    if not named and type(hf) in MODEL_MAPPING:
+        params = inspect.signature(MODEL_MAPPING[type(hf)].get_audio_features).parameters
+    return dict(params)
+
+
+_VARIADIC = (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
 
 
 class _AudioGraph(Task):

@@ -19,7 +19,12 @@ AUDIO_OVERRIDES: dict[str, dict[str, Any]] = {
     "qwen2_audio": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
     "audioflamingo3": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
     "musicflamingo": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
-    "voxtral": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
+    # Voxtral's config class leaves audio_token_id unset; every checkpoint sets it (24)
+    "voxtral": {
+        "audio_config": {"max_source_positions": 32, "num_mel_bins": 16},
+        "audio_token_id": 250,
+    },
+    "voxtral_realtime": {"audio_token_id": 250},
     "moss_transcribe_diarize": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
     "glmasr": {"audio_config": {"num_mel_bins": 16}},
     "qwen3_asr": {"audio_config": {"num_mel_bins": 16}},
@@ -47,12 +52,12 @@ def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int =
     """Random log-mel clips in the audio graph's layout, one per entry of ``lengths`` (each a
     fraction of the window), with the mask the processor gives: real frames 1, padding 0."""
     from mobius.sources.config import from_hf
-    from mobius.tasks.audio_llm import MASKS, audio_inputs
+    from mobius.tasks.audio_llm import MASKS, audio_config, audio_inputs
 
     specs = audio_inputs(from_hf(model.config))
     gen = torch.Generator().manual_seed(seed)
     feature = next(s for s in specs if s.name == "input_features")
-    mel_first = isinstance(getattr(model.config.audio_config, "num_mel_bins", None), int)
+    mel_first = isinstance(getattr(audio_config(model.config), "num_mel_bins", None), int)
     width, frames = feature.dims[1:] if mel_first else feature.dims[:0:-1]
     frames = frames if isinstance(frames, int) else 80
     batch = len(lengths)
@@ -157,3 +162,28 @@ def audio_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dic
         "tokens": ours.tolist(),
         "hf_tokens": tokens.tolist(),
     }
+
+
+def tiny_glmasr_with_processor(directory: Path, *, seed: int = 0):
+    """A tiny GLM-ASR with a processor made locally (the bundled tiny-llama tokenizer plus its
+    ``<|pad|>`` audio token, a 16-mel Whisper feature extractor), saved in ``directory``:
+    (HF model, processor)."""
+    from transformers import GlmAsrProcessor, PreTrainedTokenizerFast, WhisperFeatureExtractor
+
+    root = Path(__file__).resolve().parents[2]
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(root / "examples" / "tiny-llama")
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|pad|>"]})
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    features = WhisperFeatureExtractor(feature_size=16, sampling_rate=16000, chunk_length=30)
+    processor = GlmAsrProcessor(features, tokenizer, audio_token="<|pad|>")
+    model, _ = tiny_audio_llm(
+        "glmasr",
+        directory,
+        seed=seed,
+        audio_token_id=tokenizer.convert_tokens_to_ids("<|pad|>"),
+        text_config={"vocab_size": len(tokenizer)},
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    processor.save_pretrained(directory)
+    return model, processor
