@@ -36,10 +36,11 @@ ASR = "automatic-speech-recognition"
 AUDIO_TEXT = "audio-text-to-text"
 AUDIO_TOKENS = "num_audio_tokens"
 FRAMES = "num_frames"
+SAMPLES = "num_samples"
 # the mappings transformers lists decoder-only speech LLMs in (none holds all of them)
 MAPPINGS = ("SPEECH_SEQ_2_SEQ", "MULTIMODAL_LM", "SEQ_TO_SEQ_CAUSAL_LM", "CAUSAL_LM")
 # example sizes: distinct from the base task's (2, 7, 4, 11) and each other
-_SIZES = {AUDIO_TOKENS: 6, FRAMES: 200}
+_SIZES = {AUDIO_TOKENS: 6, FRAMES: 200, SAMPLES: 3200}
 # mask names the processors give beside input_features
 MASKS = ("input_features_mask", "feature_attention_mask", "attention_mask", "padding_mask")
 
@@ -147,6 +148,9 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             else:
                 dims = (BATCH, frames, audio.input_dim)
             specs.append(TensorSpec(name, None, dims))
+        elif name == "input_values":  # raw waveform (OmniASR): [batch, 1, samples]
+            frames = SAMPLES
+            specs.append(TensorSpec(name, None, (BATCH, 1, SAMPLES)))
         elif name in MASKS:
             specs.append(TensorSpec(name, torch.int64, (BATCH, frames)))
         elif name == "input_ids":
@@ -156,7 +160,7 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
                 f"{hf.model_type}: the audio features method takes '{name}', which the audio "
                 "graph has no contract for"
             )
-    if not any(s.name == "input_features" for s in specs):  # (self, *args, **kwargs)
+    if not any(s.name in ("input_features", "input_values") for s in specs):  # (*args, **kwargs)
         specs = [TensorSpec("input_features", None, (BATCH, audio.num_mel_bins, frames))]
     return specs
 

@@ -18,7 +18,8 @@ def qwen2_audio_features(
     every clip's real rows, in batch order."""
     from transformers.masking_utils import create_bidirectional_mask
 
-    tower = self.audio_tower
+    inner = self.model if hasattr(self, "model") and hasattr(self.model, "audio_tower") else self
+    tower = inner.audio_tower
     feat_lengths, output_lengths = tower._get_feat_extract_output_lengths(
         feature_attention_mask.sum(-1)
     )
@@ -26,10 +27,12 @@ def qwen2_audio_features(
     frames = (mel_frames - 2) // 2 + 1
     seq = torch.arange(frames, dtype=feat_lengths.dtype, device=feat_lengths.device)
     real = (seq[None, :] < feat_lengths[:, None]).to(torch.long)
-    dummy = torch.zeros((batch, frames, 1), dtype=input_features.dtype)
+    dummy = torch.zeros(
+        (batch, frames, 1), dtype=input_features.dtype, device=input_features.device
+    )
     mask = create_bidirectional_mask(config=tower.config, inputs_embeds=dummy, attention_mask=real)
     hidden = tower(input_features, attention_mask=mask).last_hidden_state
-    features = self.multi_modal_projector(hidden)
+    features = inner.multi_modal_projector(hidden)
     keep = (
         torch.arange(features.shape[1], device=features.device)[None, :] < output_lengths[:, None]
     )

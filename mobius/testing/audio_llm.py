@@ -18,7 +18,17 @@ AUDIO_OVERRIDES: dict[str, dict[str, Any]] = {
     # 32 positions keep the tiny window at 64 frames
     "qwen2_audio": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
     "audioflamingo3": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
-    "musicflamingo": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
+    # MusicFlamingo's audio-boundary ids (151670, 151671) lie past the shrunk vocabulary
+    "musicflamingo": {"audio_bos_token_id": 251, "audio_eos_token_id": 252},
+    # Fun-ASR-Nano's adaptor checks intermediate_size == text hidden_size // 4 (64 // 4)
+    "fun_asr_nano": {
+        "adaptor_config": {"intermediate_size": 16},
+        "audio_config": {"num_mel_bins": 16},
+    },
+    # Nemotron 3.5 Transcribe's head checks its audio width against the shrunk tower's
+    "nemo_speechlm": {
+        "audio_config": {"diarization_config": {"head_config": {"audio_hidden_size": 64}}}
+    },
     # Voxtral's config class leaves audio_token_id unset; every checkpoint sets it (24)
     "voxtral": {
         "audio_config": {"max_source_positions": 32, "num_mel_bins": 16},
@@ -31,12 +41,32 @@ AUDIO_OVERRIDES: dict[str, dict[str, Any]] = {
 }
 
 
+# MusicFlamingo's config reads its audio config's model_type, which the shrunk config drops
+# where it equals the default (AudioFlamingo 3's encoder): its towers are AudioFlamingo 3's
+SAME_TOWERS = {"musicflamingo": "audioflamingo3"}
+
+
+def _with_towers_of(model_type: str, other: str, overrides: dict[str, Any]) -> Any:
+    from transformers import CONFIG_MAPPING
+
+    from mobius.testing.configs import tiny_config_for
+
+    base = tiny_config_for(other, **AUDIO_OVERRIDES.get(other, {}))
+    values = {**base.to_dict(), **AUDIO_OVERRIDES.get(model_type, {}), **overrides}
+    for key in ("model_type", "architectures", "transformers_version"):
+        values.pop(key, None)
+    return CONFIG_MAPPING[model_type](**values)
+
+
 def tiny_audio_llm(model_type: str, directory: Path, *, seed: int = 0, **overrides: Any):
     """A tiny random-weight speech LLM saved in ``directory``: (HF model, config)."""
     from mobius.tasks.audio_llm import _Auto
     from mobius.testing.configs import tiny_config_for
 
-    config = tiny_config_for(model_type, **{**AUDIO_OVERRIDES.get(model_type, {}), **overrides})
+    if model_type in SAME_TOWERS:  # built from the tiny config of the type it shares towers with
+        config = _with_towers_of(model_type, SAME_TOWERS[model_type], overrides)
+    else:
+        config = tiny_config_for(model_type, **{**AUDIO_OVERRIDES.get(model_type, {}), **overrides})
     torch.manual_seed(seed)
     model = _Auto.from_config(config, attn_implementation="eager").eval()
     randomize(model, seed)
@@ -56,6 +86,8 @@ def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int =
 
     specs = audio_inputs(from_hf(model.config))
     gen = torch.Generator().manual_seed(seed)
+    if any(s.name == "input_values" for s in specs):
+        return _waveforms(specs, lengths, gen)
     feature = next(s for s in specs if s.name == "input_features")
     mel_first = isinstance(getattr(audio_config(model.config), "num_mel_bins", None), int)
     width, frames = feature.dims[1:] if mel_first else feature.dims[:0:-1]
@@ -78,12 +110,30 @@ def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int =
     return out
 
 
+def _waveforms(specs: list, lengths: tuple[float, ...], gen: torch.Generator) -> dict:
+    """Raw clips ``[batch, 1, samples]`` (0.2 s at 16 kHz), zero past each clip's length, and
+    the mask the feature extractor gives (``padding_mask``: 1 on real samples)."""
+    from mobius.tasks.audio_llm import MASKS
+
+    samples = 3200
+    values = torch.randn((len(lengths), 1, samples), generator=gen) * 0.3
+    mask = torch.zeros(len(lengths), samples, dtype=torch.int64)
+    for row, fraction in enumerate(lengths):
+        real = int(samples * fraction)
+        mask[row, :real] = 1
+        values[row, :, real:] = 0
+    out = {"input_values": values}
+    out.update({s.name: mask for s in specs if s.name in MASKS})
+    return out
+
+
 def _features_per_clip(model: Any, audio: dict) -> list[int]:
     """How many audio tokens each clip makes: HF's features of each clip alone."""
     from mobius.tasks.audio_llm import audio_features
 
     counts = []
-    for row in range(len(audio["input_features"])):
+    main = audio.get("input_features", audio.get("input_values"))
+    for row in range(len(main)):
         one = {k: v[row : row + 1] for k, v in audio.items()}
         with torch.no_grad():
             counts.append(int(audio_features(model, one).shape[0]))
