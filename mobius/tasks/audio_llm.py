@@ -143,16 +143,19 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         if name == "self" or p.kind in _VARIADIC:
             continue
         if name == "input_features":
-            if isinstance(getattr(audio, "num_mel_bins", None), int):
+            if _mel_first(audio):
                 dims: tuple = (BATCH, audio.num_mel_bins, frames)
             else:
                 dims = (BATCH, frames, audio.input_dim)
-            specs.append(TensorSpec(name, None, dims))
+            # towers that cut the frames into chunks of 2 * n_window (Qwen3-ASR)
+            chunk = 2 * audio.n_window if isinstance(getattr(audio, "n_window", None), int) else 1
+            specs.append(TensorSpec(name, None, dims, multiple_of=chunk))
         elif name == "input_values":  # raw waveform (OmniASR): [batch, 1, samples]
             frames = SAMPLES
             specs.append(TensorSpec(name, None, (BATCH, 1, SAMPLES)))
         elif name in MASKS:
-            specs.append(TensorSpec(name, torch.int64, (BATCH, frames)))
+            unit = specs[0].multiple_of if specs else 1
+            specs.append(TensorSpec(name, torch.int64, (BATCH, frames), multiple_of=unit))
         elif name == "input_ids":
             specs.append(TensorSpec(name, torch.int64, (BATCH, SEQUENCE)))
         elif p.default is inspect.Parameter.empty:
@@ -161,8 +164,20 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
                 "graph has no contract for"
             )
     if not any(s.name in ("input_features", "input_values") for s in specs):  # (*args, **kwargs)
-        specs = [TensorSpec("input_features", None, (BATCH, audio.num_mel_bins, frames))]
+        dims = (
+            (BATCH, audio.num_mel_bins, frames)
+            if _mel_first(audio)
+            else (BATCH, frames, audio.input_dim)
+        )
+        specs = [TensorSpec("input_features", None, dims)]
     return specs
+
+
+def _mel_first(audio: Any) -> bool:
+    """``input_features`` is ``[batch, mel, frames]`` (Whisper-style towers, by
+    ``num_mel_bins``), not ``[batch, frames, input_dim]`` (Granite Speech's stacked frames)."""
+    has_width = isinstance(getattr(audio, "input_dim", None), int)
+    return isinstance(getattr(audio, "num_mel_bins", None), int) and not has_width
 
 
 def _signature(hf: Any) -> dict[str, inspect.Parameter]:

@@ -37,7 +37,9 @@ AUDIO_OVERRIDES: dict[str, dict[str, Any]] = {
     "voxtral_realtime": {"audio_token_id": 250},
     "moss_transcribe_diarize": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
     "glmasr": {"audio_config": {"num_mel_bins": 16}},
-    "qwen3_asr": {"audio_config": {"num_mel_bins": 16}},
+    # n_window_infer 100: attention windows of one chunk (13 frames), so a clip spans several
+    # and its projector writes output_dim features (3584), which must be the shrunk text width
+    "qwen3_asr": {"audio_config": {"num_mel_bins": 16, "n_window_infer": 100, "output_dim": 64}},
 }
 
 
@@ -82,16 +84,17 @@ def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int =
     """Random log-mel clips in the audio graph's layout, one per entry of ``lengths`` (each a
     fraction of the window), with the mask the processor gives: real frames 1, padding 0."""
     from mobius.sources.config import from_hf
-    from mobius.tasks.audio_llm import MASKS, audio_config, audio_inputs
+    from mobius.tasks.audio_llm import MASKS, _mel_first, audio_config, audio_inputs
 
     specs = audio_inputs(from_hf(model.config))
     gen = torch.Generator().manual_seed(seed)
     if any(s.name == "input_values" for s in specs):
         return _waveforms(specs, lengths, gen)
     feature = next(s for s in specs if s.name == "input_features")
-    mel_first = isinstance(getattr(audio_config(model.config), "num_mel_bins", None), int)
+    mel_first = _mel_first(audio_config(model.config))
     width, frames = feature.dims[1:] if mel_first else feature.dims[:0:-1]
-    frames = frames if isinstance(frames, int) else 80
+    unit = feature.multiple_of  # chunked towers take whole chunks
+    frames = frames if isinstance(frames, int) else unit * max(2, -(-80 // unit))
     batch = len(lengths)
     shape = (batch, width, frames) if mel_first else (batch, frames, width)
     values = torch.randn(shape, generator=gen)

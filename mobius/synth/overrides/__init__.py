@@ -30,6 +30,7 @@ from mobius.synth.overrides import (
     paddleocr_vl,
     pegasus_x,
     prophetnet,
+    qwen3_asr,
     qwen4_exp,
     reformer,
     rwkv,
@@ -101,6 +102,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     "transformers.models.prophetnet.modeling_prophetnet.ProphetNetPositionalEmbeddings": (
         prophetnet.positions_from_cache
+    ),
+    "transformers.models.qwen3_asr.modeling_qwen3_asr.Qwen3ASREncoder": (
+        qwen3_asr.windows_by_segment
     ),
     "transformers.models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpTextQSAIndexer": (
         qwen4_exp.batched_selection
