@@ -143,10 +143,9 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         if name == "self" or p.kind in _VARIADIC:
             continue
         if name == "input_features":
-            if _mel_first(audio):
-                dims: tuple = (BATCH, audio.num_mel_bins, frames)
-            else:
-                dims = (BATCH, frames, audio.input_dim)
+            dims: tuple = (BATCH, audio.num_mel_bins, frames)
+            if not _mel_first(audio):
+                dims = (BATCH, frames, _frame_width(audio))
             # towers that cut the frames into chunks of 2 * n_window (Qwen3-ASR)
             chunk = 2 * audio.n_window if isinstance(getattr(audio, "n_window", None), int) else 1
             specs.append(TensorSpec(name, None, dims, multiple_of=chunk))
@@ -175,9 +174,20 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
 
 def _mel_first(audio: Any) -> bool:
     """``input_features`` is ``[batch, mel, frames]`` (Whisper-style towers, by
-    ``num_mel_bins``), not ``[batch, frames, input_dim]`` (Granite Speech's stacked frames)."""
-    has_width = isinstance(getattr(audio, "input_dim", None), int)
+    ``num_mel_bins``), not ``[batch, frames, width]`` (``_frame_width``)."""
+    has_width = any(isinstance(getattr(audio, n, None), int) for n in _WIDTHS)
     return isinstance(getattr(audio, "num_mel_bins", None), int) and not has_width
+
+
+_WIDTHS = ("input_dim", "num_stacked_frames")
+
+
+def _frame_width(audio: Any) -> int:
+    """A frame's width where the features are ``[batch, frames, width]``: Granite Speech's
+    ``input_dim``; Fun-ASR-Nano's ``num_mel_bins * num_stacked_frames`` (low-frame-rate stacking)."""
+    if isinstance(getattr(audio, "input_dim", None), int):
+        return audio.input_dim
+    return audio.num_mel_bins * audio.num_stacked_frames
 
 
 def _signature(hf: Any) -> dict[str, inspect.Parameter]:

@@ -37,6 +37,16 @@ AUDIO_OVERRIDES: dict[str, dict[str, Any]] = {
     "voxtral_realtime": {"audio_token_id": 250},
     "moss_transcribe_diarize": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
     "glmasr": {"audio_config": {"num_mel_bins": 16}},
+    # Granite Speech's Q-Former projector reads the tower's hidden_dim as encoder_hidden_size
+    # (1024 and 1024 in the real config; the shrink leaves 1024 and 1408): both 64
+    "granite_speech": {
+        "encoder_config": {"hidden_dim": 64, "dim_head": 16, "input_dim": 32},
+        "projector_config": {"encoder_hidden_size": 64},
+    },
+    "granite_speech_plus": {
+        "encoder_config": {"hidden_dim": 64, "dim_head": 16, "input_dim": 32},
+        "projector_config": {"encoder_hidden_size": 64},
+    },
     # n_window_infer 100: attention windows of one chunk (13 frames), so a clip spans several
     # and its projector writes output_dim features (3584), which must be the shrunk text width
     "qwen3_asr": {"audio_config": {"num_mel_bins": 16, "n_window_infer": 100, "output_dim": 64}},
