@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from mobius.errors import ConfigError
+from mobius.errors import ConfigError, UnsupportedError
 from mobius.sources import remote_code
 from mobius.sources.config import ArchitectureConfig
 from mobius.tasks import ALIASES, SEQ2SEQ_TASKS, TASKS, Task
-from mobius.tasks.audio_llm import ASR, AUDIO_TEXT, audio_task, is_audio_llm
+from mobius.tasks.audio_llm import ASR, AUDIO_TEXT, audio_task, in_speech_mapping, is_audio_llm
 from mobius.tasks.head import AUDIO, VISION, HeadTask, class_names
 
 _DECODER_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
@@ -53,6 +53,12 @@ def detect_task(config: ArchitectureConfig) -> Task:
         return seq2seq_task(config)
     if is_audio_llm(config):  # before text generation, whose mapping lists some speech LLMs too
         return audio_task(config)
+    if in_speech_mapping(config.hf_config):  # a decoder-only speech model of another form
+        raise UnsupportedError(
+            f"'{model_type}' is a speech-to-text model whose audio path mobius does not convert "
+            "(no audio tower config with an audio features method feeding the embeddings); "
+            "--task text-generation converts its text decoder alone, without audio"
+        )
     vlm = TASKS["image-text-to-text"]
     if any(a in class_names(vlm.mapping, model_type) for a in config.architectures):
         if vlm.supports(config):  # before text generation, whose mapping lists some VLMs too

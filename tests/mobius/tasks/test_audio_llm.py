@@ -126,3 +126,14 @@ def test_detected_from_the_architecture(model_type, task):
     assert detect_task(arch).name == task
     other = "audio-text-to-text" if task != "audio-text-to-text" else "automatic-speech-recognition"
     assert get_task(other, arch).name == other  # either audio name gives the three graphs
+
+
+@pytest.mark.parametrize("model_type", ["kyutai_speech_to_text", "vibevoice_asr"])
+def test_a_speech_model_of_another_form_is_refused_not_built_as_text(model_type):
+    """Speech-to-text decoders without an audio tower feeding the embeddings (Kyutai reads codec
+    tokens, VibeVoice a tokenizer's latents) were built as text-only graphs without a word; now
+    detection refuses them, naming the explicit way to the decoder alone."""
+    from mobius.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match="--task text-generation converts its text decoder"):
+        detect_task(from_hf(tiny_config_for(model_type)))
