@@ -37,10 +37,11 @@ AUDIO_TEXT = "audio-text-to-text"
 AUDIO_TOKENS = "num_audio_tokens"
 FRAMES = "num_frames"
 SAMPLES = "num_samples"
+PROMPTS = "prompt_batch"  # MusicFlamingo's tower reads the prompts beside its clips
 # the mappings transformers lists decoder-only speech LLMs in (none holds all of them)
 MAPPINGS = ("SPEECH_SEQ_2_SEQ", "MULTIMODAL_LM", "SEQ_TO_SEQ_CAUSAL_LM", "CAUSAL_LM")
 # example sizes: distinct from the base task's (2, 7, 4, 11) and each other
-_SIZES = {AUDIO_TOKENS: 6, FRAMES: 200, SAMPLES: 3200}
+_SIZES = {AUDIO_TOKENS: 6, FRAMES: 200, SAMPLES: 3200, PROMPTS: 3}
 # mask names the processors give beside input_features
 MASKS = ("input_features_mask", "feature_attention_mask", "attention_mask", "padding_mask")
 
@@ -143,9 +144,7 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         if name == "self" or p.kind in _VARIADIC:
             continue
         if name == "input_features":
-            dims: tuple = (BATCH, audio.num_mel_bins, frames)
-            if not _mel_first(audio):
-                dims = (BATCH, frames, _frame_width(audio))
+            dims = _feature_dims(audio, frames)
             # towers that cut the frames into chunks of 2 * n_window (Qwen3-ASR)
             chunk = 2 * audio.n_window if isinstance(getattr(audio, "n_window", None), int) else 1
             specs.append(TensorSpec(name, None, dims, multiple_of=chunk))
@@ -155,31 +154,34 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         elif name in MASKS:
             unit = specs[0].multiple_of if specs else 1
             specs.append(TensorSpec(name, torch.int64, (BATCH, frames), multiple_of=unit))
-        elif name == "input_ids":
-            specs.append(TensorSpec(name, torch.int64, (BATCH, SEQUENCE)))
+        elif name == "input_ids":  # the prompts, one per row: not one per clip (or window)
+            specs.append(TensorSpec(name, torch.int64, (PROMPTS, SEQUENCE)))
         elif p.default is inspect.Parameter.empty:
             raise UnsupportedError(
                 f"{hf.model_type}: the audio features method takes '{name}', which the audio "
                 "graph has no contract for"
             )
     if not any(s.name in ("input_features", "input_values") for s in specs):  # (*args, **kwargs)
-        dims = (
-            (BATCH, audio.num_mel_bins, frames)
-            if _mel_first(audio)
-            else (BATCH, frames, audio.input_dim)
-        )
-        specs = [TensorSpec("input_features", None, dims)]
+        specs = [TensorSpec("input_features", None, _feature_dims(audio, frames))]
     return specs
 
 
 def _mel_first(audio: Any) -> bool:
     """``input_features`` is ``[batch, mel, frames]`` (Whisper-style towers, by
-    ``num_mel_bins``), not ``[batch, frames, width]`` (``_frame_width``)."""
+    ``num_mel_bins``), not ``[batch, frames, width]`` (``_frame_width``; FastConformer towers
+    under an ``asr_config``: Nemotron 3.5 Transcribe)."""
     has_width = any(isinstance(getattr(audio, n, None), int) for n in _WIDTHS)
+    has_width = has_width or getattr(audio, "asr_config", None) is not None
     return isinstance(getattr(audio, "num_mel_bins", None), int) and not has_width
 
 
 _WIDTHS = ("input_dim", "num_stacked_frames")
+
+
+def _feature_dims(audio: Any, frames: str | int) -> tuple:
+    if _mel_first(audio):
+        return (BATCH, audio.num_mel_bins, frames)
+    return (BATCH, frames, _frame_width(audio))
 
 
 def _frame_width(audio: Any) -> int:
@@ -187,6 +189,8 @@ def _frame_width(audio: Any) -> int:
     ``input_dim``; Fun-ASR-Nano's ``num_mel_bins * num_stacked_frames`` (low-frame-rate stacking)."""
     if isinstance(getattr(audio, "input_dim", None), int):
         return audio.input_dim
+    if getattr(audio, "asr_config", None) is not None:
+        return audio.asr_config.num_mel_bins
     return audio.num_mel_bins * audio.num_stacked_frames
 
 

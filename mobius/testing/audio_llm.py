@@ -27,7 +27,7 @@ AUDIO_OVERRIDES: dict[str, dict[str, Any]] = {
     },
     # Nemotron 3.5 Transcribe's head checks its audio width against the shrunk tower's
     "nemo_speechlm": {
-        "audio_config": {"diarization_config": {"head_config": {"audio_hidden_size": 64}}}
+        "audio_config": {"diarization_config": {"head_config": {"audio_hidden_size": 64}}},
     },
     # Voxtral's config class leaves audio_token_id unset; every checkpoint sets it (24)
     "voxtral": {
@@ -53,6 +53,7 @@ AUDIO_OVERRIDES: dict[str, dict[str, Any]] = {
 }
 
 
+NATIVE_LAYOUT = {"nemo_speechlm"}
 # MusicFlamingo's config reads its audio config's model_type, which the shrunk config drops
 # where it equals the default (AudioFlamingo 3's encoder): its towers are AudioFlamingo 3's
 SAME_TOWERS = {"musicflamingo": "audioflamingo3"}
@@ -79,10 +80,15 @@ def tiny_audio_llm(model_type: str, directory: Path, *, seed: int = 0, **overrid
         config = _with_towers_of(model_type, SAME_TOWERS[model_type], overrides)
     else:
         config = tiny_config_for(model_type, **{**AUDIO_OVERRIDES.get(model_type, {}), **overrides})
+    text = config.get_text_config()
+    if text.num_key_value_heads > text.num_attention_heads:  # Nemotron-H keeps 8 key/value heads
+        text.num_key_value_heads = text.num_attention_heads // 2  # for the 4 shrunk query heads
     torch.manual_seed(seed)
     model = _Auto.from_config(config, attn_implementation="eager").eval()
     randomize(model, seed)
-    model.save_pretrained(directory)
+    # HF's original-format writer splits Nemotron 3.5 Transcribe's fused projections into shapes
+    # its own loader does not read back: the tiny checkpoint keeps the model's own names
+    model.save_pretrained(directory, save_original_format=model_type not in NATIVE_LAYOUT)
     loaded = _Auto.from_pretrained(directory, attn_implementation="eager")
     return loaded.eval(), config
 
