@@ -19,6 +19,7 @@ from mobius.synth.overrides import (
     funnel,
     gemma4,
     git,
+    granite_speech,
     kimi_k25,
     led,
     lfm3_vl,
@@ -59,6 +60,12 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.gemma4.modeling_gemma4.Gemma4VisionModel": gemma4.pooled_by_kernel,
     "transformers.models.gemma4.modeling_gemma4.Gemma4TextModel": gemma4.per_layer_ids_by_lookup,
     "transformers.models.git.modeling_git.GitModel": git.split_forward,
+    "transformers.models.granite_speech.modeling_granite_speech.GraniteSpeechConformerAttention": (
+        granite_speech.blocks_without_branch
+    ),
+    "transformers.models.granite_speech.modeling_granite_speech.GraniteSpeechEncoderProjector": (
+        granite_speech.windows_by_floor
+    ),
     "transformers.models.kimi_k25.modeling_kimi_k25.Kimi_K25VisionPositionEmbeddings": (
         kimi_k25.frame_index_per_patch
     ),
