@@ -95,7 +95,14 @@ def _add_generate_parser(sub) -> None:
         description="Greedy decoding, streamed to stdout; stops at the end-of-sequence token.",
     )
     g.add_argument("--model", required=True, help="a directory written by `mobius build`")
-    g.add_argument("--prompt", required=True, help="the prompt text")
+    g.add_argument("--prompt", default=None, help="the prompt text (required without --audio)")
+    g.add_argument(
+        "--audio",
+        metavar="FILE.wav",
+        default=None,
+        help="a PCM WAV clip for a speech LLM (layout audio-llm): transcribed, or answered with "
+        "--prompt, through its three graphs and its own processor (onnxruntime)",
+    )
     g.add_argument("--max-new-tokens", type=int, default=128, help="at most this many tokens")
     g.add_argument(
         "--chat",
@@ -150,10 +157,15 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     from mobius.errors import ConfigError
+    from mobius.runtime.audio_generate import is_audio_llm
     from mobius.runtime.generate import generate, pick_runtime
 
     if args.max_new_tokens < 1:
         raise ConfigError("--max-new-tokens must be at least 1")
+    if args.audio is not None or is_audio_llm(Path(args.model)):
+        return _transcribe(args)
+    if args.prompt is None:
+        raise ConfigError("--prompt is required (or --audio for a speech LLM)")
     runtime = pick_runtime(Path(args.model), args.runtime)
     pieces = generate(
         args.model,
@@ -166,6 +178,26 @@ def _generate(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"mobius: generating with {runtime}", file=sys.stderr)
     for piece in pieces:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    return 0
+
+
+def _transcribe(args: argparse.Namespace) -> int:
+    """``generate --audio``: a speech LLM's answer to a clip, through its three graphs."""
+    from mobius.errors import ConfigError
+    from mobius.runtime.audio_generate import is_audio_llm, transcribe
+
+    if not is_audio_llm(Path(args.model)):
+        raise ConfigError(f"{args.model} is not a speech LLM (layout audio-llm); drop --audio")
+    if args.audio is None:
+        raise ConfigError(f"{args.model} is a speech LLM; give the clip with --audio FILE.wav")
+    if not args.quiet:
+        print("mobius: transcribing with onnxruntime", file=sys.stderr)
+    for piece in transcribe(
+        args.model, args.audio, args.prompt, max_new_tokens=args.max_new_tokens
+    ):
         sys.stdout.write(piece)
         sys.stdout.flush()
     sys.stdout.write("\n")

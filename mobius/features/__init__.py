@@ -47,7 +47,7 @@ def _text_only(package: ModelPackage, options: FeatureOptions) -> None:
     """A text-generation model is already its text decoder alone, and an image-text-to-text
     build was made as its decoder alone: nothing to do."""
     task = package_info(package).get("task")
-    if task == "image-text-to-text":
+    if task in ("image-text-to-text", "automatic-speech-recognition", "audio-text-to-text"):
         return
     if task not in ("text-generation", "causal-lm"):
         raise ConfigError(

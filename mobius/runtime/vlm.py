@@ -78,14 +78,18 @@ def next_positions(positions: np.ndarray) -> np.ndarray:
 
 
 class OnnxVisionLanguageModel:
-    """The three graphs of a converted image-text-to-text model."""
+    """The three graphs of a converted image-text-to-text model (``runtime/audio_llm.py``: the
+    audio instance, with its own encoder graph and features name)."""
+
+    graph_names = GRAPHS
+    features_input = "image_features"  # the embedding graph's input for the encoder's rows
 
     def __init__(self, directory: str | Path, *, threads: int = 0) -> None:
         directory = Path(directory)
         self.manifest = json.loads((directory / "mobius.json").read_text(encoding="utf-8"))
         self.sessions = {
             name: _session(directory / f"{name}.onnx", threads)
-            for name in GRAPHS
+            for name in self.graph_names
             if (directory / f"{name}.onnx").is_file()
         }
         decoder = self.sessions["decoder_model"]
@@ -153,7 +157,7 @@ class OnnxVisionLanguageModel:
         if features is None:
             hidden = self.decoder_inputs["inputs_embeds"].shape[-1]
             features = np.zeros((0, hidden), dtype=np.float32)
-        feeds = {"input_ids": np.asarray(ids, np.int64), "image_features": features}
+        feeds = {"input_ids": np.asarray(ids, np.int64), self.features_input: features}
         return self.sessions["embedding"].run(None, feeds)[0]
 
     def empty_cache(self, batch: int) -> dict[str, np.ndarray]:

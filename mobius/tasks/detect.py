@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from mobius.errors import ConfigError
+from mobius.errors import ConfigError, UnsupportedError
 from mobius.sources import remote_code
 from mobius.sources.config import ArchitectureConfig
 from mobius.tasks import ALIASES, SEQ2SEQ_TASKS, TASKS, Task
+from mobius.tasks.audio_llm import ASR, AUDIO_TEXT, audio_task, in_speech_mapping, is_audio_llm
 from mobius.tasks.head import AUDIO, VISION, HeadTask, class_names
 
 _DECODER_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
@@ -50,6 +51,14 @@ def detect_task(config: ArchitectureConfig) -> Task:
     model_type = config.model_type
     if config.is_encoder_decoder:
         return seq2seq_task(config)
+    if is_audio_llm(config):  # before text generation, whose mapping lists some speech LLMs too
+        return audio_task(config)
+    if in_speech_mapping(config.hf_config):  # a decoder-only speech model of another form
+        raise UnsupportedError(
+            f"'{model_type}' is a speech-to-text model whose audio path mobius does not convert "
+            "(no audio tower config with an audio features method feeding the embeddings); "
+            "--task text-generation converts its text decoder alone, without audio"
+        )
     vlm = TASKS["image-text-to-text"]
     if any(a in class_names(vlm.mapping, model_type) for a in config.architectures):
         if vlm.supports(config):  # before text generation, whose mapping lists some VLMs too
@@ -89,6 +98,8 @@ def get_task(name: str | None, config: ArchitectureConfig) -> Task:
     if name is None:
         return detect_task(config)
     canonical = ALIASES.get(name, name)
+    if is_audio_llm(config):
+        return _speech_llm_task(canonical, config)
     if canonical not in TASKS:
         choices = ", ".join([*TASKS, *ALIASES])
         raise ConfigError(f"unknown task '{name}'; choose one of: {choices}")
@@ -125,3 +136,15 @@ def get_task(name: str | None, config: ArchitectureConfig) -> Task:
                 f"{kind} model: use --task feature-extraction"
             )
     return task
+
+
+def _speech_llm_task(name: str, config: ArchitectureConfig) -> Task:
+    """A speech LLM converts as its three graphs, under either audio task name; any other task
+    would leave its audio path out, which only ``--features text-only`` asks for."""
+    if name in (ASR, AUDIO_TEXT):
+        return audio_task(config, name)
+    raise ConfigError(
+        f"'{config.model_type}' is a speech LLM: --task {name} would convert it without its "
+        f"audio path; build it without --task ({audio_task(config).name}, three graphs), or "
+        "add --features text-only for its text decoder alone"
+    )

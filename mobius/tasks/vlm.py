@@ -26,6 +26,7 @@ from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask, cache_argument, returned_cache
 from mobius.tasks.head import VLM_MAPPING, auto_mapping
+from mobius.tasks.modality import scatter_features
 from mobius.tasks.vlm_canvas import position_manifest
 from mobius.tasks.vlm_deepstack import NAME as DEEPSTACK
 from mobius.tasks.vlm_deepstack import added_deepstack, deepstack_layers, stacked
@@ -304,19 +305,7 @@ def merge_image_features(
             f"{model.config.model_type}: the config names no image token (image_token_id or "
             "image_token_index), so the embedding graph cannot place the image features"
         )
-    is_image = input_ids == token
-    ids = input_ids
-    if token >= embed.num_embeddings:  # Gemma 3: the image token lies past the table
-        ids = torch.where(is_image, torch.zeros_like(input_ids), input_ids)
-    embeds = embed(ids)
-    # one zero row past the features, so the gather below has a row to read with no image
-    padded = torch.cat([features.to(embeds.dtype), features.new_zeros((1, features.shape[-1]))])
-    order = torch.cumsum(is_image.to(torch.int64).reshape(-1), 0) - 1
-    picked = padded.index_select(0, order.clamp(min=0)).reshape(embeds.shape)
-    # an image token past the features (generated, or a prompt without its image) keeps its
-    # own embedding, as in the HF forward without pixels
-    placed = is_image & (order < features.shape[0]).reshape(is_image.shape)
-    return torch.where(placed.unsqueeze(-1), picked, embeds)
+    return scatter_features(embed, input_ids, features, token)
 
 
 class DecoderGraph(CausalLMTask):
@@ -483,4 +472,4 @@ def apply_features(task: Task, features: tuple[str, ...] | list[str] | None) -> 
         return task
     if not isinstance(task, VisionLanguageTask):  # checked after the build (mobius/features)
         return task
-    return TEXT_ONLY_TASK
+    return getattr(task, "text_only_task", TEXT_ONLY_TASK)  # audio_llm.py has its own

@@ -19,6 +19,7 @@ from mobius.synth.overrides import (
     funnel,
     gemma4,
     git,
+    granite_speech,
     kimi_k25,
     led,
     lfm3_vl,
@@ -30,6 +31,7 @@ from mobius.synth.overrides import (
     paddleocr_vl,
     pegasus_x,
     prophetnet,
+    qwen3_asr,
     qwen4_exp,
     reformer,
     rwkv,
@@ -58,6 +60,12 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.gemma4.modeling_gemma4.Gemma4VisionModel": gemma4.pooled_by_kernel,
     "transformers.models.gemma4.modeling_gemma4.Gemma4TextModel": gemma4.per_layer_ids_by_lookup,
     "transformers.models.git.modeling_git.GitModel": git.split_forward,
+    "transformers.models.granite_speech.modeling_granite_speech.GraniteSpeechConformerAttention": (
+        granite_speech.blocks_without_branch
+    ),
+    "transformers.models.granite_speech.modeling_granite_speech.GraniteSpeechEncoderProjector": (
+        granite_speech.windows_by_floor
+    ),
     "transformers.models.kimi_k25.modeling_kimi_k25.Kimi_K25VisionPositionEmbeddings": (
         kimi_k25.frame_index_per_patch
     ),
@@ -101,6 +109,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     "transformers.models.prophetnet.modeling_prophetnet.ProphetNetPositionalEmbeddings": (
         prophetnet.positions_from_cache
+    ),
+    "transformers.models.qwen3_asr.modeling_qwen3_asr.Qwen3ASREncoder": (
+        qwen3_asr.windows_by_segment
     ),
     "transformers.models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpTextQSAIndexer": (
         qwen4_exp.batched_selection

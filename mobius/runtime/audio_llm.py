@@ -1,0 +1,33 @@
+"""Run a converted speech LLM with plain onnxruntime: the three graphs of CONTRACTS.md ("Speech
+and audio LLMs"), the audio instance of ``runtime/vlm.py``'s loop: ``audio_encoder`` once per
+prompt's clips, ``embedding`` on the prompt with those rows, ``decoder_model`` with the cache fed
+back; later steps embed the new token alone."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mobius.runtime.vlm import OnnxVisionLanguageModel
+
+GRAPHS = ("audio_encoder", "embedding", "decoder_model")
+
+
+class OnnxAudioLanguageModel(OnnxVisionLanguageModel):
+    """The three graphs of a converted speech LLM (``mobius.json`` ``"layout": "audio-llm"``)."""
+
+    graph_names = GRAPHS
+    features_input = "audio_features"
+
+    def audio_features(self, **audio: np.ndarray) -> np.ndarray:
+        """``audio_encoder``: ``[num_audio_tokens, hidden]`` for every clip given (the inputs the
+        graph does not take are ignored)."""
+        session = self.sessions["audio_encoder"]
+        feeds = {}
+        for spec in session.get_inputs():
+            value = np.asarray(audio[spec.name])
+            feeds[spec.name] = value.astype(np.int64 if "int64" in spec.type else np.float32)
+        return session.run(None, feeds)[0]
+
+    @property
+    def audio_token_id(self) -> int:
+        return self.manifest["audio_token_id"]

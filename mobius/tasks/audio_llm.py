@@ -1,0 +1,352 @@
+"""Speech and audio LLMs (automatic-speech-recognition, audio-text-to-text): three graphs
+(CONTRACTS.md, "Speech and audio LLMs").
+
+The audio instance of the modality-encoder → embedding → decoder split of ``vlm.py``:
+
+- ``audio_encoder``: the model's ``get_audio_features`` (the audio tower and the projector) on the
+  processor's audio inputs under their HF names, flattened to ``audio_features``
+  ``[num_audio_tokens, hidden]``: every clip's rows in batch order, as the HF forward scatters them.
+- ``embedding``: ``get_input_embeddings()`` on ``input_ids`` with the audio rows placed at the
+  audio-token positions (``modality.scatter_features``).
+- ``decoder_model``: ``vlm.DecoderGraph`` on this model: the whole model called with
+  ``inputs_embeds`` and no audio, under the causal-LM cache contract.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+from mobius.errors import UnsupportedError
+from mobius.sources.config import ArchitectureConfig
+from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
+from mobius.tasks.modality import scatter_features
+from mobius.tasks.vlm import (
+    DecoderGraph,
+    VisionLanguageTask,
+    _features,
+    _whole_when_iterated,
+    text_config,
+    text_config_of,
+)
+
+ASR = "automatic-speech-recognition"
+AUDIO_TEXT = "audio-text-to-text"
+AUDIO_TOKENS = "num_audio_tokens"
+FRAMES = "num_frames"
+SAMPLES = "num_samples"
+PROMPTS = "prompt_batch"  # MusicFlamingo's tower reads the prompts beside its clips
+# the mappings transformers lists decoder-only speech LLMs in (none holds all of them)
+MAPPINGS = ("SPEECH_SEQ_2_SEQ", "MULTIMODAL_LM", "SEQ_TO_SEQ_CAUSAL_LM", "CAUSAL_LM")
+# example sizes: distinct from the base task's (2, 7, 4, 11) and each other
+_SIZES = {AUDIO_TOKENS: 6, FRAMES: 200, SAMPLES: 3200, PROMPTS: 3}
+# mask names the processors give beside input_features
+MASKS = ("input_features_mask", "feature_attention_mask", "attention_mask", "padding_mask")
+
+
+def model_class(hf: Any) -> type | None:
+    """The speech LLM's ``...ForConditionalGeneration``: the class one of ``MAPPINGS`` gives."""
+    from transformers.models.auto import modeling_auto
+
+    for name in MAPPINGS:
+        mapping = getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING")
+        if type(hf) in mapping:
+            cls = mapping[type(hf)]
+            if _features_method(cls) is not None:
+                return cls
+    return None
+
+
+def _features_method(owner: Any) -> Any:
+    """``get_audio_features`` (on the head or the base model under it; ``audio_qwen2`` for a
+    model with none), else None."""
+    from mobius.tasks.audio_qwen2 import OWN_FEATURES
+
+    cls = owner if isinstance(owner, type) else type(owner)
+    if cls.__name__ in OWN_FEATURES:
+        own = OWN_FEATURES[cls.__name__]
+        return own if isinstance(owner, type) else own.__get__(owner)
+    method = getattr(owner, "get_audio_features", None)
+    if method is None and isinstance(owner, torch.nn.Module):
+        method = getattr(getattr(owner, "model", None), "get_audio_features", None)
+    return method
+
+
+def is_audio_llm(config: ArchitectureConfig) -> bool:
+    """A decoder-only model with an audio tower that feeds its LM through embeddings."""
+    hf = config.hf_config
+    if config.is_encoder_decoder or audio_config(hf) is None:
+        return False
+    return model_class(hf) is not None
+
+
+def audio_config(hf: Any) -> Any:
+    """The audio tower's config: ``audio_config`` (Granite Speech: ``encoder_config``)."""
+    for name in ("audio_config", "encoder_config"):
+        sub = getattr(hf, name, None)
+        if sub is not None:
+            return sub
+    return None
+
+
+def in_speech_mapping(hf: Any) -> bool:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING
+
+    return type(hf) in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING
+
+
+def audio_token_id(hf: Any) -> int | None:
+    for name in ("audio_token_id", "audio_token_index"):
+        value = getattr(hf, name, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+class _Auto:
+    """What ``auto_class`` returns: builds the speech LLM's class (``model_class``)."""
+
+    @staticmethod
+    def _cls(config: Any) -> type:
+        cls = model_class(config)
+        if cls is None:
+            raise UnsupportedError(f"{config.model_type} is no speech LLM mobius knows")
+        return cls
+
+    @classmethod
+    def from_config(cls, config: Any, **kwargs: Any) -> torch.nn.Module:
+        kwargs.pop("experts_implementation", None)
+        return cls._cls(config)._from_config(config, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, directory: Any, **kwargs: Any) -> torch.nn.Module:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(directory)
+        return cls._cls(config).from_pretrained(directory, **kwargs)
+
+
+def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    """The features method's required arguments under their HF names: ``input_features``
+    ``[batch, mel, frames]`` (``[batch, frames, width]`` for towers configured by ``input_dim``;
+    frames fixed at ``2 * max_source_positions`` for Whisper-style towers, which check it), its
+    mask ``[batch, frames]``, and ``input_ids`` where the tower reads the prompt (MusicFlamingo)."""
+    hf = config.hf_config
+    audio = audio_config(hf)
+    params = _signature(hf)
+    frames: str | int = FRAMES
+    if isinstance(getattr(audio, "max_source_positions", None), int):
+        frames = 2 * audio.max_source_positions
+    specs = []
+    for name, p in params.items():
+        if name == "self" or p.kind in _VARIADIC:
+            continue
+        if name == "input_features":
+            dims = _feature_dims(audio, frames)
+            # towers that cut the frames into chunks of 2 * n_window (Qwen3-ASR)
+            chunk = 2 * audio.n_window if isinstance(getattr(audio, "n_window", None), int) else 1
+            specs.append(TensorSpec(name, None, dims, multiple_of=chunk))
+        elif name == "input_values":  # raw waveform (OmniASR): [batch, 1, samples]
+            frames = SAMPLES
+            specs.append(TensorSpec(name, None, (BATCH, 1, SAMPLES)))
+        elif name in MASKS:
+            unit = specs[0].multiple_of if specs else 1
+            specs.append(TensorSpec(name, torch.int64, (BATCH, frames), multiple_of=unit))
+        elif name == "input_ids":  # the prompts, one per row: not one per clip (or window)
+            specs.append(TensorSpec(name, torch.int64, (PROMPTS, SEQUENCE)))
+        elif p.default is inspect.Parameter.empty:
+            raise UnsupportedError(
+                f"{hf.model_type}: the audio features method takes '{name}', which the audio "
+                "graph has no contract for"
+            )
+    if not any(s.name in ("input_features", "input_values") for s in specs):  # (*args, **kwargs)
+        specs = [TensorSpec("input_features", None, _feature_dims(audio, frames))]
+    return specs
+
+
+def _mel_first(audio: Any) -> bool:
+    """``input_features`` is ``[batch, mel, frames]`` (Whisper-style towers, by
+    ``num_mel_bins``), not ``[batch, frames, width]`` (``_frame_width``; FastConformer towers
+    under an ``asr_config``: Nemotron 3.5 Transcribe)."""
+    has_width = any(isinstance(getattr(audio, n, None), int) for n in _WIDTHS)
+    has_width = has_width or getattr(audio, "asr_config", None) is not None
+    return isinstance(getattr(audio, "num_mel_bins", None), int) and not has_width
+
+
+_WIDTHS = ("input_dim", "num_stacked_frames")
+
+
+def _feature_dims(audio: Any, frames: str | int) -> tuple:
+    if _mel_first(audio):
+        return (BATCH, audio.num_mel_bins, frames)
+    return (BATCH, frames, _frame_width(audio))
+
+
+def _frame_width(audio: Any) -> int:
+    """A frame's width where the features are ``[batch, frames, width]``: Granite Speech's
+    ``input_dim``; Fun-ASR-Nano's ``num_mel_bins * num_stacked_frames`` (low-frame-rate stacking)."""
+    if isinstance(getattr(audio, "input_dim", None), int):
+        return audio.input_dim
+    if getattr(audio, "asr_config", None) is not None:
+        return audio.asr_config.num_mel_bins
+    return audio.num_mel_bins * audio.num_stacked_frames
+
+
+def _signature(hf: Any) -> dict[str, inspect.Parameter]:
+    """The features method's parameters: the head's, or where it only forwards ``*args,
+    **kwargs`` (Voxtral, Granite Speech), the base model's under it."""
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING
+
+    params = inspect.signature(_features_method(model_class(hf))).parameters
+    named = [p for n, p in params.items() if n != "self" and p.kind not in _VARIADIC]
+    if not named and type(hf) in MODEL_MAPPING:
+        params = inspect.signature(MODEL_MAPPING[type(hf)].get_audio_features).parameters
+    return dict(params)
+
+
+_VARIADIC = (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
+
+
+class _AudioGraph(Task):
+    attention_implementations = ("sdpa", "eager")
+    padding_mask_input = None
+
+    def __init__(self, parent: AudioLanguageTask) -> None:
+        self.parent = parent
+
+    def auto_class(self, config: ArchitectureConfig) -> Any:
+        return _Auto
+
+    def example_value(
+        self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
+    ) -> torch.Tensor:
+        sizes = {BATCH: 2, SEQUENCE: 7, **_SIZES}
+        shape = [d if isinstance(d, int) else sizes.get(d, 5) for d in spec.dims]
+        if spec.dtype == torch.int64 and spec.name in MASKS:
+            return torch.ones(shape, dtype=torch.int64, device="meta")
+        return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
+
+
+class AudioEncoderGraph(_AudioGraph):
+    name = "audio_encoder"
+
+    def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        return audio_inputs(config)
+
+    def outputs(self, config: ArchitectureConfig) -> list[str]:
+        return ["audio_features"]
+
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
+        return (audio_features(model, inputs),)
+
+
+def audio_features(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """``get_audio_features`` as ``[num_audio_tokens, hidden]``: every clip's rows in order."""
+    with _whole_when_iterated():
+        out = _features_method(model)(**inputs, return_dict=True)
+    return _features(out)
+
+
+class AudioEmbeddingGraph(_AudioGraph):
+    name = "embedding"
+
+    def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
+        hidden = text_config(config).hidden_size
+        return [
+            TensorSpec("input_ids", torch.int64, (BATCH, SEQUENCE)),
+            TensorSpec("audio_features", None, (AUDIO_TOKENS, hidden)),
+        ]
+
+    def outputs(self, config: ArchitectureConfig) -> list[str]:
+        return ["inputs_embeds"]
+
+    def call(
+        self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
+        token = audio_token_id(model.config)
+        if token is None:
+            raise UnsupportedError(
+                f"{model.config.model_type}: the config names no audio token (audio_token_id), "
+                "so the embedding graph cannot place the audio features"
+            )
+        embed = model.get_input_embeddings()
+        return (scatter_features(embed, inputs["input_ids"], inputs["audio_features"], token),)
+
+
+class AudioDecoderGraph(DecoderGraph):
+    """``vlm.DecoderGraph`` built as the speech LLM's class."""
+
+    def supports(self, config: ArchitectureConfig) -> bool:
+        return is_audio_llm(config)
+
+    def auto_class(self, config: ArchitectureConfig) -> Any:
+        return _Auto
+
+    def for_config(self, config: ArchitectureConfig) -> AudioDecoderGraph:
+        return self
+
+
+class AudioLanguageTask(VisionLanguageTask):
+    """``audio_encoder``, ``embedding`` and ``decoder_model``; ``name`` is the pipeline name
+    (speech-to-text for the speech mapping's models, audio-text-to-text for the others)."""
+
+    alternative = "to convert its text decoder alone, pass --features text-only"
+
+    def __init__(self, name: str, text_only: bool = False) -> None:
+        self.name = name
+        self.text_only = text_only
+        if text_only:
+            self.graphs: list[Task] = [AudioDecoderGraph(self, text_only=True)]
+        else:
+            self.graphs = [
+                AudioEncoderGraph(self),
+                AudioEmbeddingGraph(self),
+                AudioDecoderGraph(self),
+            ]
+
+    def supports(self, config: ArchitectureConfig) -> bool:
+        return is_audio_llm(config)
+
+    def auto_class(self, config: ArchitectureConfig) -> Any:
+        return _Auto
+
+    @property
+    def text_only_task(self) -> AudioLanguageTask:
+        return AudioLanguageTask(self.name, text_only=True)
+
+    def manifest(self, config: ArchitectureConfig) -> dict[str, Any]:
+        hf = config.hf_config
+        if self.text_only:
+            return {"layout": "text-only", "eos_token_id": text_config_of(hf).eos_token_id}
+        return {
+            "layout": "audio-llm",
+            "audio_token_id": audio_token_id(hf),
+            "position_ids": "sequence",
+            "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),
+        }
+
+    def runtime_files(
+        self, models: dict[str, Any], config: ArchitectureConfig, checkpoint_dir: Any
+    ) -> tuple[dict[str, str], str | None]:
+        """onnxruntime-genai 0.18 runs audio only through its whisper and phi4mm pipelines,
+        neither of which loads this layout; a text-only build gets the decoder's config."""
+        from mobius.runtime.genai_vlm import vlm_genai_files
+
+        if set(models) == {"decoder_model"}:
+            return vlm_genai_files(models, config.hf_config, checkpoint_dir, None)
+        return {}, (
+            "onnxruntime-genai has no pipeline for the audio-llm layout (its audio models are "
+            "whisper's encoder-decoder and phi4mm's speech adapter)"
+        )
+
+
+def audio_task(config: ArchitectureConfig, name: str | None = None) -> AudioLanguageTask:
+    """The task for a speech LLM: ``name`` where given, else speech-to-text for the speech
+    mapping's models and audio-text-to-text for the others."""
+    if name is None:
+        name = ASR if in_speech_mapping(config.hf_config) else AUDIO_TEXT
+    return AudioLanguageTask(name)

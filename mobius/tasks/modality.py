@@ -1,0 +1,31 @@
+"""What the image and audio three-graph tasks share: a modality encoder's rows placed at the
+placeholder tokens of the prompt (``embedding.onnx``), as the HF models' ``masked_scatter`` does.
+
+``vlm.py`` (images) and ``audio_llm.py`` (audio) are the two instances: each has an encoder graph
+that outputs ``<modality>_features`` ``[num_tokens, hidden]``, an embedding graph that takes
+``input_ids`` and those features, and the causal decoder on ``inputs_embeds``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def scatter_features(
+    embed: torch.nn.Module, input_ids: torch.Tensor, features: torch.Tensor, token: int
+) -> torch.Tensor:
+    """The token embeddings with the i-th ``token`` position holding the i-th feature row
+    (``masked_scatter``'s order), written as a gather so no count is data-dependent. Placeholder
+    tokens beyond the features (all of them with no features: a decode step) keep their own
+    embeddings, as in the HF forward without the modality's inputs."""
+    is_placeholder = input_ids == token
+    ids = input_ids
+    if token >= embed.num_embeddings:  # Gemma 3: the image token lies past the table
+        ids = torch.where(is_placeholder, torch.zeros_like(input_ids), input_ids)
+    embeds = embed(ids)
+    # one zero row past the features, so the gather below has a row to read with no features
+    padded = torch.cat([features.to(embeds.dtype), features.new_zeros((1, features.shape[-1]))])
+    order = torch.cumsum(is_placeholder.to(torch.int64).reshape(-1), 0) - 1
+    picked = padded.index_select(0, order.clamp(min=0)).reshape(embeds.shape)
+    placed = is_placeholder & (order < features.shape[0]).reshape(is_placeholder.shape)
+    return torch.where(placed.unsqueeze(-1), picked, embeds)

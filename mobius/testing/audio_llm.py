@@ -1,0 +1,258 @@
+"""Tiny speech LLMs and their parity against HF (``tasks/audio_llm.py``): audio features,
+prefill logits of a padded batch of two clips of different lengths, one cached step, and greedy
+tokens against HF ``generate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mobius.testing.tiny import randomize
+
+# per type: what the shrunk config needs beyond tiny_config_for, each with its reason
+AUDIO_OVERRIDES: dict[str, dict[str, Any]] = {
+    # Whisper-style towers check for exactly 2 * max_source_positions frames (3000 for 30 s);
+    # 32 positions keep the tiny window at 64 frames
+    "qwen2_audio": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
+    "audioflamingo3": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
+    # MusicFlamingo's audio-boundary ids (151670, 151671) lie past the shrunk vocabulary
+    "musicflamingo": {"audio_bos_token_id": 251, "audio_eos_token_id": 252},
+    # Fun-ASR-Nano's adaptor checks intermediate_size == text hidden_size // 4 (64 // 4)
+    "fun_asr_nano": {
+        "adaptor_config": {"intermediate_size": 16},
+        "audio_config": {"num_mel_bins": 16},
+    },
+    # Nemotron 3.5 Transcribe's head checks its audio width against the shrunk tower's
+    "nemo_speechlm": {
+        "audio_config": {"diarization_config": {"head_config": {"audio_hidden_size": 64}}},
+    },
+    # Voxtral's config class leaves audio_token_id unset; every checkpoint sets it (24)
+    "voxtral": {
+        "audio_config": {"max_source_positions": 32, "num_mel_bins": 16},
+        "audio_token_id": 250,
+    },
+    "voxtral_realtime": {"audio_token_id": 250},
+    "moss_transcribe_diarize": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
+    "glmasr": {"audio_config": {"num_mel_bins": 16}},
+    # Granite Speech's Q-Former projector reads the tower's hidden_dim as encoder_hidden_size
+    # (1024 and 1024 in the real config; the shrink leaves 1024 and 1408): both 64
+    "granite_speech": {
+        "encoder_config": {"hidden_dim": 64, "dim_head": 16, "input_dim": 32},
+        "projector_config": {"encoder_hidden_size": 64},
+    },
+    "granite_speech_plus": {
+        "encoder_config": {"hidden_dim": 64, "dim_head": 16, "input_dim": 32},
+        "projector_config": {"encoder_hidden_size": 64},
+    },
+    # n_window_infer 100: attention windows of one chunk (13 frames), so a clip spans several
+    # and its projector writes output_dim features (3584), which must be the shrunk text width
+    "qwen3_asr": {"audio_config": {"num_mel_bins": 16, "n_window_infer": 100, "output_dim": 64}},
+}
+
+
+NATIVE_LAYOUT = {"nemo_speechlm"}
+# MusicFlamingo's config reads its audio config's model_type, which the shrunk config drops
+# where it equals the default (AudioFlamingo 3's encoder): its towers are AudioFlamingo 3's
+SAME_TOWERS = {"musicflamingo": "audioflamingo3"}
+
+
+def _with_towers_of(model_type: str, other: str, overrides: dict[str, Any]) -> Any:
+    from transformers import CONFIG_MAPPING
+
+    from mobius.testing.configs import tiny_config_for
+
+    base = tiny_config_for(other, **AUDIO_OVERRIDES.get(other, {}))
+    values = {**base.to_dict(), **AUDIO_OVERRIDES.get(model_type, {}), **overrides}
+    for key in ("model_type", "architectures", "transformers_version"):
+        values.pop(key, None)
+    return CONFIG_MAPPING[model_type](**values)
+
+
+def tiny_audio_llm(model_type: str, directory: Path, *, seed: int = 0, **overrides: Any):
+    """A tiny random-weight speech LLM saved in ``directory``: (HF model, config)."""
+    from mobius.tasks.audio_llm import _Auto
+    from mobius.testing.configs import tiny_config_for
+
+    if model_type in SAME_TOWERS:  # built from the tiny config of the type it shares towers with
+        config = _with_towers_of(model_type, SAME_TOWERS[model_type], overrides)
+    else:
+        config = tiny_config_for(model_type, **{**AUDIO_OVERRIDES.get(model_type, {}), **overrides})
+    text = config.get_text_config()
+    if text.num_key_value_heads > text.num_attention_heads:  # Nemotron-H keeps 8 key/value heads
+        text.num_key_value_heads = text.num_attention_heads // 2  # for the 4 shrunk query heads
+    torch.manual_seed(seed)
+    model = _Auto.from_config(config, attn_implementation="eager").eval()
+    randomize(model, seed)
+    # HF's original-format writer splits Nemotron 3.5 Transcribe's fused projections into shapes
+    # its own loader does not read back: the tiny checkpoint keeps the model's own names
+    model.save_pretrained(directory, save_original_format=model_type not in NATIVE_LAYOUT)
+    loaded = _Auto.from_pretrained(directory, attn_implementation="eager")
+    return loaded.eval(), config
+
+
+NEW_TOKENS = 12
+
+
+def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int = 3) -> dict:
+    """Random log-mel clips in the audio graph's layout, one per entry of ``lengths`` (each a
+    fraction of the window), with the mask the processor gives: real frames 1, padding 0."""
+    from mobius.sources.config import from_hf
+    from mobius.tasks.audio_llm import MASKS, _mel_first, audio_config, audio_inputs
+
+    specs = audio_inputs(from_hf(model.config))
+    gen = torch.Generator().manual_seed(seed)
+    if any(s.name == "input_values" for s in specs):
+        return _waveforms(specs, lengths, gen)
+    feature = next(s for s in specs if s.name == "input_features")
+    mel_first = _mel_first(audio_config(model.config))
+    width, frames = feature.dims[1:] if mel_first else feature.dims[:0:-1]
+    unit = feature.multiple_of  # chunked towers take whole chunks
+    frames = frames if isinstance(frames, int) else unit * max(2, -(-80 // unit))
+    batch = len(lengths)
+    shape = (batch, width, frames) if mel_first else (batch, frames, width)
+    values = torch.randn(shape, generator=gen)
+    mask = torch.zeros(batch, frames, dtype=torch.int64)
+    for row, fraction in enumerate(lengths):
+        real = int(frames * fraction)
+        mask[row, :real] = 1
+        if mel_first:
+            values[row, :, real:] = 0
+        else:
+            values[row, real:] = 0
+    out = {"input_features": values}
+    for s in specs:
+        if s.name in MASKS:
+            out[s.name] = mask
+    return out
+
+
+def _waveforms(specs: list, lengths: tuple[float, ...], gen: torch.Generator) -> dict:
+    """Raw clips ``[batch, 1, samples]`` (0.2 s at 16 kHz), zero past each clip's length, and
+    the mask the feature extractor gives (``padding_mask``: 1 on real samples)."""
+    from mobius.tasks.audio_llm import MASKS
+
+    samples = 3200
+    values = torch.randn((len(lengths), 1, samples), generator=gen) * 0.3
+    mask = torch.zeros(len(lengths), samples, dtype=torch.int64)
+    for row, fraction in enumerate(lengths):
+        real = int(samples * fraction)
+        mask[row, :real] = 1
+        values[row, :, real:] = 0
+    out = {"input_values": values}
+    out.update({s.name: mask for s in specs if s.name in MASKS})
+    return out
+
+
+def _features_per_clip(model: Any, audio: dict) -> list[int]:
+    """How many audio tokens each clip makes: HF's features of each clip alone."""
+    from mobius.tasks.audio_llm import audio_features
+
+    counts = []
+    main = audio.get("input_features", audio.get("input_values"))
+    for row in range(len(main)):
+        one = {k: v[row : row + 1] for k, v in audio.items()}
+        with torch.no_grad():
+            counts.append(int(audio_features(model, one).shape[0]))
+    return counts
+
+
+def audio_prompt(model: Any, counts: list[int], seed: int = 1):
+    """One row per clip: text, the clip's audio tokens, text; left-padded to the longest."""
+    from mobius.tasks.audio_llm import audio_token_id
+
+    token = audio_token_id(model.config)
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    for count in counts:
+        before, after = (
+            torch.randint(3, 200, (3,), generator=gen),
+            torch.randint(3, 200, (2,), generator=gen),
+        )
+        rows.append(torch.cat([before, torch.full((count,), token), after]))
+    width = max(len(r) for r in rows)
+    pad = getattr(model.config.get_text_config(), "pad_token_id", None) or 0
+    ids = torch.full((len(rows), width), pad, dtype=torch.int64)
+    mask = torch.zeros((len(rows), width), dtype=torch.int64)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r) :], mask[i, width - len(r) :] = r, 1
+    return ids, mask
+
+
+def audio_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[str, Any]:
+    """Max abs differences (audio features, prefill, cached step, generation logits) and whether
+    the greedy tokens equal HF ``generate``'s, on a padded batch of two clips."""
+    from mobius.runtime.audio_llm import OnnxAudioLanguageModel
+    from mobius.runtime.vlm import next_positions, sequence_positions
+    from mobius.tasks.audio_llm import audio_features
+    from mobius.testing.pairs import to_numpy
+    from mobius.testing.vlm import hf_generate
+
+    runner = OnnxAudioLanguageModel(package)
+    audio = audio_batch(model)
+    with torch.no_grad():
+        expected = audio_features(model, audio)
+    features = runner.audio_features(**{k: v.numpy() for k, v in audio.items()})
+    ids, mask = audio_prompt(model, _features_per_clip(model, audio))
+    positions = torch.from_numpy(sequence_positions(mask.numpy()))
+    hf_inputs = {"input_ids": ids, "attention_mask": mask, **audio}
+    gen = torch.Generator().manual_seed(2)
+    step = torch.randint(3, 200, (2, 1), generator=gen)
+    step_mask = torch.cat([mask, torch.ones_like(step)], 1)
+    step_positions = torch.from_numpy(next_positions(positions.numpy()))
+    with torch.no_grad():
+        first = model(**hf_inputs, position_ids=positions, use_cache=True)
+        second = model(
+            input_ids=step,
+            attention_mask=step_mask,
+            position_ids=step_positions,
+            past_key_values=first.past_key_values,
+            use_cache=True,
+        )
+    logits, cache = runner.decode(
+        runner.embed(ids.numpy(), features), mask.numpy(), positions.numpy(), runner.empty_cache(2)
+    )
+    step_logits, _ = runner.decode(
+        runner.embed(step.numpy(), None), step_mask.numpy(), step_positions.numpy(), cache
+    )
+    tokens, hf_logits = hf_generate(model, hf_inputs, new_tokens)
+    ours, our_logits = runner.generate(ids.numpy(), mask.numpy(), features, new_tokens)
+    real = mask.numpy().astype(bool)
+    diff = lambda a, b: float(np.abs(np.asarray(a) - to_numpy(b)).max())  # noqa: E731
+    return {
+        "audio_tokens": int(expected.shape[0]),
+        "features_diff": diff(features, expected),
+        "prefill_diff": float(np.abs(logits[real] - to_numpy(first.logits)[real]).max()),
+        "decode_diff": diff(step_logits, second.logits),
+        "generate_logits_diff": float(np.abs(our_logits - hf_logits).max()),
+        "tokens_equal": bool(np.array_equal(ours, tokens)),
+        "tokens": ours.tolist(),
+        "hf_tokens": tokens.tolist(),
+    }
+
+
+def tiny_glmasr_with_processor(directory: Path, *, seed: int = 0):
+    """A tiny GLM-ASR with a processor made locally (the bundled tiny-llama tokenizer plus its
+    ``<|pad|>`` audio token, a 16-mel Whisper feature extractor), saved in ``directory``:
+    (HF model, processor)."""
+    from transformers import GlmAsrProcessor, PreTrainedTokenizerFast, WhisperFeatureExtractor
+
+    root = Path(__file__).resolve().parents[2]
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(root / "examples" / "tiny-llama")
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|pad|>"]})
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    features = WhisperFeatureExtractor(feature_size=16, sampling_rate=16000, chunk_length=30)
+    processor = GlmAsrProcessor(features, tokenizer, audio_token="<|pad|>")
+    model, _ = tiny_audio_llm(
+        "glmasr",
+        directory,
+        seed=seed,
+        audio_token_id=tokenizer.convert_tokens_to_ids("<|pad|>"),
+        text_config={"vocab_size": len(tokenizer)},
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    processor.save_pretrained(directory)
+    return model, processor
