@@ -34,6 +34,7 @@ from mobius.synth.overrides import (
     reformer,
     rwkv,
     step3p7,
+    switch_moe,
     unlimited_ocr,
     video_llama_3,
 )
@@ -111,6 +112,13 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.rwkv.modeling_rwkv.RwkvSelfAttention": rwkv.attention_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvFeedForward": rwkv.feed_forward_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvModel": rwkv.rescaled_at_use,
+    "transformers.models.nllb_moe.modeling_nllb_moe.NllbMoeExperts": switch_moe.nllb_every_expert,
+    "transformers.models.nllb_moe.modeling_nllb_moe.NllbMoeSparseMLP": (
+        switch_moe.router_reads_padding
+    ),
+    "transformers.models.switch_transformers.modeling_switch_transformers.SwitchTransformersExperts": (
+        switch_moe.switch_every_expert
+    ),
     "transformers.models.step3p7.modeling_step3p7.Step3p7VisionModel": (
         step3p7.positions_from_shape
     ),
