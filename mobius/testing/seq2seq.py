@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from mobius.runtime.seq2seq import Seq2SeqRunner
-from mobius.tasks.seq2seq import speech_features
+from mobius.tasks.seq2seq import features_as_embeddings, speech_features
 from mobius.tasks.seq2seq_images import takes_images
 from mobius.testing.pairs import Comparison, Pair, Tokens, for_session, for_torch, to_numpy
 from mobius.testing.seq2seq_images import IMAGE_OVERRIDES, image_encoder_inputs
@@ -77,6 +77,14 @@ def encoder_inputs(model: Any, batch: int = 2, length: int = 7, seed: int = 1) -
     params = inspect.signature(model.get_encoder().forward).parameters
     if "input_values" in params:  # raw audio
         return {"input_values": torch.randn(batch, 1600, generator=gen)}
+    if features_as_embeddings(model):  # Pop2Piano: frames of the encoder's width, right-padded
+        width = model.get_encoder().get_input_embeddings().embedding_dim
+        mask = torch.ones(batch, 9, dtype=torch.int64)
+        mask[1, -3:] = 0
+        return {
+            "input_features": torch.randn(batch, 9, width, generator=gen),
+            "attention_mask": mask,
+        }
     if "input_features" in params:
         layout, width, frames = speech_features(config)
         shape = (batch, width, frames) if layout == "channels_first" else (batch, 40, width)
@@ -126,6 +134,9 @@ def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, 
     )
     # generate fills settings left at their defaults from the model's own generation config
     # (BART's forced_eos_token_id): give the model this one for the call
+    if features_as_embeddings(model):  # as Pop2Piano's own generate hands them to the encoder
+        inputs = {**inputs, "inputs_embeds": inputs["input_features"]}
+        del inputs["input_features"]
     own, model.generation_config = model.generation_config, settings
     try:
         with torch.no_grad():
