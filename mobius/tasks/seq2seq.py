@@ -221,6 +221,9 @@ class EncoderGraph(_GraphTask):
         token = hidden.new_zeros((hidden.shape[0], 1), dtype=torch.long)
         if not isinstance(encoded, ModelOutput):
             encoded = _encoder_states(hidden)
+        # the decoder may write into the states it is given (Moonshine Streaming adds its
+        # position table in place): the graph's output stays the encoder's own
+        encoded["last_hidden_state"] = hidden.clone()
         with phase(GraphPhase("placeholder")), masks_without_vmap():
             model(
                 encoder_outputs=encoded,  # its own output type: Moonshine reads a compressed mask

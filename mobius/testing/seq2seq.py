@@ -21,7 +21,10 @@ PREFIX = 4  # decoder tokens in the prefill check
 NEW_TOKENS = 12
 # sizes that keep a speech encoder small: Whisper reads 2 * max_source_positions frames
 SPEECH_OVERRIDES: dict[str, dict[str, Any]] = {
-    "whisper": {"max_source_positions": 16, "num_mel_bins": 8, "begin_suppress_tokens": None}
+    "whisper": {"max_source_positions": 16, "num_mel_bins": 8, "begin_suppress_tokens": None},
+    # its decoder attention reads num_key_value_heads, which its config class does not define
+    # (checkpoints set it in config.json); its queries are viewed with it: as many as the heads
+    "moonshine_streaming": {"num_key_value_heads": 4},
 }
 
 
@@ -188,7 +191,7 @@ def seq2seq_pairs(
     step = torch.randint(3, vocab - 2, (batch, 1), generator=gen)
     with torch.no_grad():
         hf_encoded = hf_encode(model, inputs, start)
-        hidden = hf_encoded[0]
+        hidden = hf_encoded[0].clone()  # the decoder may add to it in place (Moonshine Streaming)
         extra = {} if mask is None else {"attention_mask": mask}
         first = model(encoder_outputs=hf_encoded, decoder_input_ids=prefix, use_cache=True, **extra)
         second = model(

@@ -1,6 +1,6 @@
 """Speech encoder–decoders whose encoder input is not token ids (CONTRACTS.md, "Encoder–decoder
 tasks"): Pop2Piano's forward takes ``input_features`` ``[batch, frames, d_model]`` and hands them
-to its T5 encoder as embeddings, padded by their ``attention_mask``."""
+to its T5 encoder as embeddings, padded by their ``attention_mask``. Moonshine Streaming takes raw ``input_values``."""
 
 from __future__ import annotations
 
@@ -33,6 +33,18 @@ def test_pop2piano_encoder_takes_padded_features(pop2piano):
         "attention_mask": ["batch", "num_frames"],
     }
     diffs = seq2seq_parity(model, out)  # the second row's last 3 frames are padding
+    worst = max(v for k, v in diffs.items() if k.endswith("_diff"))
+    assert worst <= ATOL, diffs
+    assert diffs["tokens_equal"]
+
+
+def test_encoder_output_is_not_what_the_decoder_added_in_place(tmp_path):
+    """Moonshine Streaming's decoder adds its position table to the encoder states in place
+    (``encoder_hidden_states += ...``): the encoder graph returns the encoder's own states, and
+    the cross keys and values what the decoder made of them."""
+    model, _ = tiny_seq2seq("moonshine_streaming", tmp_path / "hf")
+    out = mobius.build(tmp_path / "hf").save(tmp_path / "onnx")
+    diffs = seq2seq_parity(model, out, new_tokens=4)
     worst = max(v for k, v in diffs.items() if k.endswith("_diff"))
     assert worst <= ATOL, diffs
     assert diffs["tokens_equal"]
