@@ -37,6 +37,8 @@ from mobius.synth.overrides import (
     switch_moe,
     unlimited_ocr,
     video_llama_3,
+    xlnet,
+    xlstm,
 )
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
@@ -109,6 +111,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.reformer.modeling_reformer.AxialPositionEmbeddings": (
         reformer.axial_positions_gathered
     ),
+    "transformers.models.reformer.modeling_reformer.ReformerModel": (
+        reformer.refuse_chunked_lengths
+    ),
     "transformers.models.rwkv.modeling_rwkv.RwkvSelfAttention": rwkv.attention_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvFeedForward": rwkv.feed_forward_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvModel": rwkv.rescaled_at_use,
@@ -129,6 +134,8 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.video_llama_3.modeling_video_llama_3.VideoLlama3Model": (
         video_llama_3.images_unmerged
     ),
+    "transformers.models.xlnet.modeling_xlnet.XLNetModel": xlnet.refuse_one_way_padding,
+    "transformers.models.xlstm.modeling_xlstm.xLSTMModel": xlstm.refuse_scaled_head_dims,
 }
 
 
