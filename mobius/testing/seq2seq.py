@@ -26,6 +26,11 @@ SPEECH_OVERRIDES: dict[str, dict[str, Any]] = {
     # (checkpoints set it in config.json); its queries are viewed with it: as many as the heads
     "moonshine_streaming": {"num_key_value_heads": 4},
 }
+# routed experts in the tiny models (the shrunk configs' sparse steps leave none)
+SPARSE_OVERRIDES: dict[str, dict[str, Any]] = {
+    "nllb-moe": {"encoder_sparse_step": 1, "decoder_sparse_step": 2},
+    "switch_transformers": {"encoder_sparse_step": 1, "decoder_sparse_step": 2},
+}
 
 
 def auto_class(config: Any) -> Any:
@@ -50,7 +55,11 @@ def tiny_seq2seq(model_type: str, directory: Path, *, seed: int = 0, **overrides
     """A tiny random-weight encoder–decoder checkpoint in ``directory``: (HF model, config)."""
     from mobius.testing.configs import tiny_config_for
 
-    own = {**SPEECH_OVERRIDES.get(model_type, {}), **IMAGE_OVERRIDES.get(model_type, {})}
+    own = {
+        **SPEECH_OVERRIDES.get(model_type, {}),
+        **IMAGE_OVERRIDES.get(model_type, {}),
+        **SPARSE_OVERRIDES.get(model_type, {}),
+    }
     config = tiny_config_for(model_type, **{**own, **overrides})
     decoder = getattr(config, "decoder", None)
     if getattr(decoder, "is_decoder", True) is False:
