@@ -1,6 +1,7 @@
 """Speech encoder–decoders whose encoder input is not token ids (CONTRACTS.md, "Encoder–decoder
 tasks"): Pop2Piano's forward takes ``input_features`` ``[batch, frames, d_model]`` and hands them
-to its T5 encoder as embeddings, padded by their ``attention_mask``. Moonshine Streaming takes raw ``input_values``."""
+to its T5 encoder as embeddings, padded by their ``attention_mask``. Moonshine Streaming takes
+raw ``input_values``; its decoder writes into the encoder states it is given."""
 
 from __future__ import annotations
 
