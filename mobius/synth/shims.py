@@ -75,8 +75,12 @@ def tracing_branches(model: torch.nn.Module, one_token: bool = False) -> Iterato
 
     With ``one_token`` (a step graph that ``token_loop.py`` also runs over a padded prefill), the
     recurrent layers' padding mask is kept for a single token too (``_padding_mask_per_token``).
+
+    A module cast inside forward (``self.classifier = self.classifier.to(self.dtype)``: the
+    routers of Switch Transformers and NLLB-MoE) becomes casts in the graph (``_cast_in_graph``).
     """
     with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(torch.nn.Module, "to", _cast_in_graph))
         for module in _modeling_modules(model):
             if _solves_unless_exporting(module):
                 stack.enter_context(
@@ -90,6 +94,27 @@ def tracing_branches(model: torch.nn.Module, one_token: bool = False) -> Iterato
 
 
 _RECURRENT_MASK = "create_recurrent_attention_mask"
+_module_to = torch.nn.Module.to
+
+
+def _cast_in_graph(self: torch.nn.Module, *args: Any, **kwargs: Any) -> torch.nn.Module:
+    """``Module.to(dtype)`` while tracing: the module's floating tensors of another dtype are
+    replaced by their casts, which the trace records; those already in ``dtype`` stay as they
+    are (the cast is a no-op, as it is on a loaded model).
+
+    ``nn.Module.to`` itself swaps each parameter for a new one, which torch.export's stand-in
+    parameters refuse ("Couldn't swap Linear.weight"); the trace restores the module's own
+    parameters when it ends. A move to another device or memory format is left to ``Module.to``.
+    """
+    device, dtype, _, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+    if device is not None or memory_format is not None or dtype is None:
+        return _module_to(self, *args, **kwargs)
+    for module in self.modules():
+        for store in (module._parameters, module._buffers):
+            for name, tensor in store.items():
+                if tensor is not None and tensor.is_floating_point() and tensor.dtype != dtype:
+                    store[name] = tensor.to(dtype)
+    return self
 
 
 def _padding_mask_per_token(

@@ -125,6 +125,19 @@ def speech_features(config: Any) -> tuple[str, int, int | None]:
     return "frames_first", width, None
 
 
+def features_as_embeddings(model: torch.nn.Module) -> bool:
+    """The model's forward takes ``input_features`` and hands them to an encoder that takes
+    ``inputs_embeds`` (Pop2Piano: ``[batch, frames, d_model]`` features, padded by their
+    ``attention_mask``); the encoder graph then calls the forward (``encode_through_forward``)."""
+    forward = inspect.signature(model.forward).parameters
+    encoder = inspect.signature(model.get_encoder().forward).parameters
+    return (
+        "input_features" in forward
+        and "input_features" not in encoder
+        and ("inputs_embeds" in encoder)
+    )
+
+
 def _encoder_inputs(config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
     """Token ids and mask; speech: features or samples in the layout the HF encoder takes;
     images: what the HF forward takes for them (``seq2seq_images.image_inputs``)."""
@@ -136,6 +149,12 @@ def _encoder_inputs(config: ArchitectureConfig, model: torch.nn.Module) -> list[
         return images
     if "input_values" in params:  # raw audio (Moonshine)
         return [TensorSpec("input_values", None, (BATCH, AUDIO_SAMPLES))]
+    if features_as_embeddings(model):  # Pop2Piano: the features are the encoder's embeddings
+        width = _hidden_size(getattr(model.get_encoder(), "config", config.hf_config))
+        return [
+            TensorSpec("input_features", None, (BATCH, AUDIO_FRAMES, width)),
+            TensorSpec("attention_mask", torch.int64, (BATCH, AUDIO_FRAMES)),
+        ]
     if "input_features" not in params:
         return [
             TensorSpec("input_ids", torch.int64, (BATCH, ENCODER_SEQUENCE)),
@@ -202,6 +221,9 @@ class EncoderGraph(_GraphTask):
         token = hidden.new_zeros((hidden.shape[0], 1), dtype=torch.long)
         if not isinstance(encoded, ModelOutput):
             encoded = _encoder_states(hidden)
+        # the decoder may write into the states it is given (Moonshine Streaming adds its
+        # position table in place): the graph's output stays the encoder's own
+        encoded["last_hidden_state"] = hidden.clone()
         with phase(GraphPhase("placeholder")), masks_without_vmap():
             model(
                 encoder_outputs=encoded,  # its own output type: Moonshine reads a compressed mask

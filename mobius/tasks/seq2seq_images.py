@@ -61,11 +61,14 @@ def _params(method: Any) -> set[str]:
 
 def vision_config(hf: Any) -> Any:
     """The sub-config that says the image size: ``vision_config``, a composite's ``encoder``
-    (``VisionEncoderDecoderConfig``), else the model's own (UDOP)."""
+    (``VisionEncoderDecoderConfig``) or that encoder's ``vision_config`` (T5Gemma 2), else the
+    model's own (UDOP)."""
     for name in ("vision_config", "encoder"):
         sub = getattr(hf, name, None)
         if sub is not None and not isinstance(sub, (dict, bool)):
-            return sub
+            # an encoder config with its own vision config (T5Gemma 2's)
+            own = getattr(sub, "vision_config", None)
+            return own if own is not None and not isinstance(own, dict) else sub
     return hf
 
 

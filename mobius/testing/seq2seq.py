@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from mobius.runtime.seq2seq import Seq2SeqRunner
-from mobius.tasks.seq2seq import speech_features
+from mobius.tasks.seq2seq import features_as_embeddings, speech_features
 from mobius.tasks.seq2seq_images import takes_images
 from mobius.testing.seq2seq_images import IMAGE_OVERRIDES, image_encoder_inputs
 from mobius.testing.tiny import randomize
@@ -21,7 +21,15 @@ PREFIX = 4  # decoder tokens in the prefill check
 NEW_TOKENS = 12
 # sizes that keep a speech encoder small: Whisper reads 2 * max_source_positions frames
 SPEECH_OVERRIDES: dict[str, dict[str, Any]] = {
-    "whisper": {"max_source_positions": 16, "num_mel_bins": 8, "begin_suppress_tokens": None}
+    "whisper": {"max_source_positions": 16, "num_mel_bins": 8, "begin_suppress_tokens": None},
+    # its decoder attention reads num_key_value_heads, which its config class does not define
+    # (checkpoints set it in config.json); its queries are viewed with it: as many as the heads
+    "moonshine_streaming": {"num_key_value_heads": 4},
+}
+# routed experts in the tiny models (the shrunk configs' sparse steps leave none)
+SPARSE_OVERRIDES: dict[str, dict[str, Any]] = {
+    "nllb-moe": {"encoder_sparse_step": 1, "decoder_sparse_step": 2},
+    "switch_transformers": {"encoder_sparse_step": 1, "decoder_sparse_step": 2},
 }
 
 
@@ -47,7 +55,11 @@ def tiny_seq2seq(model_type: str, directory: Path, *, seed: int = 0, **overrides
     """A tiny random-weight encoder–decoder checkpoint in ``directory``: (HF model, config)."""
     from mobius.testing.configs import tiny_config_for
 
-    own = {**SPEECH_OVERRIDES.get(model_type, {}), **IMAGE_OVERRIDES.get(model_type, {})}
+    own = {
+        **SPEECH_OVERRIDES.get(model_type, {}),
+        **IMAGE_OVERRIDES.get(model_type, {}),
+        **SPARSE_OVERRIDES.get(model_type, {}),
+    }
     config = tiny_config_for(model_type, **{**own, **overrides})
     decoder = getattr(config, "decoder", None)
     if getattr(decoder, "is_decoder", True) is False:
@@ -77,6 +89,14 @@ def encoder_inputs(model: Any, batch: int = 2, length: int = 7, seed: int = 1) -
     params = inspect.signature(model.get_encoder().forward).parameters
     if "input_values" in params:  # raw audio
         return {"input_values": torch.randn(batch, 1600, generator=gen)}
+    if features_as_embeddings(model):  # Pop2Piano: frames of the encoder's width, right-padded
+        width = model.get_encoder().get_input_embeddings().embedding_dim
+        mask = torch.ones(batch, 9, dtype=torch.int64)
+        mask[1, -3:] = 0
+        return {
+            "input_features": torch.randn(batch, 9, width, generator=gen),
+            "attention_mask": mask,
+        }
     if "input_features" in params:
         layout, width, frames = speech_features(config)
         shape = (batch, width, frames) if layout == "channels_first" else (batch, 40, width)
@@ -126,6 +146,9 @@ def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, 
     )
     # generate fills settings left at their defaults from the model's own generation config
     # (BART's forced_eos_token_id): give the model this one for the call
+    if features_as_embeddings(model):  # as Pop2Piano's own generate hands them to the encoder
+        inputs = {**inputs, "inputs_embeds": inputs["input_features"]}
+        del inputs["input_features"]
     own, model.generation_config = model.generation_config, settings
     try:
         with torch.no_grad():
@@ -177,7 +200,7 @@ def seq2seq_pairs(
     step = torch.randint(3, vocab - 2, (batch, 1), generator=gen)
     with torch.no_grad():
         hf_encoded = hf_encode(model, inputs, start)
-        hidden = hf_encoded[0]
+        hidden = hf_encoded[0].clone()  # the decoder may add to it in place (Moonshine Streaming)
         extra = {} if mask is None else {"attention_mask": mask}
         first = model(encoder_outputs=hf_encoded, decoder_input_ids=prefix, use_cache=True, **extra)
         second = model(

@@ -27,6 +27,8 @@ IMAGE_OVERRIDES: dict[str, dict[str, Any]] = {
     # the shrinking sets every stage's patch to 8, wider than the later stages' inputs: the real
     # (7, 3, 3, 3)
     "florence2": {"vision_config": {"patch_size": [7, 3, 3, 3]}},
+    # 4 patches a side pooled to 2 x 2 image tokens (the real 256 would pool by a kernel of 0)
+    "t5gemma2": {"encoder": {"mm_tokens_per_image": 4}},
 }
 SIDE = 32  # an image of any size: this many pixels a side
 OWN_SIDE = {"florence2": 768}  # its graph's one size (seq2seq_images.FIXED_SIDES)

@@ -36,8 +36,11 @@ from mobius.synth.overrides import (
     reformer,
     rwkv,
     step3p7,
+    switch_moe,
     unlimited_ocr,
     video_llama_3,
+    xlnet,
+    xlstm,
 )
 
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
@@ -119,9 +122,19 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.reformer.modeling_reformer.AxialPositionEmbeddings": (
         reformer.axial_positions_gathered
     ),
+    "transformers.models.reformer.modeling_reformer.ReformerModel": (
+        reformer.refuse_chunked_lengths
+    ),
     "transformers.models.rwkv.modeling_rwkv.RwkvSelfAttention": rwkv.attention_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvFeedForward": rwkv.feed_forward_mix,
     "transformers.models.rwkv.modeling_rwkv.RwkvModel": rwkv.rescaled_at_use,
+    "transformers.models.nllb_moe.modeling_nllb_moe.NllbMoeExperts": switch_moe.nllb_every_expert,
+    "transformers.models.nllb_moe.modeling_nllb_moe.NllbMoeSparseMLP": (
+        switch_moe.router_reads_padding
+    ),
+    "transformers.models.switch_transformers.modeling_switch_transformers.SwitchTransformersExperts": (
+        switch_moe.switch_every_expert
+    ),
     "transformers.models.step3p7.modeling_step3p7.Step3p7VisionModel": (
         step3p7.positions_from_shape
     ),
@@ -132,6 +145,8 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.video_llama_3.modeling_video_llama_3.VideoLlama3Model": (
         video_llama_3.images_unmerged
     ),
+    "transformers.models.xlnet.modeling_xlnet.XLNetModel": xlnet.refuse_one_way_padding,
+    "transformers.models.xlstm.modeling_xlstm.xLSTMModel": xlstm.refuse_scaled_head_dims,
 }
 
 

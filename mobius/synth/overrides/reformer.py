@@ -17,3 +17,21 @@ def axial_positions_gathered(module: torch.nn.Module) -> None:
         return table[position_ids]
 
     module.forward = forward
+
+
+def refuse_chunked_lengths(module: torch.nn.Module) -> None:
+    """``ReformerModel`` whose position table is longer than its attention chunks: above a chunk
+    HF pads to whole chunks and hashes the keys with random rotations (LSH, unless ``hash_seed``
+    fixes them), so the trace holds up to one chunk only and a causal graph cannot carry that
+    bound. Refused before tracing, with the lengths that say so."""
+    from mobius.errors import ConfigError
+
+    config = module.config
+    chunk = {"lsh": config.lsh_attn_chunk_length, "local": config.local_attn_chunk_length}
+    shortest = min(chunk[kind] for kind in set(config.attn_layers))
+    if config.max_position_embeddings > shortest:
+        raise ConfigError(
+            f"reformer: max_position_embeddings ({config.max_position_embeddings}) is longer than "
+            f"its attention chunks ({shortest} tokens); above one chunk HF pads to whole chunks "
+            "and hashes keys with random rotations, which one graph for every length cannot hold"
+        )

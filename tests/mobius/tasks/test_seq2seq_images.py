@@ -51,3 +51,20 @@ def test_image_encoder_decoders_take_the_two_graph_layout(model_type):
     task = detect_task(from_hf(tiny_config_for(model_type)))
     assert task.name == "image-text-to-text"
     assert [g.name for g in task.graphs] == ["encoder_model", "decoder_model"]
+
+
+def test_image_sides_follow_the_encoders_own_vision_config():
+    """T5Gemma 2 keeps its SigLIP config inside its encoder config: the encoder graph's image
+    takes that config's sides (its position table holds that many patches), not symbolic ones
+    the tower's fixed patch count would refuse."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    from mobius.tasks.seq2seq_images import image_inputs
+
+    config = tiny_config_for("t5gemma2", encoder={"mm_tokens_per_image": 4})
+    vision = config.encoder.vision_config
+    model = AutoModelForSeq2SeqLM.from_config(config)
+    specs = {s.name: s.dims for s in image_inputs(from_hf(config), model)}
+    side = vision.image_size
+    assert specs["pixel_values"] == ("batch", vision.num_channels, side, side)
+    assert specs["input_ids"] == specs["attention_mask"] == ("batch", "encoder_sequence_length")
