@@ -73,6 +73,7 @@ def run_one(label: str) -> dict:
         fixed += sorted({
             f"{task.name}: {d} fixed to {g}"
             for spec in task.inputs(arch, None)
+            if spec.name in shapes  # an optional input the graph does not read is dropped
             for d, g in zip(spec.dims, shapes[spec.name], strict=True)
             if isinstance(d, str) and isinstance(g, int)
         })  # fmt: skip
@@ -129,6 +130,8 @@ def _status(r: dict) -> str:
 
 
 def report(results: dict) -> str:
+    import diffusers
+
     passed = sum(r["status"] == "pass" for r in results.values())
     classes_passed, classes = class_counts(results)
     both, _ = class_counts(results, len(SIZE_SETS))
@@ -145,10 +148,13 @@ def report(results: dict) -> str:
         "a class passes when both match. A size the graph fixes (a static input dimension, "
         "with a warning at conversion) is fed as the graph's own and listed in the detail.",
         "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(sweep_versions.current().items()))
+        + " (rows from earlier runs: `benchmarks/results/versions.json` records each run).", "",
         f"**{classes_passed} of the {classes} classes swept pass ({share}); {passed} of "
-        f"{len(results)} configs; {both} classes checked and passing at both size sets.** "
-        "Every other model class diffusers exports is listed below with the reason it is not "
-        "swept.", "",
+        f"{len(results)} configs; {both} classes checked and passing at both size sets; "
+        f"{len(model_classes())} model classes (`ModelMixin` subclasses) exported by diffusers "
+        f"{diffusers.__version__}.** Every class outside the sweep is listed below with the "
+        "reason it is not swept.", "",
         "| class | status | graphs | max diff (scaled to 1e-4) | convert s (CPU s) | detail |",
         "| --- | --- | --- | --- | --- | --- |",
     ]  # fmt: skip
@@ -170,8 +176,6 @@ def unswept(results: dict) -> list[str]:
     """Every other model class diffusers exports, with why it is not swept: a reason recorded
     when it was looked at (``diffusers_unswept.py``), else no contract (the argument none
     fills), else a contract and no small config written yet."""
-    import diffusers
-    import torch
     from diffusers_unswept import reason  # beside this script
 
     from mobius.diffusers.components import component_tasks
@@ -180,11 +184,8 @@ def unswept(results: dict) -> list[str]:
     swept = {c[1] for c in ALL_CONFIGS if c[0] in results}
     written = {c[1] for c in ALL_CONFIGS} - swept
     rows = []
-    for name in sorted(dir(diffusers)):
-        cls = getattr(diffusers, name, None)
-        if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)) or name in swept:
-            continue
-        if not hasattr(cls, "from_config") or "Pipeline" in name:
+    for name in model_classes():
+        if name in swept:
             continue
         if name in written:
             rows.append(f"| {name} | a small config is written; not run in this sweep (time) |")
@@ -200,6 +201,21 @@ def unswept(results: dict) -> list[str]:
         f"Model classes outside the sweep ({len(rows)}), and why:", "",
         "| class | status |", "| --- | --- |", *rows,
     ]  # fmt: skip
+
+
+def model_classes() -> list[str]:
+    """Every ``ModelMixin`` subclass diffusers exports, by name."""
+    import diffusers
+
+    found = []
+    for name in sorted(dir(diffusers)):
+        try:
+            cls = getattr(diffusers, name)
+        except Exception:  # noqa: BLE001 - an optional backend missing: not a model class
+            continue
+        if isinstance(cls, type) and issubclass(cls, diffusers.ModelMixin):
+            found.append(name)
+    return [n for n in found if n != "ModelMixin"]
 
 
 def write_report(results: dict) -> None:
