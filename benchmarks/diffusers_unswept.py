@@ -40,6 +40,7 @@ REASONS = {
     "UNetMotionModel": PYTORCH_FAILS.format(
         "a cross-attention size mismatch at the small config tried"
     ),
+    "Kandinsky3UNet": PYTORCH_FAILS.format("a norm's scale of another width"),
     "Kandinsky6SRTransformer3DModel": "no small config written (its sparse 'nabla' attention "
     "windows)",
 }

@@ -82,12 +82,14 @@ def argument_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:
         dims = list(latents.dims)
         dims[-1 if packed else 1] += cfg.get("extra_conditioning_channels") or 0
         return TensorSpec(name, FLOAT, tuple(dims))
+    if name == "encoder_attention_mask":  # the text's padding: True = a token
+        return TensorSpec(name, torch.bool, (BATCH, SEQUENCE))
     if name == "conditioning_scale":
         return TensorSpec(name, torch.float32, ())
     if name == "added_time_ids":
         return _added_time_ids(cfg)
-    if name == "encoder_hidden_states" and cls.__name__.startswith("UNet"):
-        width = cfg.get("cross_attention_dim")
+    if name == "encoder_hidden_states" and "UNet" in cls.__name__:
+        width = cfg.get("encoder_hid_dim") or cfg.get("cross_attention_dim")
         width = width[0] if isinstance(width, (list, tuple)) else width
         return TensorSpec(name, FLOAT, (BATCH, SEQUENCE, width)) if width else None
     if name == "hidden_states" and layout != "image":
@@ -99,10 +101,14 @@ def argument_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:
     return spec
 
 
-# optional arguments read only where the config enables them
+# optional in the signature, needed by the forward all the same
+NEEDED = {"Kandinsky3UNet": {"encoder_attention_mask"}}
+
+
 def optional_args(cfg: Any, cls: type) -> set[str]:
     """The optional forward arguments ``cls`` reads under ``cfg``."""
     wanted = {"timestep", "encoder_hidden_states", "pooled_projections", "conditioning_scale"}
+    wanted |= NEEDED.get(cls.__name__, set())
     if cfg.get("class_embed_type") is not None or cfg.get("num_class_embeds"):
         wanted.add("class_labels")
     if cfg.get("guidance_embeds"):
@@ -162,7 +168,9 @@ class ForwardTask(DiffusersTask):
             if param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
                 continue
             required = param.default is inspect.Parameter.empty
-            if not required and (name in OPTIONAL_CALL_ARGS or name not in wanted):
+            if name in NEEDED.get(self.cls.__name__, ()):
+                required = True
+            elif not required and (name in OPTIONAL_CALL_ARGS or name not in wanted):
                 continue
             spec = argument_spec(name, cfg, self.cls)
             if spec is not None:
@@ -216,5 +224,6 @@ KNOWN = frozenset(
     {"sample", "hidden_states", "timestep", "encoder_hidden_states", "proj_embedding",
      "controlnet_cond", "conditioning_scale", "added_time_ids", "pooled_projections",
      "class_labels", "img_ids", "txt_ids", "guidance", "original_size", "target_size",
+     "encoder_attention_mask",
      "crop_coords"}
 )  # fmt: skip

@@ -54,6 +54,9 @@ FRAMES_FIRST = ("CogVideoXTransformer3DModel", "ConsisIDTransformer3DModel")
 def _latents(cfg: Any, layout: str) -> TensorSpec:
     """``layout``: "packed" (tokens), "image", "video" or "frames_first"."""
     channels = cfg.get("in_channels", 4)
+    if cfg.get("num_vector_embeds"):  # VQ-Diffusion: one codebook index per latent pixel
+        size = cfg.get("sample_size")
+        return TensorSpec("hidden_states", torch.int64, (BATCH, size * size))
     if layout == "packed":
         return TensorSpec("hidden_states", FLOAT, (BATCH, IMAGE_SEQUENCE, channels))
     if layout == "video":
@@ -71,7 +74,9 @@ def _spec(name: str, cfg: Any, layout: str) -> TensorSpec | None:
         return TensorSpec(name, FLOAT, (BATCH, SEQUENCE, _text_width(cfg)))
     if name == "pooled_projections" and cfg.get("pooled_projection_dim"):
         return TensorSpec(name, FLOAT, (BATCH, cfg.get("pooled_projection_dim")))
-    if name == "timestep":
+    if name == "timestep":  # under "ada_norm" (VQ-Diffusion) one embedding index for the batch
+        if cfg.get("norm_type") == "ada_norm" and cfg.get("num_embeds_ada_norm"):
+            return TensorSpec(name, torch.int64, ())
         return TensorSpec(name, torch.float32, (BATCH,))
     if name == "class_labels" and cfg.get("num_embeds_ada_norm"):
         return TensorSpec(name, torch.int64, (BATCH,))

@@ -51,7 +51,11 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
             g if isinstance(g, int) else d if isinstance(d, int) else sizes[d]
             for d, g in zip(spec.dims, graph[spec.name], strict=True)
         ]
-        if spec.name == "timestep" and sigma_timesteps:
+        if spec.name == "timestep" and spec.dtype == torch.int64:  # an embedding's index
+            value = torch.randint(
+                0, arch.hf_config.get("num_embeds_ada_norm"), shape, generator=gen
+            )
+        elif spec.name == "timestep" and sigma_timesteps:
             value = torch.rand(shape, generator=gen) * 0.9 + 0.01
         elif spec.name == "timestep":
             value = torch.rand(shape, generator=gen) * 900 + 10
