@@ -84,6 +84,16 @@ NOTES = [
     "frame_loops.py`). Before, the loop was unrolled with the frame axis left symbolic, which no "
     "check caught (CogVideoX's decoder gave 9 frames for 17; Wan's encoder 3 latent frames "
     "for 5).",
+    "Classes under the generic contract (`mobius/diffusers/generic.py`: forward's arguments "
+    "by name, the output dataclass's fields as outputs) and config variants that trace "
+    "differently (`mobius/testing/diffusers_configs_any.py`: ControlNet conditioning "
+    "embeddings of 2, 3 and 4 levels, PixArt's size conditioning, CogVideoX 1.5 and its sincos "
+    "table, Wan's 32-position rotary table, VQ-Diffusion's discrete latents, a "
+    "Transformer2DModel that ignores its timestep) were run on 2026-12-06 at a load of 5-8 "
+    "on 2 cores.",
+    "WanTransformer3DModel (rotary table of 32): the table bounds the patch grid at 32 a side "
+    "(PyTorch fails past it too); the graph keeps that range and stops past it (a Gather "
+    "index error), recorded as a `length-bound` fallback.",
     "LatteTransformer3DModel adds a temporal position table of `video_length` frames: PyTorch "
     "itself takes no other count, so the sweep feeds that count.",
 ]

@@ -49,6 +49,12 @@ def _latent_axes(layout: str, channels: int) -> tuple:
     return (BATCH, channels, HEIGHT, WIDTH)
 
 
+def _image_conditioning(cfg: Any) -> bool:
+    """The ControlNet embeds an image by strided convolutions (UNet ControlNets; ControlNet-XS)."""
+    keys = ("conditioning_embedding_out_channels", "ctrl_conditioning_embedding_out_channels")
+    return any(cfg.get(k) for k in keys)
+
+
 def _added_time_ids(cfg: Any) -> TensorSpec | None:
     """SVD's fps, motion bucket and noise augmentation: one value per time embedding."""
     total, each = (
@@ -76,6 +82,9 @@ def argument_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:
         if cfg.get("encoder_hid_proj_type") is None:
             return None  # read only through its projection
         return TensorSpec(name, FLOAT, (BATCH, cfg.get("num_embeddings"), cfg.get("embedding_dim")))
+    if name == "controlnet_cond" and _image_conditioning(cfg):  # an image, downsampled
+        channels = cfg.get("ctrl_conditioning_channels") or cfg.get("conditioning_channels") or 3
+        return TensorSpec(name, FLOAT, (BATCH, channels, "image_height", "image_width"))
     if name == "controlnet_cond":  # a transformer ControlNet conditions on latents
         packed = "img_ids" in inspect.signature(cls.forward).parameters  # Flux: as tokens
         latents = _spec("hidden_states", cfg, "packed" if packed else "image")
@@ -107,7 +116,8 @@ NEEDED = {"Kandinsky3UNet": {"encoder_attention_mask"}}
 
 def optional_args(cfg: Any, cls: type) -> set[str]:
     """The optional forward arguments ``cls`` reads under ``cfg``."""
-    wanted = {"timestep", "encoder_hidden_states", "pooled_projections", "conditioning_scale"}
+    wanted = {"timestep", "encoder_hidden_states", "pooled_projections", "conditioning_scale",
+              "controlnet_cond"}  # fmt: skip
     wanted |= NEEDED.get(cls.__name__, set())
     if cfg.get("class_embed_type") is not None or cfg.get("num_class_embeds"):
         wanted.add("class_labels")

@@ -74,7 +74,11 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     ControlNet's conditioning image is the latents' size times 2 per stride-2 level of its
     conditioning embedding; frames are a multiple of a temporal patch (CogVideoX 1.5)."""
     out = dict(sizes)
-    levels = cfg.get("conditioning_embedding_out_channels") or (16, 32, 96, 256)
+    levels = (
+        cfg.get("conditioning_embedding_out_channels")
+        or cfg.get("ctrl_conditioning_embedding_out_channels")
+        or (16, 32, 96, 256)
+    )
     factor = 2 ** (len(levels) - 1)
     out["image_height"], out["image_width"] = factor * sizes[HEIGHT], factor * sizes[WIDTH]
     step = cfg.get("patch_size_t")
