@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -139,12 +140,13 @@ def report(results: dict) -> str:
     lines = [
         HEADING, "",
         "`python benchmarks/diffusers_coverage.py`: each class from a small config "
-        "(`mobius/testing/diffusers_configs.py`, `diffusers_configs_more.py`), every parameter "
+        "(`mobius/testing/diffusers_configs.py`, `diffusers_configs_more.py`, "
+        "`diffusers_configs_any.py`), every parameter "
         "random (weights scaled by 1/sqrt(fan-in) so activations stay of order one), converted "
         "with the CLI and run on onnxruntime at two size sets, each with a batch, resolution, "
         "text length (and frame count for video) other than the traced ones (batch 3, 16x8 "
-        "latents, 6 tokens, 9 frames; batch 1, 32x48, 5 tokens, 13 frames; traced at batch 2, "
-        "24x40, 7 tokens, 5 frames), against PyTorch (atol 1e-4; VAE decoders 1e-3 relative); "
+        "latents, 6 tokens, 9 frames; batch 1, 32x48, 5 tokens, 13 frames; 1D latents 64 and 96 "
+        "long; traced at batch 2, 24x40, 7 tokens, 5 frames, 40 long), against PyTorch (atol 1e-4; VAE decoders 1e-3 relative); "
         "a class passes when both match. A size the graph fixes (a static input dimension, "
         "with a warning at conversion) is fed as the graph's own and listed in the detail.",
         "",
@@ -195,7 +197,12 @@ def unswept(results: dict) -> list[str]:
             rows.append(f"| {name} | contract ({graphs}); "
                         f"{reason(name) or 'no small config written yet'} |")  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - the reason is the report
-            why = str(exc).split(": ", 1)[-1].split(" yet: ")[-1]
+            named = re.search(r"input '(\w+)'", str(exc))
+            why = (
+                f"its forward requires '{named.group(1)}', whose shape no config key gives"
+                if named
+                else str(exc).split(": ", 1)[-1]
+            )
             rows.append(f"| {name} | no contract: {reason(name) or why[:140]} |")
     return [
         f"Model classes outside the sweep ({len(rows)}), and why:", "",

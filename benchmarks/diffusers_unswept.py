@@ -37,10 +37,12 @@ REASONS = {
     "graph to compare",
     "Ideogram4PromptEnhancerHead": "a prompt-enhancer head, no diffusion component",
     "AutoencoderRAE": "its encoder is a pretrained DINOv2 loaded by name (network)",
-    "UNetMotionModel": PYTORCH_FAILS.format(
-        "a cross-attention size mismatch at the small config tried"
-    ),
+    "UNetMotionModel": PYTORCH_FAILS.format("a cross-attention size mismatch"),
     "Kandinsky3UNet": PYTORCH_FAILS.format("a norm's scale of another width"),
+    "MotionAdapter": "holds UNetMotionModel's motion modules; its own forward does nothing",
+    "T2IAdapter": "its forward returns a bare list of features: the contract names a dataclass's "
+    "fields, and a list without a field has no name there",
+    "MultiAdapter": "a list of T2IAdapters, built from models, not from a config",
     "Kandinsky6SRTransformer3DModel": "no small config written (its sparse 'nabla' attention "
     "windows)",
 }
@@ -53,10 +55,15 @@ AUDIO_CLASSES = (
 )  # fmt: skip
 
 
+MULTI = "a list of ControlNets, built from models, not from a config (each converts alone)"
+
+
 def reason(name: str) -> str | None:
     """The recorded reason ``name`` is not swept, or None."""
     if name in AUDIO_CLASSES:
         return AUDIO
+    if "MultiControlNet" in name:
+        return MULTI
     return REASONS.get(name)
 
 
