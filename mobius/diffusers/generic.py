@@ -16,7 +16,14 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers.tasks import FRAMES, HEIGHT, WIDTH, DiffusersTask, video_latents
+from mobius.diffusers.tasks import (
+    FRAMES,
+    HEIGHT,
+    IMAGE_SEQUENCE,
+    WIDTH,
+    DiffusersTask,
+    video_latents,
+)
 from mobius.diffusers.transformers2d import FRAMES_FIRST, OPTIONAL_CALL_ARGS, _spec, _text_width
 from mobius.errors import UnsupportedError
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
@@ -49,6 +56,12 @@ def _latent_axes(layout: str, channels: int) -> tuple:
     return (BATCH, channels, HEIGHT, WIDTH)
 
 
+def tokens_in(cfg: Any, cls: type) -> bool:
+    """``cls`` takes its latents already patch-embedded (an SD3.5 ControlNet without its own
+    position embedding: ``use_pos_embed`` false), one token per patch of ``controlnet_cond``."""
+    return cls.__name__ == "SD3ControlNetModel" and cfg.get("use_pos_embed") is False
+
+
 def _image_conditioning(cfg: Any) -> bool:
     """The ControlNet embeds an image by strided convolutions (UNet ControlNets; ControlNet-XS)."""
     keys = ("conditioning_embedding_out_channels", "ctrl_conditioning_embedding_out_channels")
@@ -73,6 +86,9 @@ def argument_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:
     channels = cfg.get("in_channels", 4)
     if name == "sample":
         return TensorSpec(name, FLOAT, _latent_axes(layout, channels))
+    if name == "hidden_states" and tokens_in(cfg, cls):  # the transformer's embedded patches
+        width = cfg.get("num_attention_heads") * cfg.get("attention_head_dim")
+        return TensorSpec(name, FLOAT, (BATCH, IMAGE_SEQUENCE, width))
     if name == "hidden_states" and cls.__name__ == "PriorTransformer":
         return TensorSpec(name, FLOAT, (BATCH, cfg.get("embedding_dim")))
     if name == "proj_embedding":

@@ -72,7 +72,8 @@ class DiffusersTask(Task):
 def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     """``sizes`` with the axes that follow others made to follow them as the config says: a
     ControlNet's conditioning image is the latents' size times 2 per stride-2 level of its
-    conditioning embedding; frames are a multiple of a temporal patch (CogVideoX 1.5)."""
+    conditioning embedding; frames are a multiple of a temporal patch (CogVideoX 1.5); latents
+    given as patch tokens number the patches of the image beside them (SD3.5 ControlNets)."""
     out = dict(sizes)
     levels = (
         cfg.get("conditioning_embedding_out_channels")
@@ -81,6 +82,9 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     )
     factor = 2 ** (len(levels) - 1)
     out["image_height"], out["image_width"] = factor * sizes[HEIGHT], factor * sizes[WIDTH]
+    if cfg.get("use_pos_embed") is False:  # latents as patch tokens beside their image
+        patch = cfg.get("patch_size", 2)
+        out[IMAGE_SEQUENCE] = (sizes[HEIGHT] // patch) * (sizes[WIDTH] // patch)
     step = cfg.get("patch_size_t")
     if isinstance(step, int) and step > 1:
         out[FRAMES] = -(-sizes[FRAMES] // step) * step
