@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,7 @@ def run_one(label: str) -> dict:
         fixed += sorted({
             f"{task.name}: {d} fixed to {g}"
             for spec in task.inputs(arch, None)
+            if spec.name in shapes  # an optional input the graph does not read is dropped
             for d, g in zip(spec.dims, shapes[spec.name], strict=True)
             if isinstance(d, str) and isinstance(g, int)
         })  # fmt: skip
@@ -129,6 +131,8 @@ def _status(r: dict) -> str:
 
 
 def report(results: dict) -> str:
+    import diffusers
+
     passed = sum(r["status"] == "pass" for r in results.values())
     classes_passed, classes = class_counts(results)
     both, _ = class_counts(results, len(SIZE_SETS))
@@ -136,19 +140,23 @@ def report(results: dict) -> str:
     lines = [
         HEADING, "",
         "`python benchmarks/diffusers_coverage.py`: each class from a small config "
-        "(`mobius/testing/diffusers_configs.py`, `diffusers_configs_more.py`), every parameter "
+        "(`mobius/testing/diffusers_configs.py`, `diffusers_configs_more.py`, "
+        "`diffusers_configs_any.py`), every parameter "
         "random (weights scaled by 1/sqrt(fan-in) so activations stay of order one), converted "
         "with the CLI and run on onnxruntime at two size sets, each with a batch, resolution, "
         "text length (and frame count for video) other than the traced ones (batch 3, 16x8 "
-        "latents, 6 tokens, 9 frames; batch 1, 32x48, 5 tokens, 13 frames; traced at batch 2, "
-        "24x40, 7 tokens, 5 frames), against PyTorch (atol 1e-4; VAE decoders 1e-3 relative); "
+        "latents, 6 tokens, 9 frames; batch 1, 32x48, 5 tokens, 13 frames; 1D latents 64 and 96 "
+        "long; traced at batch 2, 24x40, 7 tokens, 5 frames, 40 long), against PyTorch (atol 1e-4; VAE decoders 1e-3 relative); "
         "a class passes when both match. A size the graph fixes (a static input dimension, "
         "with a warning at conversion) is fed as the graph's own and listed in the detail.",
         "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(sweep_versions.current().items()))
+        + " (rows from earlier runs: `benchmarks/results/versions.json` records each run).", "",
         f"**{classes_passed} of the {classes} classes swept pass ({share}); {passed} of "
-        f"{len(results)} configs; {both} classes checked and passing at both size sets.** "
-        "Every other model class diffusers exports is listed below with the reason it is not "
-        "swept.", "",
+        f"{len(results)} configs; {both} classes checked and passing at both size sets; "
+        f"{len(model_classes())} model classes (`ModelMixin` subclasses) exported by diffusers "
+        f"{diffusers.__version__}.** Every class outside the sweep is listed below with the "
+        "reason it is not swept.", "",
         "| class | status | graphs | max diff (scaled to 1e-4) | convert s (CPU s) | detail |",
         "| --- | --- | --- | --- | --- | --- |",
     ]  # fmt: skip
@@ -170,8 +178,6 @@ def unswept(results: dict) -> list[str]:
     """Every other model class diffusers exports, with why it is not swept: a reason recorded
     when it was looked at (``diffusers_unswept.py``), else no contract (the argument none
     fills), else a contract and no small config written yet."""
-    import diffusers
-    import torch
     from diffusers_unswept import reason  # beside this script
 
     from mobius.diffusers.components import component_tasks
@@ -180,11 +186,8 @@ def unswept(results: dict) -> list[str]:
     swept = {c[1] for c in ALL_CONFIGS if c[0] in results}
     written = {c[1] for c in ALL_CONFIGS} - swept
     rows = []
-    for name in sorted(dir(diffusers)):
-        cls = getattr(diffusers, name, None)
-        if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)) or name in swept:
-            continue
-        if not hasattr(cls, "from_config") or "Pipeline" in name:
+    for name in model_classes():
+        if name in swept:
             continue
         if name in written:
             rows.append(f"| {name} | a small config is written; not run in this sweep (time) |")
@@ -194,12 +197,32 @@ def unswept(results: dict) -> list[str]:
             rows.append(f"| {name} | contract ({graphs}); "
                         f"{reason(name) or 'no small config written yet'} |")  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - the reason is the report
-            why = str(exc).split(": ", 1)[-1].split(" yet: ")[-1]
+            named = re.search(r"input '(\w+)'", str(exc))
+            why = (
+                f"its forward requires '{named.group(1)}', whose shape no config key gives"
+                if named
+                else str(exc).split(": ", 1)[-1]
+            )
             rows.append(f"| {name} | no contract: {reason(name) or why[:140]} |")
     return [
         f"Model classes outside the sweep ({len(rows)}), and why:", "",
         "| class | status |", "| --- | --- |", *rows,
     ]  # fmt: skip
+
+
+def model_classes() -> list[str]:
+    """Every ``ModelMixin`` subclass diffusers exports, by name."""
+    import diffusers
+
+    found = []
+    for name in sorted(dir(diffusers)):
+        try:
+            cls = getattr(diffusers, name)
+        except Exception:  # noqa: BLE001 - an optional backend missing: not a model class
+            continue
+        if isinstance(cls, type) and issubclass(cls, diffusers.ModelMixin):
+            found.append(name)
+    return [n for n in found if n != "ModelMixin"]
 
 
 def write_report(results: dict) -> None:

@@ -37,6 +37,12 @@ REASONS = {
     "graph to compare",
     "Ideogram4PromptEnhancerHead": "a prompt-enhancer head, no diffusion component",
     "AutoencoderRAE": "its encoder is a pretrained DINOv2 loaded by name (network)",
+    "UNetMotionModel": PYTORCH_FAILS.format("a cross-attention size mismatch"),
+    "Kandinsky3UNet": PYTORCH_FAILS.format("a norm's scale of another width"),
+    "MotionAdapter": "holds UNetMotionModel's motion modules; its own forward does nothing",
+    "T2IAdapter": "its forward returns a bare list of features: the contract names a dataclass's "
+    "fields, and a list without a field has no name there",
+    "MultiAdapter": "a list of T2IAdapters, built from models, not from a config",
     "Kandinsky6SRTransformer3DModel": "no small config written (its sparse 'nabla' attention "
     "windows)",
 }
@@ -49,10 +55,15 @@ AUDIO_CLASSES = (
 )  # fmt: skip
 
 
+MULTI = "a list of ControlNets, built from models, not from a config (each converts alone)"
+
+
 def reason(name: str) -> str | None:
     """The recorded reason ``name`` is not swept, or None."""
     if name in AUDIO_CLASSES:
         return AUDIO
+    if "MultiControlNet" in name:
+        return MULTI
     return REASONS.get(name)
 
 
@@ -80,6 +91,16 @@ NOTES = [
     "frame_loops.py`). Before, the loop was unrolled with the frame axis left symbolic, which no "
     "check caught (CogVideoX's decoder gave 9 frames for 17; Wan's encoder 3 latent frames "
     "for 5).",
+    "Classes under the generic contract (`mobius/diffusers/generic.py`: forward's arguments "
+    "by name, the output dataclass's fields as outputs) and config variants that trace "
+    "differently (`mobius/testing/diffusers_configs_any.py`: ControlNet conditioning "
+    "embeddings of 2, 3 and 4 levels, PixArt's size conditioning, CogVideoX 1.5 and its sincos "
+    "table, Wan's 32-position rotary table, VQ-Diffusion's discrete latents, a "
+    "Transformer2DModel that ignores its timestep) were run on 2026-12-06 at a load of 5-8 "
+    "on 2 cores.",
+    "WanTransformer3DModel (rotary table of 32): the table bounds the patch grid at 32 a side "
+    "(PyTorch fails past it too); the graph keeps that range and stops past it (a Gather "
+    "index error), recorded as a `length-bound` fallback.",
     "LatteTransformer3DModel adds a temporal position table of `video_length` frames: PyTorch "
     "itself takes no other count, so the sweep feeds that count.",
 ]

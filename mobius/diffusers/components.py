@@ -18,13 +18,14 @@ from mobius import failures
 from mobius.diffusers import tasks as dt
 from mobius.diffusers.config import architecture, class_name, model_class
 from mobius.errors import ConfigError, UnsupportedError
+from mobius.fallbacks import announce
 from mobius.findings import Analysis, ModuleAnalysis
 from mobius.output.package import MODEL_FILE, ModelPackage
 from mobius.report import ExplainReport
 from mobius.sources.config import ArchitectureConfig
 from mobius.sources.resolve import Source
 from mobius.synth.analysis import analyze
-from mobius.synth.chain import Prepared
+from mobius.synth.chain import Prepared, length_bound_fallback
 from mobius.synth.decompose import decompose_unlowered, mutates
 from mobius.synth.graphs import _drop_dead_code
 from mobius.synth.trace import SpecialisedShapeError
@@ -53,7 +54,12 @@ def component_tasks(name: str) -> list[Task]:
         from mobius.diffusers.transformers2d import CONTROLNET
 
         return [CONTROLNET]
-    return [transformer_task(cls)]
+    try:
+        return [transformer_task(cls)]
+    except UnsupportedError:  # an argument outside the transformer table: the class's forward
+        from mobius.diffusers.generic import forward_task
+
+        return [forward_task(cls)]
 
 
 @dataclass
@@ -101,7 +107,11 @@ def prepare_graph(
             traced.program = traced.program.run_decompositions({})
         _drop_dead_code(traced.program)  # e.g. the latent distribution's unused std
         traced.program = decompose_unlowered(traced.program)
-    return Prepared(source, arch, task, traced, use_cache=False)
+    prepared = Prepared(source, arch, task, traced, use_cache=False)
+    if traced.length_bounds:
+        prepared.fallbacks.append(length_bound_fallback(traced))
+        announce(prepared.fallbacks[-1:])
+    return prepared
 
 
 def emit_graph(prepared: Prepared, *, weights: bool, src: str) -> tuple[ir.Model, ExplainReport]:

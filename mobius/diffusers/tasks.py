@@ -18,10 +18,11 @@ from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
 HEIGHT, WIDTH = "height", "width"
 IMAGE_SEQUENCE = "image_sequence_length"  # patch tokens of a transformer taking packed latents
 FRAMES = "num_frames"  # video latents: [batch, channels, frames, height, width]
+LENGTH = "sample_length"  # 1D latents: [batch, channels, length]
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
 EXAMPLE_SIZES = {
-    BATCH: 2, SEQUENCE: 7, HEIGHT: 24, WIDTH: 40, IMAGE_SEQUENCE: 12, FRAMES: 5,
+    BATCH: 2, SEQUENCE: 7, HEIGHT: 24, WIDTH: 40, IMAGE_SEQUENCE: 12, FRAMES: 5, LENGTH: 40,
     "image_height": 192, "image_width": 320,  # a ControlNet's conditioning image: 8x the latents
 }  # fmt: skip
 
@@ -44,6 +45,11 @@ class DiffusersTask(Task):
     def supports(self, config: ArchitectureConfig) -> bool:
         return True
 
+    def optional_inputs(self, config: ArchitectureConfig) -> set[str]:
+        """Inputs the model's forward may go without: the trace drops those the graph never
+        reads (a ``timestep`` that a config without adaptive norms ignores)."""
+        return set()
+
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
         return self._inputs(config.hf_config)
 
@@ -58,8 +64,31 @@ class DiffusersTask(Task):
     def example_value(
         self, spec: TensorSpec, config: ArchitectureConfig, dtype: torch.dtype
     ) -> torch.Tensor:
-        shape = [d if isinstance(d, int) else EXAMPLE_SIZES.get(d, 5) for d in spec.dims]
+        sizes = related_sizes(config.hf_config, EXAMPLE_SIZES)
+        shape = [d if isinstance(d, int) else sizes.get(d, 5) for d in spec.dims]
         return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
+
+
+def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
+    """``sizes`` with the axes that follow others made to follow them as the config says: a
+    ControlNet's conditioning image is the latents' size times 2 per stride-2 level of its
+    conditioning embedding; frames are a multiple of a temporal patch (CogVideoX 1.5); latents
+    given as patch tokens number the patches of the image beside them (SD3.5 ControlNets)."""
+    out = dict(sizes)
+    levels = (
+        cfg.get("conditioning_embedding_out_channels")
+        or cfg.get("ctrl_conditioning_embedding_out_channels")
+        or (16, 32, 96, 256)
+    )
+    factor = 2 ** (len(levels) - 1)
+    out["image_height"], out["image_width"] = factor * sizes[HEIGHT], factor * sizes[WIDTH]
+    if cfg.get("use_pos_embed") is False:  # latents as patch tokens beside their image
+        patch = cfg.get("patch_size", 2)
+        out[IMAGE_SEQUENCE] = (sizes[HEIGHT] // patch) * (sizes[WIDTH] // patch)
+    step = cfg.get("patch_size_t")
+    if isinstance(step, int) and step > 1:
+        out[FRAMES] = -(-sizes[FRAMES] // step) * step
+    return out
 
 
 def _first(output: Any) -> torch.Tensor:
@@ -230,14 +259,21 @@ def fixed_size(task: DiffusersTask, arch: ArchitectureConfig) -> DiffusersTask |
 
 
 def fixed_axes(
-    task: DiffusersTask, arch: ArchitectureConfig, sizes: dict[str, int]
+    task: DiffusersTask,
+    arch: ArchitectureConfig,
+    sizes: dict[str, int],
+    drop: frozenset[str] = frozenset(),
 ) -> DiffusersTask:
-    """``task`` with the named axes of ``sizes`` fixed to those sizes."""
+    """``task`` with the named axes of ``sizes`` fixed to those sizes, less the inputs ``drop``."""
 
     def inputs(cfg: Any) -> list[TensorSpec]:
         return [
             TensorSpec(s.name, s.dtype, tuple(sizes.get(d, d) for d in s.dims))
             for s in task._inputs(cfg)
+            if s.name not in drop
         ]
 
-    return DiffusersTask(task.name, inputs, task.call, tuple(task.outputs(arch)))
+    derived = DiffusersTask(task.name, inputs, task.call, tuple(task.outputs(arch)))
+    derived.example_value = task.example_value  # type: ignore[method-assign]
+    derived.optional_inputs = task.optional_inputs  # type: ignore[method-assign]
+    return derived

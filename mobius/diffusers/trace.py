@@ -18,7 +18,7 @@ import torch
 from mobius import failures
 from mobius.diffusers.config import model_class
 from mobius.diffusers.overrides import install as install_overrides
-from mobius.diffusers.tasks import HEIGHT, WIDTH
+from mobius.diffusers.tasks import HEIGHT, LENGTH, WIDTH, fixed_axes
 from mobius.errors import ConfigError, UnsupportedError
 from mobius.sources.config import ArchitectureConfig
 from mobius.synth.inline import inline_grad_regions
@@ -33,6 +33,7 @@ from mobius.synth.trace import (
     _tied_groups,
 )
 from mobius.synth.trace_bounds import (
+    LengthBound,
     length_bounds,
     sizes_an_equality_rules_out,
     specialised_dims,
@@ -112,15 +113,20 @@ def trace_component(arch: ArchitectureConfig, task: Task, dtype: torch.dtype) ->
     model = model.to("meta")
     specs = task.inputs(arch, model)
     names = [s.name for s in specs]
-    program = export(_TaskWrapper(model, task, names, None), specs, arch, task, dtype, "meta")
+    wrapper = _TaskWrapper(model, task, names, None)
+    program = export(wrapper, specs, arch, task, dtype, "meta")
+    unread = unread_inputs(program, specs) & task.optional_inputs(arch)
+    if unread:  # an optional argument this config never reads is no graph input
+        return trace_component(arch, fixed_axes(task, arch, {}, frozenset(unread)), dtype)
     constants = {
         k: v
         for k, v in program.constants.items()
         if isinstance(v, torch.Tensor) and v.device.type != "meta"
     }
     if _meta_constants(program, buffer_values):  # tensors built inside forward: values on CPU
-        real = instantiate(arch, dtype, device="cpu")
-        again = export(_TaskWrapper(real, task, names, None), specs, arch, task, dtype, "cpu")
+        real = _TaskWrapper(instantiate(arch, dtype, device="cpu"), task, names, None)
+        real.length_guards = wrapper.length_guards
+        again = export(real, specs, arch, task, dtype, "cpu")
         constants.update(match_constants(program, again))  # by order, shape and dtype
     return TracedModel(
         program=program,
@@ -135,6 +141,7 @@ def trace_component(arch: ArchitectureConfig, task: Task, dtype: torch.dtype) ->
         causal=False,
         padding_input=None,
         module_classes=classes,
+        length_bounds=list(wrapper.length_guards),
     )
 
 
@@ -189,12 +196,26 @@ def export(
             fixed,
             specs,
         )
-    bounded = unaccepted_bounds(program, specs)
+    guarded = wrapper.length_guards
+    bounded = [b for b in unaccepted_bounds(program, specs) if b not in guarded]
+    if bounded and not guarded and all(b.ruled_out is None for b in bounded):
+        # a size range the model itself keeps (Wan's rotary table of rope_max_seq_len positions,
+        # sliced by the patch count): kept, and checked in the graph (trace_bounds.guard_lengths)
+        wrapper.length_guards = bounded
+        return export(wrapper, specs, arch, task, dtype, device)
     if bounded:
+        shown = [str(b) for b in bounded]
         raise _shape_error(
-            f"the trace of {arch.model_type} holds only for " + ", ".join(bounded), bounded, specs
+            f"the trace of {arch.model_type} holds only for " + ", ".join(shown), shown, specs
         )
     return inline_grad_regions(program)
+
+
+def unread_inputs(program: torch.export.ExportedProgram, specs: list) -> set[str]:
+    """The names of the inputs no node of ``program`` reads."""
+    return {
+        spec.name for spec, node in zip(specs, user_inputs(program), strict=True) if not node.users
+    }
 
 
 def _shape_error(message: str, found: list[str], specs: list) -> SpecialisedShapeError:
@@ -211,9 +232,9 @@ def _shape_error(message: str, found: list[str], specs: list) -> SpecialisedShap
     return exc
 
 
-def unaccepted_bounds(program: torch.export.ExportedProgram, specs: list) -> list[str]:
-    """The bounds and ruled-out sizes of named dimensions the trace holds for (as
-    ``trace_bounds.bounded_dims`` words them), less the accepted guards (``export``)."""
+def unaccepted_bounds(program: torch.export.ExportedProgram, specs: list) -> list[LengthBound]:
+    """The bounds and ruled-out sizes of named dimensions the trace holds for, less the accepted
+    guards (``export``)."""
     symbols = {
         (spec.name, axis): node.meta["val"].shape[axis]
         for spec, node in zip(specs, user_inputs(program), strict=True)
@@ -227,9 +248,9 @@ def unaccepted_bounds(program: torch.export.ExportedProgram, specs: list) -> lis
         size = symbols[(bound.input, bound.axis)]
         if (
             bound.ruled_out is not None
-            and dim in (HEIGHT, WIDTH)
+            and dim in (HEIGHT, WIDTH, LENGTH)
             and not sizes_an_equality_rules_out(size, LENGTH_LIMIT, LATENT_MULTIPLE)
         ):
             continue
-        found.append(str(bound))
+        found.append(bound)
     return found

@@ -54,6 +54,9 @@ FRAMES_FIRST = ("CogVideoXTransformer3DModel", "ConsisIDTransformer3DModel")
 def _latents(cfg: Any, layout: str) -> TensorSpec:
     """``layout``: "packed" (tokens), "image", "video" or "frames_first"."""
     channels = cfg.get("in_channels", 4)
+    if cfg.get("num_vector_embeds"):  # VQ-Diffusion: one codebook index per latent pixel
+        size = cfg.get("sample_size")
+        return TensorSpec("hidden_states", torch.int64, (BATCH, size * size))
     if layout == "packed":
         return TensorSpec("hidden_states", FLOAT, (BATCH, IMAGE_SEQUENCE, channels))
     if layout == "video":
@@ -71,7 +74,9 @@ def _spec(name: str, cfg: Any, layout: str) -> TensorSpec | None:
         return TensorSpec(name, FLOAT, (BATCH, SEQUENCE, _text_width(cfg)))
     if name == "pooled_projections" and cfg.get("pooled_projection_dim"):
         return TensorSpec(name, FLOAT, (BATCH, cfg.get("pooled_projection_dim")))
-    if name == "timestep":
+    if name == "timestep":  # under "ada_norm" (VQ-Diffusion) one embedding index for the batch
+        if cfg.get("norm_type") == "ada_norm" and cfg.get("num_embeds_ada_norm"):
+            return TensorSpec(name, torch.int64, ())
         return TensorSpec(name, torch.float32, (BATCH,))
     if name == "class_labels" and cfg.get("num_embeds_ada_norm"):
         return TensorSpec(name, torch.int64, (BATCH,))
@@ -83,6 +88,30 @@ def _spec(name: str, cfg: Any, layout: str) -> TensorSpec | None:
     if name == "guidance" and cfg.get("guidance_embeds"):
         return TensorSpec(name, torch.float32, (BATCH,))
     return None
+
+
+# PixArt's size conditioning, passed in ``added_cond_kwargs``: (height, width) and their ratio
+SIZE_CONDITIONS = (("resolution", 2), ("aspect_ratio", 1))
+
+
+def size_conditioned(cfg: Any, cls: type) -> bool:
+    """``cls`` under ``cfg`` embeds the image's resolution and aspect ratio (PixArt-alpha at
+    1024 pixels: ``use_additional_conditions``, by default for a ``sample_size`` of 128)."""
+    if "added_cond_kwargs" not in inspect.signature(cls.forward).parameters:
+        return False
+    flag = cfg.get("use_additional_conditions")
+    if flag is not None:
+        return bool(flag)
+    if cls.__name__ == "Transformer2DModel" and cfg.get("norm_type") != "ada_norm_single":
+        return False
+    return cls.__name__ in ("PixArtTransformer2DModel", "Transformer2DModel") and (
+        cfg.get("sample_size") == 128
+    )
+
+
+def _fixed_text(spec: TensorSpec, length: int) -> TensorSpec:
+    dims = tuple(length if d == SEQUENCE else d for d in spec.dims)
+    return TensorSpec(spec.name, spec.dtype, dims) if spec.name == "encoder_hidden_states" else spec
 
 
 class TransformerTask(DiffusersTask):
@@ -114,12 +143,22 @@ class TransformerTask(DiffusersTask):
                 raise UnsupportedError(
                     f"{self.cls.__name__} needs '{name}', which its config gives no size for"
                 )
+        if self.layout == "frames_first" and not cfg.get("use_rotary_positional_embeddings"):
+            # CogVideoX's sincos table spans max_text_seq_length text tokens and the latents:
+            # the prompt is padded to that length (as its pipeline does)
+            specs = [_fixed_text(s, cfg.get("max_text_seq_length", 226)) for s in specs]
+        if size_conditioned(cfg, self.cls):
+            specs += [TensorSpec(n, FLOAT, (BATCH, width)) for n, width in SIZE_CONDITIONS]
         return specs
 
+    def optional_inputs(self, config: Any) -> set[str]:
+        params = list(inspect.signature(self.cls.forward).parameters.items())[1:]
+        return {n for n, p in params if p.default is not inspect.Parameter.empty}
+
     def _call_model(self, model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
-        extra = {}
+        x, extra = dict(x), {}
         if "added_cond_kwargs" in inspect.signature(self.cls.forward).parameters:
-            extra["added_cond_kwargs"] = {"resolution": None, "aspect_ratio": None}
+            extra["added_cond_kwargs"] = {n: x.pop(n, None) for n, _ in SIZE_CONDITIONS}
         return (_first(model(**x, **extra, return_dict=False)),)
 
 

@@ -10,19 +10,21 @@ from __future__ import annotations
 # a longer prompt and latents larger than the traced ones, and a third frame count
 RUN_SIZES = {
     "batch": 3, "sequence_length": 6, "height": 16, "width": 8, "image_sequence_length": 10,
-    "image_height": 128, "image_width": 64, "num_frames": 9,
+    "image_height": 128, "image_width": 64, "num_frames": 9, "sample_length": 64,
 }  # fmt: skip
 SECOND_SIZES = {
     "batch": 1, "sequence_length": 5, "height": 32, "width": 48, "image_sequence_length": 16,
-    "image_height": 256, "image_width": 384, "num_frames": 13,
+    "image_height": 256, "image_width": 384, "num_frames": 13, "sample_length": 96,
 }  # fmt: skip
 SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
 
 
 # models whose pipelines pass the timestep as a fraction (a sigma in [0, 1]), which the model
 # multiplies by 1000 itself: at 1000x the usual range, float32 sines of arguments near 1e6 differ
-# by 1e-4 between any two implementations
-SIGMA_TIMESTEPS = ("FluxTransformer2DModel", "AuraFlowTransformer2DModel")
+# by 1e-4 between any two implementations; UNet1D's Gaussian Fourier features take t in [0, 1]
+SIGMA_TIMESTEPS = (
+    "FluxTransformer2DModel", "AuraFlowTransformer2DModel", "FluxControlNetModel", "UNet1DModel",
+)  # fmt: skip
 
 
 def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> dict:
@@ -34,17 +36,26 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
     gen = torch.Generator().manual_seed(seed)
     graph = {i.name: i.shape for i in session.get_inputs()}
     # a model whose config fixes its frame count (Latte's temporal position table) takes only it
+    from mobius.diffusers.tasks import related_sizes
+
     run_sizes = run_sizes or RUN_SIZES
     sizes = run_sizes | {
         "num_frames": arch.hf_config.get("video_length") or run_sizes["num_frames"]
     }
+    sizes = related_sizes(arch.hf_config, sizes)
     out = {}
     for spec in task.inputs(arch, None):
+        if spec.name not in graph:  # an optional input the graph does not read
+            continue
         shape = [
             g if isinstance(g, int) else d if isinstance(d, int) else sizes[d]
             for d, g in zip(spec.dims, graph[spec.name], strict=True)
         ]
-        if spec.name == "timestep" and sigma_timesteps:
+        if spec.name == "timestep" and spec.dtype == torch.int64:  # an embedding's index
+            value = torch.randint(
+                0, arch.hf_config.get("num_embeds_ada_norm"), shape, generator=gen
+            )
+        elif spec.name == "timestep" and sigma_timesteps:
             value = torch.rand(shape, generator=gen) * 0.9 + 0.01
         elif spec.name == "timestep":
             value = torch.rand(shape, generator=gen) * 900 + 10
@@ -55,8 +66,10 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
             value = torch.randint(0, 4, shape, generator=gen)
         elif spec.name.endswith("_ids"):
             value = torch.randint(0, 16, shape, generator=gen).float()
-        elif spec.name in ("original_size", "target_size", "crop_coords"):
+        elif spec.name in ("original_size", "target_size", "crop_coords", "resolution"):
             value = torch.randint(0, 64, shape, generator=gen).float()
+        elif spec.name in ("aspect_ratio", "added_time_ids"):
+            value = torch.rand(shape, generator=gen) * 2
         elif spec.name == "conditioning_scale":
             value = torch.tensor(0.7)
         else:

@@ -14,6 +14,7 @@ import torch
 
 from mobius.diffusers.overrides import (
     chroma,
+    cogvideox,
     cosmos,
     frame_loops,
     joyimage,
@@ -28,6 +29,7 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_chroma.ChromaCombinedTimestepTextProjEmbeddings": (
         chroma.guidance_zeros_by_shape
     ),
+    f"{_M}.embeddings.CogVideoXPatchEmbed": cogvideox.joint_table_by_concat,
     f"{_M}.autoencoders.autoencoder_kl_wan.AutoencoderKLWan": frame_loops.frames_fixed_per_graph,
     f"{_M}.autoencoders.autoencoder_kl_qwenimage.AutoencoderKLQwenImage": (
         frame_loops.frames_fixed_per_graph
