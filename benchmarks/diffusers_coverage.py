@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "diffusers_coverage.json"
 COVERAGE = ROOT / "docs" / "coverage.md"
 HEADING = "# Diffusers model classes"
-from mobius.testing.diffusers_feeds import SIZE_SETS, feeds  # noqa: E402
+from mobius.verification.diffusers_feeds import SIZE_SETS, feeds  # noqa: E402
 
 
 def run_one(label: str) -> dict:

@@ -1,6 +1,6 @@
 """Diffusers components (``unet/``, ``transformer/``, ``vae_encoder/``, ``vae_decoder/``,
 ``controlnet/``, ``text_encoder*/``): each graph on random inputs at sizes other than the traced
-ones (``mobius.testing.diffusers_feeds``), against its PyTorch model, loaded one at a time."""
+ones (``mobius.verification.diffusers_feeds``), against its PyTorch model, loaded one at a time."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def _component(origin: Path, folder: Path, manifest: dict, request: Request):
 def _diffusers_pairs(checkpoint, manifest: dict, sess, dtype: torch.dtype) -> list[Pair]:
     from mobius.diffusers.components import component_tasks
     from mobius.diffusers.config import architecture, class_name, model_class
-    from mobius.testing.diffusers_feeds import feeds
+    from mobius.verification.diffusers_feeds import feeds
 
     name = class_name(checkpoint.config)
     if name is None:

@@ -1,6 +1,6 @@
 """Shared by the diffusers tests: build a class from its small config with every parameter
 random, convert it with the CLI, and compare each graph with PyTorch at the sweep's two size
-sets (``mobius.testing.diffusers_feeds.SIZE_SETS``)."""
+sets (``mobius.verification.diffusers_feeds.SIZE_SETS``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from mobius.cli import main
 from mobius.diffusers.components import component_tasks
 from mobius.diffusers.config import architecture
 from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
-from mobius.testing.diffusers_feeds import SIZE_SETS, feeds
+from mobius.verification.diffusers_feeds import SIZE_SETS, feeds
 
 ATOL = 1e-4
 
