@@ -1,12 +1,15 @@
 """Deepstack features (Qwen3-VL family): vision features from inner blocks of the tower that the
 text model adds to its hidden states at the image-token positions after its first layers.
 
-The vision graph outputs them as ``deepstack_visual_embeds`` ``[layers, num_image_tokens,
-hidden]`` (the order of ``image_features``); the decoder takes them under the same name, placed
-at their image-token positions, ``[layers, batch, sequence_length, hidden]``, zeros elsewhere
-(``runtime.vlm.place_deepstack``: a decode step passes zeros). Adding zeros changes nothing, so
-the decoder adds the whole tensor where transformers adds the image rows
-(``_deepstack_process``), with no data-dependent selection.
+The vision graph outputs them as ``deepstack_features`` ``[layers, num_image_tokens, hidden]``
+(the name of ``get_image_features``' output field; the order of ``image_features``). The
+embedding graph places them at the image-token positions as it places ``image_features``
+(``at_image_tokens``), zeros elsewhere, and outputs ``deepstack_visual_embeds`` ``[layers,
+batch, sequence_length, hidden]``, which the decoder takes under transformers' argument name: a
+client feeds the decoder without knowing where the image tokens are (a text-only step gives zero
+feature rows and gets zeros). Adding zeros changes nothing, so the decoder adds the whole tensor
+where transformers adds the image rows (``_deepstack_process``), with no data-dependent
+selection.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import torch
 
 from mobius.sources.config import ArchitectureConfig
 
-NAME = "deepstack_visual_embeds"  # transformers' argument name, the contract's input name
+NAME = "deepstack_visual_embeds"  # transformers' argument name: the placed rows, per position
+FEATURES = "deepstack_features"  # get_image_features' field: the rows, per image token
 DEEPSTACK_LAYERS = "deepstack_layers"
 
 
@@ -40,6 +44,29 @@ def stacked(features: Any) -> torch.Tensor | None:
         parts = layer if isinstance(layer, (list, tuple)) else [layer]
         rows.append(torch.cat([p.reshape(-1, p.shape[-1]) for p in parts], dim=0))
     return torch.stack(rows)
+
+
+def at_image_tokens(
+    is_image: torch.Tensor, rows: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The i-th image-token position's row of ``rows`` ``[..., num_rows, hidden]``
+    (``masked_scatter``'s order, row-major over the batch) as ``[..., batch, sequence, hidden]``,
+    and where a row was placed (``[batch, sequence]``: image tokens past the rows get none).
+    Written as a gather, so no count is data-dependent: one zero row is appended so that the
+    gather has a row to read with no rows given."""
+    lead, hidden = rows.shape[:-2], rows.shape[-1]
+    padded = torch.cat([rows, rows.new_zeros((*lead, 1, hidden))], dim=-2)
+    order = torch.cumsum(is_image.to(torch.int64).reshape(-1), 0) - 1
+    picked = padded.index_select(-2, order.clamp(min=0))
+    placed = is_image & (order < rows.shape[-2]).reshape(is_image.shape)
+    return picked.reshape(*lead, *is_image.shape, hidden), placed
+
+
+def placed_deepstack(is_image: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+    """The embedding graph's ``deepstack_visual_embeds``: ``features`` ``[layers,
+    num_image_tokens, hidden]`` at the image-token positions, zeros elsewhere."""
+    picked, placed = at_image_tokens(is_image, features)
+    return torch.where(placed.unsqueeze(-1), picked, torch.zeros_like(picked))
 
 
 def _text_model(model: torch.nn.Module) -> torch.nn.Module:

@@ -11,9 +11,8 @@ not in it stops the conversion with the name, so a new family shows what is miss
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -122,20 +121,24 @@ def extra_vision_inputs(config: ArchitectureConfig, method: Any) -> list[TensorS
 
 def sized_by_pixels(hf: Any, method: Any) -> bool:
     """``get_image_features`` takes ``image_sizes`` and the images are not tiled (no anyres
-    ``image_grid_pinpoints``): an image's size is the extent of its own ``pixel_values`` (Pixtral's
-    towers), so the graph takes one image of any size and no ``image_sizes``."""
+    ``image_grid_pinpoints``): Pixtral's towers, whose images are the processor's batch padded
+    to the largest, each cropped to its ``image_sizes`` (``synth/overrides/pixtral.py``)."""
     return "image_sizes" in required_arguments(method) and not getattr(
         hf, "image_grid_pinpoints", None
     )
 
 
-def one_image_input(config: ArchitectureConfig) -> list[TensorSpec]:
-    """One image at its own size: ``pixel_values`` ``[1, channels, image_height, image_width]``,
-    both sides multiples of the patches the projector merges."""
+def padded_images_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    """The processor's batch: ``pixel_values`` ``[num_images, channels, image_height,
+    image_width]`` padded to the largest image, both sides multiples of the patches the projector
+    merges, and each image's own ``image_sizes`` ``[num_images, 2]`` in pixels."""
     hf = config.hf_config
     channels = _image_shape(hf.vision_config)[0]
     unit = hf.vision_config.patch_size * getattr(hf, "spatial_merge_size", 1)
-    return [TensorSpec("pixel_values", None, (1, channels, HEIGHT, WIDTH), unit)]
+    return [
+        TensorSpec("pixel_values", None, (IMAGES, channels, HEIGHT, WIDTH), unit),
+        TensorSpec("image_sizes", torch.int64, (IMAGES, 2)),
+    ]
 
 
 def example_side(dim: str, spec: TensorSpec, config: ArchitectureConfig) -> int:
@@ -143,36 +146,6 @@ def example_side(dim: str, spec: TensorSpec, config: ArchitectureConfig) -> int:
     high and one merged patch less wide."""
     size = _image_shape(config.hf_config.vision_config)[1]
     return size if dim == HEIGHT else max(size - spec.multiple_of, spec.multiple_of)
-
-
-class ImageSizes(list):
-    """``image_sizes`` as Python sizes ``[(height, width)]``: the tower's per-image loops and
-    crops stay symbolic."""
-
-
-def sizes_from_pixels(inputs: dict[str, torch.Tensor]) -> dict[str, Any]:
-    """The inputs with ``image_sizes`` said by the image's shape."""
-    height, width = inputs["pixel_values"].shape[-2:]
-    return {**inputs, "image_sizes": ImageSizes([(height, width)])}
-
-
-@contextlib.contextmanager
-def sizes_as_tensors() -> Iterator[None]:
-    """``torch.as_tensor`` of :class:`ImageSizes` (Mistral 3 counts each image's tokens so) gives
-    a tensor computed from the sizes, where it would otherwise fix them to the traced values."""
-    original = torch.as_tensor
-
-    def as_tensor(data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
-        if not isinstance(data, ImageSizes):
-            return original(data, *args, **kwargs)
-        one = torch.ones((), dtype=torch.int64, device=kwargs.get("device"))
-        return torch.stack([torch.stack([one * h, one * w]) for h, w in data])
-
-    torch.as_tensor = as_tensor
-    try:
-        yield
-    finally:
-        torch.as_tensor = original
 
 
 def packed_patches(method: Any) -> bool:
@@ -258,8 +231,6 @@ def checked_size(hf: Any, features: torch.Tensor, given: torch.Tensor) -> torch.
 def images_per_call(hf: Any, method: Any) -> dict[str, Any]:
     """What ``mobius.json`` says of a vision graph that takes one image per call: its
     ``vision_images_per_call`` (1), and the ``vision_image_size`` it takes (anyres towers)."""
-    if sized_by_pixels(hf, method):
-        return {"vision_images_per_call": 1}
     if anyres(hf, method):
         return {"vision_images_per_call": 1, "vision_image_size": list(fixed_resolution(hf))}
     return {}
@@ -376,7 +347,7 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             TensorSpec("pixel_attention_mask", torch.bool, (BATCH, IMAGES, height, width)),
         ]
     if sized_by_pixels(hf, method):
-        return one_image_input(config)
+        return padded_images_inputs(config)
     if anyres(hf, method):
         return fixed_resolution_inputs(config)
     if packed_patches(method):

@@ -12,7 +12,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from mobius.runtime.vlm import DEEPSTACK, OnnxVisionLanguageModel, next_positions
+from mobius.runtime.vlm import (
+    DEEPSTACK,
+    DEEPSTACK_FEATURES,
+    OnnxVisionLanguageModel,
+    next_positions,
+)
 from mobius.tasks.vlm import (
     language_model,
     type_ids_argument,
@@ -201,9 +206,9 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
     gen = torch.Generator().manual_seed(seed)
     specs = {s.name: s for s in vision_inputs(from_hf(model.config))}
     out = {}
-    if "image_grid_thw" in specs:  # a (1, 2, 3)-block grid of merged patches per image
+    if "image_grid_thw" in specs:  # grids of (1, 2, 3) and (1, 2, 2) blocks of merged patches
         merge = grid_merge_size(model.config.vision_config)
-        grid = torch.tensor([[1, 2 * merge, 3 * merge]] * images)
+        grid = torch.tensor([[1, 2 * merge, (3 - i % 2) * merge] for i in range(images)])
         out["image_grid_thw"] = grid
         rest = specs["pixel_values"].dims[1:]
         out["pixel_values"] = torch.randn(int(grid.prod(-1).sum()), *rest, generator=gen)
@@ -224,9 +229,8 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         "qformer_sequence_length": 5,
         "num_frames": 2,  # a video's frames (a model that takes videos only)
     }
-    if "image_height" in specs["pixel_values"].dims:  # one image at its own size, not square
-        side, unit = _pixel_size(model)[0], specs["pixel_values"].multiple_of
-        sizes.update(image_height=max(side - unit, unit), image_width=side)
+    if "image_height" in specs["pixel_values"].dims:  # images of their own sizes, padded
+        return _padded_images(specs["pixel_values"], model, images, gen)
     for name, spec in specs.items():
         dims = [sizes.get(d, d) for d in spec.dims]
         if spec.dtype == torch.bool:  # every pixel real
@@ -235,9 +239,22 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
             out[name] = _VALUES[name](model, dims, gen).to(spec.dtype)
         else:
             out[name] = torch.randn(*dims, generator=gen)
-    if "image_height" in specs["pixel_values"].dims:  # what HF's get_image_features reads
-        out["image_sizes"] = torch.tensor([list(out["pixel_values"].shape[-2:])])
     return out
+
+
+def _padded_images(
+    spec: Any, model: Any, images: int, gen: torch.Generator
+) -> dict[str, torch.Tensor]:
+    """Pixtral towers' batch (``vlm_inputs.padded_images_inputs``): images of (short, side) and
+    (side, short) pixels alternately, zero-padded to the largest, and their ``image_sizes``."""
+    side, unit = _pixel_size(model)[0], spec.multiple_of
+    short = max(side - unit, unit)
+    sizes = torch.tensor([[short, side] if i % 2 == 0 else [side, short] for i in range(images)])
+    height, width = (int(v) for v in sizes.max(0).values)
+    pixels = torch.zeros(images, spec.dims[1], height, width)
+    for i, (h, w) in enumerate(sizes.tolist()):
+        pixels[i, :, :h, :w] = torch.randn(spec.dims[1], h, w, generator=gen)
+    return {"pixel_values": pixels, "image_sizes": sizes}
 
 
 def _packed_pixels(
@@ -303,9 +320,10 @@ def position_patches(spec: Any, images: int, gen: torch.Generator) -> dict[str, 
     }
 
 
-def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
-    """Two rows: the first with ``image_tokens`` image tokens among text, the second text only
-    and left-padded to the same width. (input_ids, attention_mask)."""
+def prompt(model: Any, image_tokens: int | list[int], length: int = 5, seed: int = 1):
+    """Two rows: the first with ``image_tokens`` image tokens among text (a list: one run per
+    image, a word between runs, each opened by the vision start token where the model has one),
+    the second text only and left-padded to the same width. (input_ids, attention_mask)."""
     config = model.config
     vocab = model.get_input_embeddings().num_embeddings
     token = image_token_id(config)
@@ -316,18 +334,42 @@ def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
     text[(text == token) | (text == pad) | (text == start)] = 4
     if start is not None:  # the processor opens each image with it (Qwen-Omni finds images by it)
         text[0, 1] = start
-    image = torch.full((image_tokens,), -1 if token is None else token)  # GIT: no placeholder
-    if canvas_recipe(config):  # <image> ... </image> around the thumbnail, as the processor
+    markers = None
+    if canvas_recipe(config):  # <image> ... </image> around each thumbnail, as the processor
         markers = torch.tensor([m for m in (getattr(config, n) for n in MARKERS) if m is not None])
         text[torch.isin(text, markers)] = 4
-        image = torch.cat([markers[:1], image, markers[1:2]])
-    first = torch.cat([text[0, :2], image, text[0, 2:]])
+    pieces = [text[0, :2]]
+    runs = [image_tokens] if isinstance(image_tokens, int) else image_tokens
+    for k, count in enumerate(runs):
+        if k:  # a word, and the next image's start token
+            pieces.append(torch.tensor([4] + ([start] if start is not None else [])))
+        image = torch.full((count,), -1 if token is None else token)  # GIT: no placeholder
+        if markers is not None:
+            image = torch.cat([markers[:1], image, markers[1:2]])
+        pieces.append(image)
+    first = torch.cat([*pieces, text[0, 2:]])
     width = first.numel()
     second = torch.cat([torch.full((width - length,), pad), text[1]])
     ids = torch.stack([first, second])
     mask = torch.ones_like(ids)
     mask[1, : width - length] = 0
     return ids, mask
+
+
+def image_runs(model: Any, pixels: dict[str, torch.Tensor]) -> list[int]:
+    """Each image's count of features, by HF's ``get_image_features`` (its per-image
+    ``pooler_output``); one run of them all where it gives no split."""
+    from mobius.tasks.vlm import _inner
+    from mobius.tasks.vlm_inputs import features_method
+
+    with torch.no_grad():
+        out = features_method(_inner(model))(**for_torch(model, pixels), return_dict=True)
+    pooled = getattr(out, "pooler_output", None)
+    if isinstance(pooled, (list, tuple)) and all(torch.is_tensor(p) for p in pooled):
+        return [int(p.reshape(-1, p.shape[-1]).shape[0]) for p in pooled]
+    if torch.is_tensor(pooled) and pooled.dim() == 3:  # [images, tokens, hidden]
+        return [pooled.shape[1]] * pooled.shape[0]
+    return [vision_outputs(model, for_torch(model, pixels))[0].shape[0]]
 
 
 def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, np.ndarray]:
@@ -364,12 +406,17 @@ def _cache_of(out: Any) -> Any:
     return (inner if inner is not None else out).past_key_values
 
 
-def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[str, Any]:
+def vlm_parity(
+    model: Any, package: Path, new_tokens: int = NEW_TOKENS, images: int = 1
+) -> dict[str, Any]:
     """Max abs differences (features, prefill, step, generation logits) and whether the greedy
-    tokens equal HF's."""
-    compared = vlm_pairs(model, package, new_tokens)
+    tokens equal HF's; ``images``: how many images the prompt's first row carries (where the
+    layout takes that many: ``image_runs``)."""
+    pixels = pixel_inputs(model, images)
+    compared = vlm_pairs(model, package, new_tokens, pixels=pixels)
     *features, prefill, step, generated = compared.pairs
     return {
+        "images": len(image_runs(model, pixels)),
         "image_tokens": int(features[0].expected.shape[0]),
         "features_diff": max(p.max_abs() for p in features),
         "prefill_diff": prefill.max_abs(),
@@ -399,18 +446,18 @@ def vlm_pairs(
     with torch.no_grad():
         hf_features, hf_deepstack = vision_outputs(model, for_torch(model, pixels))
     vision = runner.vision(**for_session(runner.sessions["vision_encoder"], pixels))
-    features, deepstack = vision["image_features"], vision.get("deepstack_visual_embeds")
+    features, deepstack = vision["image_features"], vision.get(DEEPSTACK_FEATURES)
     vision_file = "vision_encoder.onnx"
     pairs = [Pair(vision_file, "image_features", "", features, to_numpy(hf_features))]
     if hf_deepstack is not None:
-        pairs.append(Pair(vision_file, DEEPSTACK, "", deepstack, to_numpy(hf_deepstack)))
+        pairs.append(Pair(vision_file, DEEPSTACK_FEATURES, "", deepstack, to_numpy(hf_deepstack)))
     # GIT puts the image before the text itself (vlm_prepend): no placeholder, HF repeats the
     # one image over the batch, so both rows carry it (the second left-padded by two)
     prepended = image_rows(model.config) if prepends_image(model) else 0
     if text is not None:
         ids, mask = text
     else:
-        ids, mask = prompt(model, 0 if prepended else hf_features.shape[0])
+        ids, mask = prompt(model, 0 if prepended else image_runs(model, pixels))
         if prepended:
             ids[1, :2], mask[1, :2] = getattr(model.config, "pad_token_id", None) or 0, 0
     grid, sizes = pixels.get("image_grid_thw"), pixels.get("target_sizes")
@@ -449,17 +496,23 @@ def vlm_pairs(
             use_cache=True,
         )
     types = {k: v.numpy() for k, v in extra.items()}
-    embeds = runner.embed(ids.numpy(), features)
+    embedded = runner.embedding(ids.numpy(), features, deepstack)
     logits, cache = runner.decode(
-        embeds,
+        embedded["inputs_embeds"],
         mask.numpy(),
         positions.numpy(),
         runner.empty_cache(2),
         types.get("token_type_ids", types.get("mm_token_type_ids")),
-        runner.place_deepstack(ids.numpy(), deepstack),
+        embedded.get(DEEPSTACK),
     )
+    embedded = runner.embedding(step.numpy(), None)
     step_logits, _ = runner.decode(
-        runner.embed(step.numpy(), None), step_mask.numpy(), step_positions.numpy(), cache
+        embedded["inputs_embeds"],
+        step_mask.numpy(),
+        step_positions.numpy(),
+        cache,
+        None,
+        embedded.get(DEEPSTACK),
     )
     real = np.concatenate([np.ones((2, prepended), bool), mask.numpy().astype(bool)], 1)
     tokens, hf_logits = hf_generate(model, hf_inputs, new_tokens)

@@ -29,6 +29,7 @@ from mobius.synth.overrides import (
     muse_glimmer,
     paddleocr_vl,
     pegasus_x,
+    pixtral,
     prophetnet,
     qwen4_exp,
     reformer,
@@ -91,6 +92,8 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.paddleocr_vl.modeling_paddleocr_vl.PaddleOCRProjector": (
         paddleocr_vl.merged_by_gather
     ),
+    "transformers.models.mistral3.modeling_mistral3.Mistral3Model": pixtral.padded_batch,
+    "transformers.models.lighton_ocr.modeling_lighton_ocr.LightOnOcrModel": pixtral.padded_batch,
     "transformers.models.longt5.modeling_longt5.LongT5Stack": longt5.blocks_without_branch,
     "transformers.models.pegasus_x.modeling_pegasus_x.PegasusXEncoder": pegasus_x.padded_to_blocks,
     "transformers.models.longformer.modeling_longformer.LongformerModel": (

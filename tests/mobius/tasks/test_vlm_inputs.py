@@ -30,8 +30,11 @@ def test_extra_inputs_by_their_hf_names():
         torch.int64,
         ("num_images", "qformer_sequence_length"),
     )
-    # Pixtral: one image of any size, its image_sizes said by its shape
-    assert _inputs("mistral3") == {"pixel_values": (None, (1, 3, "image_height", "image_width"))}
+    # Pixtral: the processor's batch, images padded to the largest, and each image's size
+    assert _inputs("mistral3") == {
+        "pixel_values": (None, ("num_images", 3, "image_height", "image_width")),
+        "image_sizes": (torch.int64, ("num_images", 2)),
+    }
     # no vision tower: Fuyu embeds the flattened 8 x 8 x 3 patches itself
     assert _inputs("fuyu") == {"pixel_values": (None, ("num_images", "num_patches", 192))}
     # Siglip2's NaFlex rows of patches, their grids and real patches (LFM2-VL)
