@@ -312,10 +312,34 @@ def patch_sequence_inputs(hf: Any, method: Any) -> list[TensorSpec] | None:
     ]
 
 
+def check_pooled_grid(hf: Any) -> None:
+    """A config whose ``mm_tokens_per_image`` pools the tower's patch grid (Gemma 3, ShieldGemma
+    2: ``tokens_per_side = sqrt(mm_tokens_per_image)``, an average pool of ``patches_per_side //
+    tokens_per_side``) must have at least one patch per token: else HF's own vision path fails
+    (a pooling kernel of 0), which is the config's fault, not the trace's (ConfigError)."""
+    from mobius.errors import ConfigError
+
+    tokens = getattr(hf, "mm_tokens_per_image", None)
+    vision = getattr(hf, "vision_config", None)
+    size, patch = getattr(vision, "image_size", None), getattr(vision, "patch_size", None)
+    if not isinstance(tokens, int) or not isinstance(size, int) or not isinstance(patch, int):
+        return
+    patches, per_side = size // patch, int(tokens**0.5)
+    if per_side and patches // per_side == 0:
+        raise ConfigError(
+            f"{hf.model_type}: mm_tokens_per_image={tokens} asks for {per_side} tokens per side "
+            f"from a grid of {patches}x{patches} patches (vision image_size {size} / patch_size "
+            f"{patch}): HF's own vision path cannot run at this config (its pooling kernel is 0); "
+            f"set mm_tokens_per_image to at most {patches * patches}, or pass --task "
+            "text-generation to convert the text decoder alone"
+        )
+
+
 def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
     hf = config.hf_config
     vision = getattr(hf, "vision_config", None)
+    check_pooled_grid(hf)
     if vision is None and "vision_config" in vars(hf) and flat_patch_inputs(hf) is None:
         raise UnsupportedError(
             f"{hf.model_type}'s config sets no vision_config: the model has no vision tower, so "

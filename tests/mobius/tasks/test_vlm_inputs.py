@@ -1,6 +1,7 @@
 """The vision graph's inputs beyond ``pixel_values``: by the HF names of ``get_image_features``'
-required arguments; Pixtral towers take one image at its own size; anyres towers one image at a
-fixed resolution, with ``image_sizes`` checked. (The sweep, benchmarks/vlm_coverage.py, checks
+required arguments; Pixtral towers take the processor's padded batch and ``image_sizes``; anyres
+towers one image at a fixed resolution, with ``image_sizes`` checked; a config HF's own vision path
+cannot run is refused as the config's fault. (The sweep, benchmarks/vlm_coverage.py, checks
 each family's parity end to end.)"""
 
 from __future__ import annotations
@@ -97,3 +98,13 @@ def test_fixed_resolution_checks_image_sizes():
         assert ours.shape == theirs.shape and torch.equal(ours, theirs)
         with pytest.raises(IndexError):  # ONNX Gather fails the same way
             graph.call(model, {"pixel_values": pixels, "image_sizes": torch.tensor([[40, 64]])})
+
+
+def test_a_grid_too_small_to_pool_is_the_configs_fault():
+    # Gemma 3 pools the tower's 4 x 4 patches to sqrt(mm_tokens_per_image) per side: 256 tokens
+    # would need a pooling kernel of 0, which HF's own vision path cannot run either
+    from mobius.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="mm_tokens_per_image=256.*at most 16"):
+        vision_inputs(from_hf(tiny_config_for("gemma3", mm_tokens_per_image=256)))
+    assert _inputs("gemma3", mm_tokens_per_image=4)["pixel_values"][1] == ("num_images", 3, 32, 32)
