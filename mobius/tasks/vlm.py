@@ -42,11 +42,11 @@ from mobius.tasks.vlm_inputs import (
     PACKED_WIDTH,
     PATCHES,
     WIDTH,
-    anyres,
     at_fixed_resolution,
     checked_size,
     example_side,
     features_method,
+    fixed_anyres,
     image_features_method,
     image_token_id,
     images_per_call,
@@ -176,7 +176,7 @@ class VisionGraph(_VLMGraph):
         return ["image_features"] + ([DEEPSTACK_FEATURES] if deepstack_layers(config) else [])
 
     def fallbacks_taken(self, config: ArchitectureConfig) -> list[Any]:
-        """An anyres tower's graph takes one image size only (``vlm_inputs``)."""
+        """A fixed anyres tower's graph takes one image size only (``vlm_inputs``)."""
         return images_per_call_fallbacks(config.hf_config, image_features_method(config))
 
     def example_value(
@@ -205,7 +205,7 @@ class VisionGraph(_VLMGraph):
             patches = packed_patch_count(model.config, inputs["pixel_values"])
             grid = symbolic_grid(model, patches)
         method, given = features_method(type(_inner(model))), None
-        if anyres(model.config, method):
+        if fixed_anyres(model.config, method):
             given, inputs = inputs["image_sizes"], at_fixed_resolution(model.config, inputs)
         with grid:
             features, deepstack = vision_outputs(model, inputs)

@@ -28,6 +28,7 @@ PATCHES = "num_patches"
 QFORMER_SEQUENCE = "qformer_sequence_length"
 HEIGHT, WIDTH = "image_height", "image_width"
 PACKED_WIDTH = "packed_patches_width"
+TILES = "num_tiles"
 FRAMES = "num_frames"
 # where a model makes the features it scatters into its placeholder tokens, in order of preference
 FEATURE_METHODS = ("get_image_features", "get_video_features")
@@ -192,6 +193,25 @@ def anyres(hf: Any, method: Any) -> bool:
     )
 
 
+def fixed_anyres(hf: Any, method: Any) -> bool:
+    """An anyres tower whose tiling also depends on how many images each prompt has
+    (``batch_num_images``: LLaVA-OneVision tiles a prompt's only image, and shrinks large grids
+    by bilinear interpolation): its graph takes one image at a fixed resolution. Other anyres
+    towers take any images (``tiled_inputs``, ``synth/overrides/llava_next.py``)."""
+    return anyres(hf, method) and "batch_num_images" in inspect.signature(method).parameters
+
+
+def tiled_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    """The processor's anyres batch: per image, the whole image resized to one tile and then its
+    best resolution's tiles, padded to the batch's most, ``[num_images, num_tiles, channels,
+    tile, tile]``; and each image's ``image_sizes`` ``[num_images, 2]`` in pixels."""
+    channels, tile, _ = _image_shape(config.hf_config.vision_config)
+    return [
+        TensorSpec("pixel_values", None, (IMAGES, TILES, channels, tile, tile)),
+        TensorSpec("image_sizes", torch.int64, (IMAGES, 2)),
+    ]
+
+
 def fixed_resolution(hf: Any) -> tuple[int, int]:
     """The one image size an anyres vision graph takes: the first tiling
     (``image_grid_pinpoints[0]``), which an image of exactly that size is tiled to whole."""
@@ -230,8 +250,8 @@ def checked_size(hf: Any, features: torch.Tensor, given: torch.Tensor) -> torch.
 
 def images_per_call(hf: Any, method: Any) -> dict[str, Any]:
     """What ``mobius.json`` says of a vision graph that takes one image per call: its
-    ``vision_images_per_call`` (1), and the ``vision_image_size`` it takes (anyres towers)."""
-    if anyres(hf, method):
+    ``vision_images_per_call`` (1), and the ``vision_image_size`` it takes (``fixed_anyres``)."""
+    if fixed_anyres(hf, method):
         return {"vision_images_per_call": 1, "vision_image_size": list(fixed_resolution(hf))}
     return {}
 
@@ -240,7 +260,7 @@ def images_per_call_fallbacks(hf: Any, method: Any) -> list[Any]:
     """The fixed-resolution contract of an anyres tower, as a fallback (mobius.json, explain)."""
     from mobius.fallbacks import ANY_IMAGE_SIZE, FIXED_IMAGE_SIZE, Fallback
 
-    if not anyres(hf, method):
+    if not fixed_anyres(hf, method):
         return []
     height, width = fixed_resolution(hf)
     reason = (
@@ -372,8 +392,10 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         ]
     if sized_by_pixels(hf, method):
         return padded_images_inputs(config)
-    if anyres(hf, method):
+    if fixed_anyres(hf, method):
         return fixed_resolution_inputs(config)
+    if anyres(hf, method):
+        return tiled_inputs(config)
     if packed_patches(method):
         return packed_inputs(config)
     if (flat := flat_patch_inputs(hf)) is not None:

@@ -231,6 +231,8 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
     }
     if "image_height" in specs["pixel_values"].dims:  # images of their own sizes, padded
         return _padded_images(specs["pixel_values"], model, images, gen)
+    if "num_tiles" in specs["pixel_values"].dims:  # anyres tiles of images of their own sizes
+        return _tiled_images(specs["pixel_values"], model, images, gen)
     for name, spec in specs.items():
         dims = [sizes.get(d, d) for d in spec.dims]
         if spec.dtype == torch.bool:  # every pixel real
@@ -254,6 +256,24 @@ def _padded_images(
     pixels = torch.zeros(images, spec.dims[1], height, width)
     for i, (h, w) in enumerate(sizes.tolist()):
         pixels[i, :, :h, :w] = torch.randn(spec.dims[1], h, w, generator=gen)
+    return {"pixel_values": pixels, "image_sizes": sizes}
+
+
+def _tiled_images(
+    spec: Any, model: Any, images: int, gen: torch.Generator
+) -> dict[str, torch.Tensor]:
+    """Anyres tiles (``vlm_inputs.tiled_inputs``) of images wider and taller than one tile
+    alternately, each with ``1 +`` its best resolution's tiles, padded to the most."""
+    from mobius.synth.overrides.llava_next import best_resolution
+
+    tile = spec.dims[-1]
+    shapes = [(tile * 5 // 8, tile * 3 // 2), (tile * 15 // 8, tile * 5 // 4)]
+    sizes = torch.tensor([shapes[i % 2] for i in range(images)])
+    best = best_resolution(sizes, model.config.image_grid_pinpoints).to(torch.int64) // tile
+    counts = (1 + best.prod(-1)).tolist()
+    pixels = torch.zeros(images, max(counts), *spec.dims[2:])
+    for i, count in enumerate(counts):
+        pixels[i, :count] = torch.randn(count, *spec.dims[2:], generator=gen)
     return {"pixel_values": pixels, "image_sizes": sizes}
 
 

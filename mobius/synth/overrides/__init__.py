@@ -23,6 +23,7 @@ from mobius.synth.overrides import (
     led,
     lfm3_vl,
     llama4,
+    llava_next,
     longformer,
     longt5,
     minicpmv,
@@ -94,6 +95,12 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     "transformers.models.mistral3.modeling_mistral3.Mistral3Model": pixtral.padded_batch,
     "transformers.models.lighton_ocr.modeling_lighton_ocr.LightOnOcrModel": pixtral.padded_batch,
+    "transformers.models.llava_next.modeling_llava_next.LlavaNextModel": (
+        llava_next.tiles_per_feature
+    ),
+    "transformers.models.llava_next_video.modeling_llava_next_video.LlavaNextVideoModel": (
+        llava_next.tiles_per_feature
+    ),
     "transformers.models.longt5.modeling_longt5.LongT5Stack": longt5.blocks_without_branch,
     "transformers.models.pegasus_x.modeling_pegasus_x.PegasusXEncoder": pegasus_x.padded_to_blocks,
     "transformers.models.longformer.modeling_longformer.LongformerModel": (

@@ -1,6 +1,6 @@
 """The vision graph's inputs beyond ``pixel_values``: by the HF names of ``get_image_features``'
-required arguments; Pixtral towers take the processor's padded batch and ``image_sizes``; anyres
-towers one image at a fixed resolution, with ``image_sizes`` checked; a config HF's own vision path
+required arguments; Pixtral and anyres towers take the processor's padded batch and
+``image_sizes``; OneVision one image at a fixed resolution, with ``image_sizes`` checked; a config HF's own vision path
 cannot run is refused as the config's fault. (The sweep, benchmarks/vlm_coverage.py, checks
 each family's parity end to end.)"""
 
@@ -47,9 +47,16 @@ def test_extra_inputs_by_their_hf_names():
     # towers in sequence: the image size of the first, which reads the pixels (Unlimited-OCR)
     ocr = _inputs("unlimited_ocr", vision_config={"sam_config": {"image_size": 64}})
     assert ocr == {"pixel_values": (None, ("num_images", 3, 64, 64))}
-    # anyres: one image at the first tiling (32 x 64: the whole image and two tiles)
-    anyres = _inputs("llava_next", image_grid_pinpoints=[[32, 64], [64, 64]])
-    assert anyres == {
+    # anyres: the processor's tiles of any images, padded to the most, and their sizes
+    tiled = _inputs("llava_next", image_grid_pinpoints=[[32, 64], [64, 64]])
+    assert tiled == {
+        "pixel_values": (None, ("num_images", "num_tiles", 3, 32, 32)),
+        "image_sizes": (torch.int64, ("num_images", 2)),
+    }
+    # ... except where the tiling depends on the prompt's image count (OneVision): one image at
+    # the first tiling (32 x 64: the whole image and two tiles)
+    fixed = _inputs("llava_onevision", image_grid_pinpoints=[[32, 64], [64, 64]])
+    assert fixed == {
         "pixel_values": (None, (1, 3, 3, 32, 32)),
         "image_sizes": (torch.int64, (1, 2)),
     }
@@ -87,7 +94,7 @@ def test_an_argument_without_an_input_is_named():
 def test_fixed_resolution_checks_image_sizes():
     from transformers import AutoModelForImageTextToText
 
-    config = tiny_config_for("llava_next", image_grid_pinpoints=[[32, 64], [64, 64]])
+    config = tiny_config_for("llava_onevision", image_grid_pinpoints=[[32, 64], [64, 64]])
     model = AutoModelForImageTextToText.from_config(config).eval()
     pixels = torch.randn(1, 3, 3, 32, 32)
     sizes = torch.tensor([[32, 64]])
