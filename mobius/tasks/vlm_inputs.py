@@ -11,6 +11,7 @@ not in it stops the conversion with the name, so a new family shows what is miss
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -332,6 +333,30 @@ def patch_sequence_inputs(hf: Any, method: Any) -> list[TensorSpec] | None:
     ]
 
 
+@functools.cache
+def processor_rank(model_type: str, temporal: int | None) -> int:
+    """The rank of the ``pixel_values`` a grid family's image processor makes: 2 (each patch
+    flattened, the Qwen2-VL processors') or 4 (each patch a small image: PaddleOCR-VL's and
+    Kimi-K2.5's). Asked of the processor itself, with its defaults, on one small image; where it
+    cannot run here (a backend not installed), 2 where the tower stacks frames
+    (``temporal_patch_size``), else 4."""
+    import numpy as np
+    import transformers
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+
+    names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
+    for backend in ("pil", "torchvision"):
+        cls = getattr(transformers, names.get(backend) or "", None)
+        if cls is None:
+            continue
+        try:
+            image = np.zeros((56, 84, 3), dtype=np.uint8)
+            return cls()(images=[image], return_tensors="np")["pixel_values"].ndim
+        except Exception:  # noqa: BLE001 - a processor that cannot run here says nothing
+            continue
+    return 2 if temporal else 4
+
+
 def check_pooled_grid(hf: Any) -> None:
     """A config whose ``mm_tokens_per_image`` pools the tower's patch grid (Gemma 3, ShieldGemma
     2: ``tokens_per_side = sqrt(mm_tokens_per_image)``, an average pool of ``patches_per_side //
@@ -369,13 +394,14 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     arguments = image_feature_arguments(config)
     channels, height, width = _image_shape(vision)
     if "image_grid_thw" in arguments:
-        # each image's patches, and its (t, h, w) grid of patches: flattened where the tower
-        # stacks frames (temporal_patch_size), else as small images (PaddleOCR-VL)
+        # each image's patches, and its (t, h, w) grid of patches: flattened, or as small images
+        # where the family's processor makes them so (PaddleOCR-VL, Kimi-K2.5)
         size = vision.patch_size
         temporal = getattr(vision, "temporal_patch_size", None) or getattr(
             vision, "patch_temporal", None
         )
-        pixels = (channels * temporal * size * size,) if temporal else (channels, size, size)
+        flat = (channels * (temporal or 1) * size * size,)
+        pixels = flat if processor_rank(hf.model_type, temporal) == 2 else (channels, size, size)
         merge = grid_merge_size(vision)
         return [
             TensorSpec("pixel_values", None, (PATCHES, *pixels), merge * merge),

@@ -107,6 +107,14 @@ def test_fixed_resolution_checks_image_sizes():
             graph.call(model, {"pixel_values": pixels, "image_sizes": torch.tensor([[40, 64]])})
 
 
+def test_grid_patches_take_the_processors_rank():
+    # the processor flattens each patch (VideoLLaMA3: 3 x 8 x 8, no frames) or keeps it an image
+    # (PaddleOCR-VL); the tower reads either
+    assert _inputs("video_llama_3")["pixel_values"] == (None, ("num_patches", 192))
+    assert _inputs("paddleocr_vl")["pixel_values"] == (None, ("num_patches", 3, 8, 8))
+    assert _inputs("qwen2_vl")["pixel_values"] == (None, ("num_patches", 384))  # 2 frames
+
+
 def test_a_grid_too_small_to_pool_is_the_configs_fault():
     # Gemma 3 pools the tower's 4 x 4 patches to sqrt(mm_tokens_per_image) per side: 256 tokens
     # would need a pooling kernel of 0, which HF's own vision path cannot run either
