@@ -32,8 +32,9 @@ from mobius.testing.vlm_scale import fan_in_scaled
 from mobius.testing.vlm_tiny_configs import MORE_VLM_OVERRIDES
 
 NEW_TOKENS = 12
-# types whose tiny checkpoint is written with the model's own parameter names (see tiny_vlm)
-NATIVE_LAYOUT = {"shieldgemma2"}
+# types whose checkpoint, as HF's writer writes it, HF's own loader does not read back (see
+# tiny_vlm): the reference is the model as built
+NOT_RELOADED = {"shieldgemma2"}
 # types whose HF reference runs with the conversion's own override installed: Llama 4's forward
 # raises in this transformers at its return (synth/overrides/llama4.py), and its
 # get_image_features stops before the projector its forward applies; the override fixes the
@@ -100,10 +101,12 @@ def tiny_vlm(model_type: str, directory: Path, *, seed: int = 0, **overrides: An
     model = auto_class().from_config(config, attn_implementation="eager").eval()
     randomize(model, seed)
     fan_in_scaled(model, model_type, seed)  # a few types' vision side: see vlm_scale
-    # HF's original-format writer for ShieldGemma 2 renames the text model to Gemma 3's legacy
-    # layout (model.language_model.model.*), which its own loader does not read back: the
-    # tiny checkpoint keeps the model's own names instead
-    model.save_pretrained(directory, save_original_format=model_type not in NATIVE_LAYOUT)
+    model.save_pretrained(directory)
+    # HF's writer nests ShieldGemma 2's text model one level deeper (model.language_model.model.*)
+    # than its own loader reads back (the text weights would load as random ones); mobius reads
+    # what the writer wrote (sources/key_mapping.py), checked against the model as built
+    if model_type in NOT_RELOADED:
+        return model.eval(), config
     loaded = auto_class().from_pretrained(directory, attn_implementation="eager")
     if model_type in REFERENCE_OVERRIDES:  # see REFERENCE_OVERRIDES
         from mobius.synth.overrides import OVERRIDES
