@@ -5,7 +5,6 @@ generation token for token against HF ``generate``."""
 from __future__ import annotations
 
 import inspect
-import math
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,11 @@ from mobius.tasks.vlm import (
     vision_outputs,
 )
 from mobius.tasks.vlm_canvas import MARKERS, canvas_recipe
-from mobius.tasks.vlm_inputs import grid_merge_size, image_token_id
+from mobius.tasks.vlm_inputs import image_token_id
 from mobius.tasks.vlm_prepend import image_rows, prepends_image
 from mobius.testing.pairs import Comparison, Pair, Tokens, for_session, for_torch, to_numpy
 from mobius.testing.tiny import randomize
+from mobius.testing.vlm_pixels import image_runs, images_fed, pixel_inputs
 from mobius.testing.vlm_scale import fan_in_scaled
 from mobius.testing.vlm_tiny_configs import MORE_VLM_OVERRIDES
 
@@ -201,148 +201,6 @@ def tiny_llava_with_processor(directory: Path, *, seed: int = 0):
     return model, processor
 
 
-def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.Tensor]:
-    """Random images in the layout the vision graph takes (``vision_inputs``)."""
-    from mobius.sources.config import from_hf
-    from mobius.tasks.vlm import vision_inputs
-
-    gen = torch.Generator().manual_seed(seed)
-    specs = {s.name: s for s in vision_inputs(from_hf(model.config))}
-    out = {}
-    if "image_grid_thw" in specs:  # grids of (1, 2, 3) and (1, 2, 2) blocks of merged patches
-        merge = grid_merge_size(model.config.vision_config)
-        grid = torch.tensor([[1, 2 * merge, (3 - i % 2) * merge] for i in range(images)])
-        out["image_grid_thw"] = grid
-        rest = specs["pixel_values"].dims[1:]
-        out["pixel_values"] = torch.randn(int(grid.prod(-1).sum()), *rest, generator=gen)
-        inner = getattr(model, "model", model)  # VideoLLaMA3: HF's only (images merge at 1)
-        if "image_merge_sizes" in inspect.signature(inner.get_image_features).parameters:
-            out["image_merge_sizes"] = torch.ones(images, dtype=torch.int64)
-        return out
-    if "image_position_ids" in specs:
-        return position_patches(specs["pixel_values"], images, gen)
-    if "target_sizes" in specs:  # packed patches: images of (u, 2u) and (2u, u) patches
-        return _packed_pixels(specs["pixel_values"], model, images, gen)
-    if "spatial_shapes" in specs:  # patch rows padded to 16: images of 2 x 6 patches
-        return _patch_rows(specs["pixel_values"], images, gen)
-    sizes = {
-        "num_images": images,
-        "batch": 1,
-        "num_patches": 16,
-        "qformer_sequence_length": 5,
-        "num_frames": 2,  # a video's frames (a model that takes videos only)
-    }
-    if "image_height" in specs["pixel_values"].dims:  # images of their own sizes, padded
-        return _padded_images(specs["pixel_values"], model, images, gen)
-    if "num_tiles" in specs["pixel_values"].dims:  # anyres tiles of images of their own sizes
-        return _tiled_images(specs["pixel_values"], model, images, gen)
-    for name, spec in specs.items():
-        dims = [sizes.get(d, d) for d in spec.dims]
-        if spec.dtype == torch.bool:  # every pixel real
-            out[name] = torch.ones(*dims, dtype=torch.bool)
-        elif name in _VALUES:
-            out[name] = _VALUES[name](model, dims, gen).to(spec.dtype)
-        else:
-            out[name] = torch.randn(*dims, generator=gen)
-    return out
-
-
-def _padded_images(
-    spec: Any, model: Any, images: int, gen: torch.Generator
-) -> dict[str, torch.Tensor]:
-    """Pixtral towers' batch (``vlm_inputs.padded_images_inputs``): images of (short, side) and
-    (side, short) pixels alternately, zero-padded to the largest, and their ``image_sizes``."""
-    side, unit = _pixel_size(model)[0], spec.multiple_of
-    short = max(side - unit, unit)
-    sizes = torch.tensor([[short, side] if i % 2 == 0 else [side, short] for i in range(images)])
-    height, width = (int(v) for v in sizes.max(0).values)
-    pixels = torch.zeros(images, spec.dims[1], height, width)
-    for i, (h, w) in enumerate(sizes.tolist()):
-        pixels[i, :, :h, :w] = torch.randn(spec.dims[1], h, w, generator=gen)
-    return {"pixel_values": pixels, "image_sizes": sizes}
-
-
-def _tiled_images(
-    spec: Any, model: Any, images: int, gen: torch.Generator
-) -> dict[str, torch.Tensor]:
-    """Anyres tiles (``vlm_inputs.tiled_inputs``) of images wider and taller than one tile
-    alternately, each with ``1 +`` its best resolution's tiles, padded to the most."""
-    from mobius.synth.overrides.llava_next import best_resolution
-
-    tile = spec.dims[-1]
-    shapes = [(tile * 5 // 8, tile * 3 // 2), (tile * 15 // 8, tile * 5 // 4)]
-    sizes = torch.tensor([shapes[i % 2] for i in range(images)])
-    best = best_resolution(sizes, model.config.image_grid_pinpoints).to(torch.int64) // tile
-    counts = (1 + best.prod(-1)).tolist()
-    pixels = torch.zeros(images, max(counts), *spec.dims[2:])
-    for i, count in enumerate(counts):
-        pixels[i, :count] = torch.randn(count, *spec.dims[2:], generator=gen)
-    return {"pixel_values": pixels, "image_sizes": sizes}
-
-
-def _packed_pixels(
-    spec: Any, model: Any, images: int, gen: torch.Generator
-) -> dict[str, torch.Tensor]:
-    """Packed images (``vlm_inputs.packed_inputs``): each side ``u`` or ``2u`` patches, where
-    ``u * u`` patches make one feature."""
-    patch = model.config.vision_config.patch_size
-    unit = math.isqrt(spec.multiple_of // patch)
-    sizes = torch.tensor(
-        [[unit, 2 * unit] if i % 2 == 0 else [2 * unit, unit] for i in range(images)]
-    )
-    width = int(sizes.prod(-1).sum()) * patch
-    pixels = torch.randn(1, *spec.dims[1:3], width, generator=gen)
-    return {"pixel_values": pixels, "target_sizes": sizes.to(torch.int32)}
-
-
-def _patch_rows(spec: Any, images: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Siglip2's NaFlex layout (``vlm_inputs.patch_sequence_inputs``): 12 real patches of a
-    2 x 6 grid in rows of 16, the rest padding (zeros, masked out)."""
-    rows, columns, width = 2, 6, 16
-    pixels = torch.randn(images, width, spec.dims[-1], generator=gen)
-    mask = (torch.arange(width) < rows * columns).to(torch.int32).expand(images, -1).clone()
-    return {
-        "pixel_values": pixels * mask[..., None],
-        "spatial_shapes": torch.tensor([[rows, columns]] * images),
-        "pixel_attention_mask": mask,
-    }
-
-
-def _fixed_size(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
-    """Each image's (height, width) in pixels: the anyres graph's fixed resolution."""
-    from mobius.tasks.vlm_inputs import fixed_resolution
-
-    return torch.tensor([list(fixed_resolution(model.config))] * dims[0])
-
-
-def _pixel_size(model: Any) -> tuple[int, int]:
-    size = model.config.vision_config.image_size
-    return tuple(size) if isinstance(size, (list, tuple)) else (size, size)
-
-
-def _qformer_ids(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
-    vocab = model.config.qformer_config.vocab_size
-    return torch.randint(3, vocab, dims, generator=gen)
-
-
-# inputs whose values must agree with the images (vlm_inputs.EXTRA_INPUTS' names)
-_VALUES = {"image_sizes": _fixed_size, "qformer_input_ids": _qformer_ids}
-
-
-def position_patches(spec: Any, images: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Gemma 4's patchified images (``vision_inputs``): each a grid of 2u x 3u patches, where
-    u x u patches pool to one feature, in row-major order with (x, y) positions, in [0, 1] as
-    the processor rescales them."""
-    unit = math.isqrt(spec.multiple_of)
-    rows, columns = 2 * unit, 3 * unit
-    y, x = torch.meshgrid(torch.arange(rows), torch.arange(columns), indexing="ij")
-    positions = torch.stack([x.flatten(), y.flatten()], -1)
-    return {
-        "pixel_values": torch.rand(images, rows * columns, spec.dims[-1], generator=gen),
-        "image_position_ids": positions.expand(images, -1, -1).clone(),
-    }
-
-
 def prompt(model: Any, image_tokens: int | list[int], length: int = 5, seed: int = 1):
     """Two rows: the first with ``image_tokens`` image tokens among text (a list: one run per
     image, a word between runs, each opened by the vision start token where the model has one),
@@ -377,22 +235,6 @@ def prompt(model: Any, image_tokens: int | list[int], length: int = 5, seed: int
     mask = torch.ones_like(ids)
     mask[1, : width - length] = 0
     return ids, mask
-
-
-def image_runs(model: Any, pixels: dict[str, torch.Tensor]) -> list[int]:
-    """Each image's count of features, by HF's ``get_image_features`` (its per-image
-    ``pooler_output``); one run of them all where it gives no split."""
-    from mobius.tasks.vlm import _inner
-    from mobius.tasks.vlm_inputs import features_method
-
-    with torch.no_grad():
-        out = features_method(_inner(model))(**for_torch(model, pixels), return_dict=True)
-    pooled = getattr(out, "pooler_output", None)
-    if isinstance(pooled, (list, tuple)) and all(torch.is_tensor(p) for p in pooled):
-        return [int(p.reshape(-1, p.shape[-1]).shape[0]) for p in pooled]
-    if torch.is_tensor(pooled) and pooled.dim() == 3:  # [images, tokens, hidden]
-        return [pooled.shape[1]] * pooled.shape[0]
-    return [vision_outputs(model, for_torch(model, pixels))[0].shape[0]]
 
 
 def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, np.ndarray]:
@@ -439,7 +281,7 @@ def vlm_parity(
     compared = vlm_pairs(model, package, new_tokens, pixels=pixels)
     *features, prefill, step, generated = compared.pairs
     return {
-        "images": len(image_runs(model, pixels)),
+        "images": images_fed(model, pixels),
         "image_tokens": int(features[0].expected.shape[0]),
         "features_diff": max(p.max_abs() for p in features),
         "prefill_diff": prefill.max_abs(),
