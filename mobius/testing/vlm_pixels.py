@@ -110,14 +110,15 @@ def _packed_pixels(
 
 
 def _patch_rows(spec: Any, images: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Siglip2's NaFlex layout (``vlm_inputs.patch_sequence_inputs``): 12 real patches of a
-    2 x 6 grid in rows of 16, the rest padding (zeros, masked out)."""
-    rows, columns, width = 2, 6, 16
+    """Siglip2's NaFlex layout (``vlm_inputs.patch_sequence_inputs``): images of 2 x 6 and 2 x 4
+    patches alternately, in rows of 16, the rest padding (zeros, masked out)."""
+    width = 16
+    shapes = torch.tensor([[2, 6] if i % 2 == 0 else [2, 4] for i in range(images)])
     pixels = torch.randn(images, width, spec.dims[-1], generator=gen)
-    mask = (torch.arange(width) < rows * columns).to(torch.int32).expand(images, -1).clone()
+    mask = (torch.arange(width)[None] < shapes.prod(-1)[:, None]).to(torch.int32)
     return {
         "pixel_values": pixels * mask[..., None],
-        "spatial_shapes": torch.tensor([[rows, columns]] * images),
+        "spatial_shapes": shapes,
         "pixel_attention_mask": mask,
     }
 
@@ -144,17 +145,21 @@ _VALUES = {"image_sizes": _fixed_size, "qformer_input_ids": _qformer_ids}
 
 
 def position_patches(spec: Any, images: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Gemma 4's patchified images (``vision_inputs``): each a grid of 2u x 3u patches, where
-    u x u patches pool to one feature, in row-major order with (x, y) positions, in [0, 1] as
-    the processor rescales them."""
+    """Gemma 4's patchified images (``vision_inputs``): grids of 2u x 3u and 2u x 2u patches
+    alternately, where u x u patches pool to one feature, in row-major order with (x, y)
+    positions, padded to the largest with position (-1, -1) and zero pixels, as the processor
+    pads them."""
     unit = math.isqrt(spec.multiple_of)
-    rows, columns = 2 * unit, 3 * unit
-    y, x = torch.meshgrid(torch.arange(rows), torch.arange(columns), indexing="ij")
-    positions = torch.stack([x.flatten(), y.flatten()], -1)
-    return {
-        "pixel_values": torch.rand(images, rows * columns, spec.dims[-1], generator=gen),
-        "image_position_ids": positions.expand(images, -1, -1).clone(),
-    }
+    most = 6 * unit * unit
+    pixels = torch.zeros(images, most, spec.dims[-1])
+    positions = torch.full((images, most, 2), -1, dtype=torch.int64)
+    for i in range(images):
+        rows, columns = 2 * unit, (3 if i % 2 == 0 else 2) * unit
+        y, x = torch.meshgrid(torch.arange(rows), torch.arange(columns), indexing="ij")
+        count = rows * columns
+        positions[i, :count] = torch.stack([x.flatten(), y.flatten()], -1)
+        pixels[i, :count] = torch.rand(count, spec.dims[-1], generator=gen)
+    return {"pixel_values": pixels, "image_position_ids": positions}
 
 
 def images_fed(model: Any, pixels: dict[str, torch.Tensor]) -> int:
