@@ -103,11 +103,12 @@ def run_one(model_type: str, timeout: int, images: int = IMAGES) -> dict:
 
 
 def table(results: dict) -> str:
-    rows = ["| type | status | worst diff / reason |", "|---|---|---|"]
+    rows = ["| type | status | images | worst diff / reason |", "|---|---|---|---|"]
     for model_type, r in sorted(results.items()):
         diffs = [r[k] for k in r if k.endswith("_diff")]
         detail = f"{max(diffs):.1e}" if diffs else r.get("error", "")
-        rows.append(f"| {model_type} | {r['status']} | {detail} |")
+        images = r.get("images", 1 if diffs else "")  # rows without it: swept with one image
+        rows.append(f"| {model_type} | {r['status']} | {images} | {detail} |")
     return "\n".join(rows)
 
 
