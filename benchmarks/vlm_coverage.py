@@ -4,9 +4,10 @@
 1. build the tiny HF model (``mobius.testing.vlm.tiny_vlm``: every parameter random) and load it
    back from its checkpoint, the reference;
 2. convert it with ``mobius.build`` (image-text-to-text: three graphs);
-3. ``mobius.testing.vlm.vlm_parity``: image features, prefill logits with one image in a batch of
-   two (the other row text only, left-padded), one cached step, 12 greedy tokens (and each step's
-   logits) against HF ``generate``; atol 1e-4.
+3. ``mobius.testing.vlm.vlm_parity``: image features, prefill logits with two images of
+   different sizes (where the layout takes them; ``images`` in the results says how many went)
+   in the first row of a batch of two (the other row text only, left-padded), one cached step,
+   12 greedy tokens (and each step's logits) against HF ``generate``; atol 1e-4.
 
 Results: ``benchmarks/results/vlm_coverage.json`` (merged by type) and a table on stdout.
 
@@ -29,6 +30,8 @@ import sweep_versions  # sibling module
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "vlm_coverage.json"
 ATOL = 1e-4
+# images in the prompt's first row: two, of different sizes where the layout allows
+IMAGES = 2
 # the families the split was written against first: swept first
 FIRST = ("llava", "gemma3", "paligemma", "qwen2_vl", "qwen2_5_vl", "idefics3", "smolvlm")
 
@@ -64,7 +67,7 @@ try:
 except Exception as exc:
     done("convert-error", error=first_line(exc))
 try:
-    r = vlm_parity(model, out)
+    r = vlm_parity(model, out, images=int(sys.argv[4]))
 except Exception as exc:
     done("run-error", error=first_line(exc), graphs=graphs)
 worst = max(r["features_diff"], r["prefill_diff"], r["decode_diff"], r["generate_logits_diff"])
@@ -80,11 +83,11 @@ def all_types() -> list[str]:
     return [*FIRST, *rest]
 
 
-def run_one(model_type: str, timeout: int) -> dict:
+def run_one(model_type: str, timeout: int, images: int = IMAGES) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"vlm-{model_type}-") as work:
         try:
             proc = subprocess.run(
-                [sys.executable, "-c", ONE, model_type, work, str(ATOL)],
+                [sys.executable, "-c", ONE, model_type, work, str(ATOL), str(images)],
                 capture_output=True,
                 text=True,
                 timeout=timeout,
@@ -100,11 +103,12 @@ def run_one(model_type: str, timeout: int) -> dict:
 
 
 def table(results: dict) -> str:
-    rows = ["| type | status | worst diff / reason |", "|---|---|---|"]
+    rows = ["| type | status | images | worst diff / reason |", "|---|---|---|---|"]
     for model_type, r in sorted(results.items()):
         diffs = [r[k] for k in r if k.endswith("_diff")]
         detail = f"{max(diffs):.1e}" if diffs else r.get("error", "")
-        rows.append(f"| {model_type} | {r['status']} | {detail} |")
+        images = r.get("images", 1 if diffs else "")  # rows without it: swept with one image
+        rows.append(f"| {model_type} | {r['status']} | {images} | {detail} |")
     return "\n".join(rows)
 
 
@@ -132,6 +136,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="these types only")
     parser.add_argument("--skip-done", action="store_true", help="types already in the results")
     parser.add_argument("--timeout", type=int, default=300)
+    parser.add_argument("--images", type=int, default=IMAGES, help="images in the prompt")
     parser.add_argument("--results", type=Path, default=RESULTS, help="the JSON file to merge into")
     parser.add_argument("--reverse", action="store_true", help="from the end of the list")
     args = parser.parse_args()
@@ -142,7 +147,7 @@ def main() -> None:
     for model_type in reversed(todo) if args.reverse else todo:
         if args.skip_done and model_type in results:
             continue
-        results[model_type] = run_one(model_type, args.timeout)
+        results[model_type] = run_one(model_type, args.timeout, args.images)
         print(model_type, json.dumps(results[model_type]), flush=True)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")

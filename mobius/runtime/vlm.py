@@ -2,8 +2,8 @@
 ("Vision–language models") and greedy generation through them.
 
 The loop a client runs: ``vision_encoder`` once per prompt's images, ``embedding`` on the prompt
-with those features, ``decoder_model`` on the embeddings with empty caches; each later step embeds
-the new token alone (no image features) and feeds every ``present.{i}.*`` back.
+with those features, ``decoder_model`` on the embedding graph's outputs with empty caches; each
+later step embeds the new token alone (no image features) and feeds every ``present.{i}.*`` back.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import numpy as np
 from mobius.runtime.causal_lm import _NUMPY_TYPES
 
 GRAPHS = ("vision_encoder", "embedding", "decoder_model")
-DEEPSTACK = "deepstack_visual_embeds"
+DEEPSTACK = "deepstack_visual_embeds"  # the embedding graph's per-position rows
+DEEPSTACK_FEATURES = "deepstack_features"  # the vision graph's rows, per image token
 
 
 def _session(path: Path, threads: int):
@@ -123,7 +124,7 @@ class OnnxVisionLanguageModel:
 
     def vision(self, **pixels: np.ndarray) -> dict[str, np.ndarray]:
         """``vision_encoder``'s outputs by name for every image given: ``image_features``
-        ``[num_image_tokens, hidden]`` (and ``deepstack_visual_embeds`` where the family has
+        ``[num_image_tokens, hidden]`` (and ``deepstack_features`` where the family has
         them)."""
         session = self.sessions["vision_encoder"]
         names = {i.name for i in session.get_inputs()}
@@ -134,31 +135,33 @@ class OnnxVisionLanguageModel:
         """``vision_encoder``: ``[num_image_tokens, hidden]`` for every image given."""
         return self.vision(**pixels)["image_features"]
 
-    def place_deepstack(self, ids: np.ndarray, deepstack: np.ndarray | None) -> np.ndarray | None:
-        """The decoder's ``deepstack_visual_embeds`` ``[layers, batch, sequence, hidden]``: the
-        vision graph's rows at the image-token positions in order (row-major over the batch, as
-        the embedding graph places features), zeros elsewhere; None where the decoder takes
-        none."""
-        spec = self.decoder_inputs.get(DEEPSTACK)
-        if spec is None:
-            return None
-        ids = np.asarray(ids)
-        layers, hidden = spec.shape[0], spec.shape[-1]
-        placed = np.zeros((layers, *ids.shape, hidden), dtype=np.float32)
-        if deepstack is not None:
-            is_image = ids == self.manifest["image_token_id"]
-            count = min(int(is_image.sum()), deepstack.shape[1])
-            rows, cols = np.nonzero(is_image)
-            placed[:, rows[:count], cols[:count]] = deepstack[:, :count]
-        return placed
+    def embedding(
+        self,
+        ids: np.ndarray,
+        features: np.ndarray | None,
+        deepstack_features: np.ndarray | None = None,
+    ) -> dict[str, np.ndarray]:
+        """``embedding``'s outputs by name: ``inputs_embeds`` with ``features`` at the
+        placeholder-token positions (and ``deepstack_visual_embeds``, the vision graph's
+        ``deepstack_features`` placed likewise, where the family has them). No features: a
+        text-only step (zero rows)."""
+        session = self.sessions["embedding"]
+        specs = {i.name: i for i in session.get_inputs()}
+        hidden = self.decoder_inputs["inputs_embeds"].shape[-1]
+        if features is None:
+            features = np.zeros((0, hidden), dtype=np.float32)
+        feeds = {"input_ids": np.asarray(ids, np.int64), self.features_input: features}
+        if DEEPSTACK_FEATURES in specs:
+            if deepstack_features is None:
+                layers = specs[DEEPSTACK_FEATURES].shape[0]
+                deepstack_features = np.zeros((layers, 0, hidden), dtype=features.dtype)
+            feeds[DEEPSTACK_FEATURES] = deepstack_features
+        run = session.run(None, feeds)
+        return dict(zip([o.name for o in session.get_outputs()], run, strict=True))
 
     def embed(self, ids: np.ndarray, features: np.ndarray | None) -> np.ndarray:
         """``embedding``: token embeddings with ``features`` at the image-token positions."""
-        if features is None:
-            hidden = self.decoder_inputs["inputs_embeds"].shape[-1]
-            features = np.zeros((0, hidden), dtype=np.float32)
-        feeds = {"input_ids": np.asarray(ids, np.int64), self.features_input: features}
-        return self.sessions["embedding"].run(None, feeds)[0]
+        return self.embedding(ids, features)["inputs_embeds"]
 
     def empty_cache(self, batch: int) -> dict[str, np.ndarray]:
         cache = {}
@@ -179,7 +182,7 @@ class OnnxVisionLanguageModel:
         deepstack: np.ndarray | None = None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """``decoder_model``: logits for ``embeds`` on top of ``cache``, and the cache after
-        (``deepstack``: :meth:`place_deepstack`'s, zeros when not given)."""
+        (``deepstack``: the embedding graph's ``deepstack_visual_embeds``)."""
         feeds = {
             "inputs_embeds": embeds,
             "attention_mask": np.asarray(mask, np.int64),
@@ -192,8 +195,8 @@ class OnnxVisionLanguageModel:
             feeds["token_type_ids"] = np.asarray(token_type_ids, np.int64)
         if DEEPSTACK in self.decoder_inputs:
             if deepstack is None:
-                deepstack = self.place_deepstack(np.zeros(embeds.shape[:2], np.int64), None)
-            feeds[DEEPSTACK] = deepstack.astype(embeds.dtype)
+                raise ValueError(f"the decoder takes {DEEPSTACK}: pass the embedding graph's")
+            feeds[DEEPSTACK] = deepstack
         run = self.sessions["decoder_model"].run(None, feeds)
         outputs = dict(zip(self.decoder_outputs, run, strict=True))
         present = {
@@ -216,17 +219,18 @@ class OnnxVisionLanguageModel:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Greedy tokens ``[batch, new_tokens]`` and each step's last logits; ``positions``
         defaults to the mask's count (multi-axis models pass :func:`multi_axis_positions`);
-        ``deepstack``: the vision graph's ``deepstack_visual_embeds``, where it has them."""
+        ``deepstack``: the vision graph's ``deepstack_features``, where it has them."""
         ids, mask = np.asarray(ids, np.int64), np.asarray(mask, np.int64)
         if positions is None:
             positions = sequence_positions(mask)
+        embedded = self.embedding(ids, features, deepstack)
         logits, cache = self.decode(
-            self.embed(ids, features),
+            embedded["inputs_embeds"],
             mask,
             positions,
             self.empty_cache(len(ids)),
             token_type_ids,
-            self.place_deepstack(ids, deepstack),
+            embedded.get(DEEPSTACK),
         )
         tokens, seen = [], []
         for step in range(new_tokens):
@@ -237,5 +241,8 @@ class OnnxVisionLanguageModel:
                 break
             mask = np.concatenate([mask, np.ones_like(token)], axis=1)
             positions = next_positions(positions) if step == 0 else positions + 1
-            logits, cache = self.decode(self.embed(token, None), mask, positions, cache)
+            embedded = self.embedding(token, None)
+            logits, cache = self.decode(
+                embedded["inputs_embeds"], mask, positions, cache, None, embedded.get(DEEPSTACK)
+            )
         return np.concatenate(tokens, axis=1), np.stack(seen, 1)

@@ -37,6 +37,14 @@ class KeyMapping:
             plain, _ = rename_source_key(key, [], [], prefix, self.meta_state)
             if plain in self.meta_state:
                 return plain, None
+            # transformers' original-format writer nests a text model held as ``language_model``
+            # one level deeper (ShieldGemma 2: ``model.language_model.model.*``), which its own
+            # loader does not read back; the parameter is the key without that level
+            unnested = key.replace("language_model.model.", "language_model.", 1)
+            if unnested != key:
+                again = self.rename(unnested)
+                if again[0] in self.meta_state:
+                    return again
         return param, pattern
 
     def targets(self, group: str, patterns: set[str]) -> list[str]:

@@ -11,21 +11,33 @@ from __future__ import annotations
 import torch
 
 
+def at_placeholders(
+    is_placeholder: torch.Tensor, rows: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The i-th placeholder position's row of ``rows`` ``[..., num_rows, hidden]``
+    (``masked_scatter``'s order, row-major over the batch) as ``[..., batch, sequence, hidden]``,
+    and where a row was placed (``[batch, sequence]``: placeholders past the rows get none).
+    Written as a gather, so no count is data-dependent: one zero row is appended so that the
+    gather has a row to read with no rows given."""
+    lead, hidden = rows.shape[:-2], rows.shape[-1]
+    padded = torch.cat([rows, rows.new_zeros((*lead, 1, hidden))], dim=-2)
+    order = torch.cumsum(is_placeholder.to(torch.int64).reshape(-1), 0) - 1
+    picked = padded.index_select(-2, order.clamp(min=0))
+    placed = is_placeholder & (order < rows.shape[-2]).reshape(is_placeholder.shape)
+    return picked.reshape(*lead, *is_placeholder.shape, hidden), placed
+
+
 def scatter_features(
     embed: torch.nn.Module, input_ids: torch.Tensor, features: torch.Tensor, token: int
 ) -> torch.Tensor:
     """The token embeddings with the i-th ``token`` position holding the i-th feature row
-    (``masked_scatter``'s order), written as a gather so no count is data-dependent. Placeholder
-    tokens beyond the features (all of them with no features: a decode step) keep their own
-    embeddings, as in the HF forward without the modality's inputs."""
+    (``masked_scatter``'s order). Placeholder tokens beyond the features (all of them with no
+    features: a decode step) keep their own embeddings, as in the HF forward without the
+    modality's inputs."""
     is_placeholder = input_ids == token
     ids = input_ids
     if token >= embed.num_embeddings:  # Gemma 3: the image token lies past the table
         ids = torch.where(is_placeholder, torch.zeros_like(input_ids), input_ids)
     embeds = embed(ids)
-    # one zero row past the features, so the gather below has a row to read with no features
-    padded = torch.cat([features.to(embeds.dtype), features.new_zeros((1, features.shape[-1]))])
-    order = torch.cumsum(is_placeholder.to(torch.int64).reshape(-1), 0) - 1
-    picked = padded.index_select(0, order.clamp(min=0)).reshape(embeds.shape)
-    placed = is_placeholder & (order < features.shape[0]).reshape(is_placeholder.shape)
+    picked, placed = at_placeholders(is_placeholder, features.to(embeds.dtype))
     return torch.where(placed.unsqueeze(-1), picked, embeds)

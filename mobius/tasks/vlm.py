@@ -28,28 +28,31 @@ from mobius.tasks.causal_lm import CausalLMTask, cache_argument, returned_cache
 from mobius.tasks.head import VLM_MAPPING, auto_mapping
 from mobius.tasks.modality import scatter_features
 from mobius.tasks.vlm_canvas import position_manifest
+from mobius.tasks.vlm_deepstack import FEATURES as DEEPSTACK_FEATURES
 from mobius.tasks.vlm_deepstack import NAME as DEEPSTACK
-from mobius.tasks.vlm_deepstack import added_deepstack, deepstack_layers, stacked
+from mobius.tasks.vlm_deepstack import (
+    added_deepstack,
+    deepstack_layers,
+    placed_deepstack,
+    stacked,
+)
 from mobius.tasks.vlm_inputs import (
     HEIGHT,
     IMAGES,
     PACKED_WIDTH,
     PATCHES,
     WIDTH,
-    anyres,
     at_fixed_resolution,
     checked_size,
     example_side,
     features_method,
+    fixed_anyres,
     image_features_method,
     image_token_id,
     images_per_call,
     images_per_call_fallbacks,
     model_class,
     packed_patch_count,
-    sized_by_pixels,
-    sizes_as_tensors,
-    sizes_from_pixels,
     vision_inputs,
 )
 from mobius.tasks.vlm_masks import _as_first_call, _model_positions, masks_without_vmap
@@ -170,10 +173,10 @@ class VisionGraph(_VLMGraph):
         return vision_inputs(config)
 
     def outputs(self, config: ArchitectureConfig) -> list[str]:
-        return ["image_features"] + ([DEEPSTACK] if deepstack_layers(config) else [])
+        return ["image_features"] + ([DEEPSTACK_FEATURES] if deepstack_layers(config) else [])
 
     def fallbacks_taken(self, config: ArchitectureConfig) -> list[Any]:
-        """An anyres tower's graph takes one image size only (``vlm_inputs``)."""
+        """A fixed anyres tower's graph takes one image size only (``vlm_inputs``)."""
         return images_per_call_fallbacks(config.hf_config, image_features_method(config))
 
     def example_value(
@@ -185,7 +188,7 @@ class VisionGraph(_VLMGraph):
         if HEIGHT not in spec.dims:
             return super().example_value(spec, config, dtype)
         sides = {d: example_side(d, spec, config) for d in (HEIGHT, WIDTH)}
-        shape = [sides.get(d, d) for d in spec.dims]
+        shape = [sides.get(d, _SIZES.get(d, d)) for d in spec.dims]
         return torch.zeros(shape, dtype=spec.dtype or dtype, device="meta")
 
     def call(
@@ -202,9 +205,7 @@ class VisionGraph(_VLMGraph):
             patches = packed_patch_count(model.config, inputs["pixel_values"])
             grid = symbolic_grid(model, patches)
         method, given = features_method(type(_inner(model))), None
-        if sized_by_pixels(model.config, method):
-            inputs, grid = sizes_from_pixels(inputs), sizes_as_tensors()
-        elif anyres(model.config, method):
+        if fixed_anyres(model.config, method):
             given, inputs = inputs["image_sizes"], at_fixed_resolution(model.config, inputs)
         with grid:
             features, deepstack = vision_outputs(model, inputs)
@@ -274,18 +275,26 @@ class EmbeddingGraph(_VLMGraph):
 
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
         hidden = text_config(config).hidden_size
-        return [
+        specs = [
             TensorSpec("input_ids", torch.int64, (BATCH, SEQUENCE)),
             TensorSpec("image_features", None, (IMAGE_TOKENS, hidden)),
         ]
+        if layers := deepstack_layers(config):  # placed per position too (vlm_deepstack)
+            specs.append(TensorSpec(DEEPSTACK_FEATURES, None, (layers, IMAGE_TOKENS, hidden)))
+        return specs
 
     def outputs(self, config: ArchitectureConfig) -> list[str]:
-        return ["inputs_embeds"]
+        return ["inputs_embeds"] + ([DEEPSTACK] if deepstack_layers(config) else [])
 
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
-        return (merge_image_features(model, inputs["input_ids"], inputs["image_features"]),)
+        ids = inputs["input_ids"]
+        embeds = merge_image_features(model, ids, inputs["image_features"])
+        if DEEPSTACK_FEATURES not in inputs:
+            return (embeds,)
+        is_image = ids == image_token_id(model.config)
+        return embeds, placed_deepstack(is_image, inputs[DEEPSTACK_FEATURES].to(embeds.dtype))
 
 
 def merge_image_features(

@@ -1,12 +1,15 @@
 """Deepstack features (Qwen3-VL family): vision features from inner blocks of the tower that the
 text model adds to its hidden states at the image-token positions after its first layers.
 
-The vision graph outputs them as ``deepstack_visual_embeds`` ``[layers, num_image_tokens,
-hidden]`` (the order of ``image_features``); the decoder takes them under the same name, placed
-at their image-token positions, ``[layers, batch, sequence_length, hidden]``, zeros elsewhere
-(``runtime.vlm.place_deepstack``: a decode step passes zeros). Adding zeros changes nothing, so
-the decoder adds the whole tensor where transformers adds the image rows
-(``_deepstack_process``), with no data-dependent selection.
+The vision graph outputs them as ``deepstack_features`` ``[layers, num_image_tokens, hidden]``
+(the name of ``get_image_features``' output field; the order of ``image_features``). The
+embedding graph places them at the image-token positions as it places ``image_features``
+(``modality.at_placeholders``), zeros elsewhere, and outputs ``deepstack_visual_embeds`` ``[layers,
+batch, sequence_length, hidden]``, which the decoder takes under transformers' argument name: a
+client feeds the decoder without knowing where the image tokens are (a text-only step gives zero
+feature rows and gets zeros). Adding zeros changes nothing, so the decoder adds the whole tensor
+where transformers adds the image rows (``_deepstack_process``), with no data-dependent
+selection.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from typing import Any
 import torch
 
 from mobius.sources.config import ArchitectureConfig
+from mobius.tasks.modality import at_placeholders
 
-NAME = "deepstack_visual_embeds"  # transformers' argument name, the contract's input name
+NAME = "deepstack_visual_embeds"  # transformers' argument name: the placed rows, per position
+FEATURES = "deepstack_features"  # get_image_features' field: the rows, per image token
 DEEPSTACK_LAYERS = "deepstack_layers"
 
 
@@ -40,6 +45,13 @@ def stacked(features: Any) -> torch.Tensor | None:
         parts = layer if isinstance(layer, (list, tuple)) else [layer]
         rows.append(torch.cat([p.reshape(-1, p.shape[-1]) for p in parts], dim=0))
     return torch.stack(rows)
+
+
+def placed_deepstack(is_image: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+    """The embedding graph's ``deepstack_visual_embeds``: ``features`` ``[layers,
+    num_image_tokens, hidden]`` at the image-token positions, zeros elsewhere."""
+    picked, placed = at_placeholders(is_image, features)
+    return torch.where(placed.unsqueeze(-1), picked, torch.zeros_like(picked))
 
 
 def _text_model(model: torch.nn.Module) -> torch.nn.Module:

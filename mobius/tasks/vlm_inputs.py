@@ -11,9 +11,9 @@ not in it stops the conversion with the name, so a new family shows what is miss
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -29,6 +29,7 @@ PATCHES = "num_patches"
 QFORMER_SEQUENCE = "qformer_sequence_length"
 HEIGHT, WIDTH = "image_height", "image_width"
 PACKED_WIDTH = "packed_patches_width"
+TILES = "num_tiles"
 FRAMES = "num_frames"
 # where a model makes the features it scatters into its placeholder tokens, in order of preference
 FEATURE_METHODS = ("get_image_features", "get_video_features")
@@ -122,20 +123,24 @@ def extra_vision_inputs(config: ArchitectureConfig, method: Any) -> list[TensorS
 
 def sized_by_pixels(hf: Any, method: Any) -> bool:
     """``get_image_features`` takes ``image_sizes`` and the images are not tiled (no anyres
-    ``image_grid_pinpoints``): an image's size is the extent of its own ``pixel_values`` (Pixtral's
-    towers), so the graph takes one image of any size and no ``image_sizes``."""
+    ``image_grid_pinpoints``): Pixtral's towers, whose images are the processor's batch padded
+    to the largest, each cropped to its ``image_sizes`` (``synth/overrides/pixtral.py``)."""
     return "image_sizes" in required_arguments(method) and not getattr(
         hf, "image_grid_pinpoints", None
     )
 
 
-def one_image_input(config: ArchitectureConfig) -> list[TensorSpec]:
-    """One image at its own size: ``pixel_values`` ``[1, channels, image_height, image_width]``,
-    both sides multiples of the patches the projector merges."""
+def padded_images_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    """The processor's batch: ``pixel_values`` ``[num_images, channels, image_height,
+    image_width]`` padded to the largest image, both sides multiples of the patches the projector
+    merges, and each image's own ``image_sizes`` ``[num_images, 2]`` in pixels."""
     hf = config.hf_config
     channels = _image_shape(hf.vision_config)[0]
     unit = hf.vision_config.patch_size * getattr(hf, "spatial_merge_size", 1)
-    return [TensorSpec("pixel_values", None, (1, channels, HEIGHT, WIDTH), unit)]
+    return [
+        TensorSpec("pixel_values", None, (IMAGES, channels, HEIGHT, WIDTH), unit),
+        TensorSpec("image_sizes", torch.int64, (IMAGES, 2)),
+    ]
 
 
 def example_side(dim: str, spec: TensorSpec, config: ArchitectureConfig) -> int:
@@ -143,36 +148,6 @@ def example_side(dim: str, spec: TensorSpec, config: ArchitectureConfig) -> int:
     high and one merged patch less wide."""
     size = _image_shape(config.hf_config.vision_config)[1]
     return size if dim == HEIGHT else max(size - spec.multiple_of, spec.multiple_of)
-
-
-class ImageSizes(list):
-    """``image_sizes`` as Python sizes ``[(height, width)]``: the tower's per-image loops and
-    crops stay symbolic."""
-
-
-def sizes_from_pixels(inputs: dict[str, torch.Tensor]) -> dict[str, Any]:
-    """The inputs with ``image_sizes`` said by the image's shape."""
-    height, width = inputs["pixel_values"].shape[-2:]
-    return {**inputs, "image_sizes": ImageSizes([(height, width)])}
-
-
-@contextlib.contextmanager
-def sizes_as_tensors() -> Iterator[None]:
-    """``torch.as_tensor`` of :class:`ImageSizes` (Mistral 3 counts each image's tokens so) gives
-    a tensor computed from the sizes, where it would otherwise fix them to the traced values."""
-    original = torch.as_tensor
-
-    def as_tensor(data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
-        if not isinstance(data, ImageSizes):
-            return original(data, *args, **kwargs)
-        one = torch.ones((), dtype=torch.int64, device=kwargs.get("device"))
-        return torch.stack([torch.stack([one * h, one * w]) for h, w in data])
-
-    torch.as_tensor = as_tensor
-    try:
-        yield
-    finally:
-        torch.as_tensor = original
 
 
 def packed_patches(method: Any) -> bool:
@@ -219,6 +194,25 @@ def anyres(hf: Any, method: Any) -> bool:
     )
 
 
+def fixed_anyres(hf: Any, method: Any) -> bool:
+    """An anyres tower whose tiling also depends on how many images each prompt has
+    (``batch_num_images``: LLaVA-OneVision tiles a prompt's only image, and shrinks large grids
+    by bilinear interpolation): its graph takes one image at a fixed resolution. Other anyres
+    towers take any images (``tiled_inputs``, ``synth/overrides/llava_next.py``)."""
+    return anyres(hf, method) and "batch_num_images" in inspect.signature(method).parameters
+
+
+def tiled_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
+    """The processor's anyres batch: per image, the whole image resized to one tile and then its
+    best resolution's tiles, padded to the batch's most, ``[num_images, num_tiles, channels,
+    tile, tile]``; and each image's ``image_sizes`` ``[num_images, 2]`` in pixels."""
+    channels, tile, _ = _image_shape(config.hf_config.vision_config)
+    return [
+        TensorSpec("pixel_values", None, (IMAGES, TILES, channels, tile, tile)),
+        TensorSpec("image_sizes", torch.int64, (IMAGES, 2)),
+    ]
+
+
 def fixed_resolution(hf: Any) -> tuple[int, int]:
     """The one image size an anyres vision graph takes: the first tiling
     (``image_grid_pinpoints[0]``), which an image of exactly that size is tiled to whole."""
@@ -257,10 +251,8 @@ def checked_size(hf: Any, features: torch.Tensor, given: torch.Tensor) -> torch.
 
 def images_per_call(hf: Any, method: Any) -> dict[str, Any]:
     """What ``mobius.json`` says of a vision graph that takes one image per call: its
-    ``vision_images_per_call`` (1), and the ``vision_image_size`` it takes (anyres towers)."""
-    if sized_by_pixels(hf, method):
-        return {"vision_images_per_call": 1}
-    if anyres(hf, method):
+    ``vision_images_per_call`` (1), and the ``vision_image_size`` it takes (``fixed_anyres``)."""
+    if fixed_anyres(hf, method):
         return {"vision_images_per_call": 1, "vision_image_size": list(fixed_resolution(hf))}
     return {}
 
@@ -269,7 +261,7 @@ def images_per_call_fallbacks(hf: Any, method: Any) -> list[Any]:
     """The fixed-resolution contract of an anyres tower, as a fallback (mobius.json, explain)."""
     from mobius.fallbacks import ANY_IMAGE_SIZE, FIXED_IMAGE_SIZE, Fallback
 
-    if not anyres(hf, method):
+    if not fixed_anyres(hf, method):
         return []
     height, width = fixed_resolution(hf)
     reason = (
@@ -341,10 +333,58 @@ def patch_sequence_inputs(hf: Any, method: Any) -> list[TensorSpec] | None:
     ]
 
 
+@functools.cache
+def processor_rank(model_type: str, temporal: int | None) -> int:
+    """The rank of the ``pixel_values`` a grid family's image processor makes: 2 (each patch
+    flattened, the Qwen2-VL processors') or 4 (each patch a small image: PaddleOCR-VL's and
+    Kimi-K2.5's). Asked of the processor itself, with its defaults, on one small image; where it
+    cannot run here (a backend not installed), 2 where the tower stacks frames
+    (``temporal_patch_size``), else 4."""
+    import numpy as np
+    import transformers
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+
+    names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
+    for backend in ("pil", "torchvision"):
+        cls = getattr(transformers, names.get(backend) or "", None)
+        if cls is None:
+            continue
+        try:
+            image = np.zeros((56, 84, 3), dtype=np.uint8)
+            return cls()(images=[image], return_tensors="np")["pixel_values"].ndim
+        except Exception:  # noqa: BLE001 - a processor that cannot run here says nothing
+            continue
+    return 2 if temporal else 4
+
+
+def check_pooled_grid(hf: Any) -> None:
+    """A config whose ``mm_tokens_per_image`` pools the tower's patch grid (Gemma 3, ShieldGemma
+    2: ``tokens_per_side = sqrt(mm_tokens_per_image)``, an average pool of ``patches_per_side //
+    tokens_per_side``) must have at least one patch per token: else HF's own vision path fails
+    (a pooling kernel of 0), which is the config's fault, not the trace's (ConfigError)."""
+    from mobius.errors import ConfigError
+
+    tokens = getattr(hf, "mm_tokens_per_image", None)
+    vision = getattr(hf, "vision_config", None)
+    size, patch = getattr(vision, "image_size", None), getattr(vision, "patch_size", None)
+    if not isinstance(tokens, int) or not isinstance(size, int) or not isinstance(patch, int):
+        return
+    patches, per_side = size // patch, int(tokens**0.5)
+    if per_side and patches // per_side == 0:
+        raise ConfigError(
+            f"{hf.model_type}: mm_tokens_per_image={tokens} asks for {per_side} tokens per side "
+            f"from a grid of {patches}x{patches} patches (vision image_size {size} / patch_size "
+            f"{patch}): HF's own vision path cannot run at this config (its pooling kernel is 0); "
+            f"set mm_tokens_per_image to at most {patches * patches}, or pass --task "
+            "text-generation to convert the text decoder alone"
+        )
+
+
 def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     """``pixel_values`` in the layout the processor makes for the family (and its companions)."""
     hf = config.hf_config
     vision = getattr(hf, "vision_config", None)
+    check_pooled_grid(hf)
     if vision is None and "vision_config" in vars(hf) and flat_patch_inputs(hf) is None:
         raise UnsupportedError(
             f"{hf.model_type}'s config sets no vision_config: the model has no vision tower, so "
@@ -354,13 +394,14 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     arguments = image_feature_arguments(config)
     channels, height, width = _image_shape(vision)
     if "image_grid_thw" in arguments:
-        # each image's patches, and its (t, h, w) grid of patches: flattened where the tower
-        # stacks frames (temporal_patch_size), else as small images (PaddleOCR-VL)
+        # each image's patches, and its (t, h, w) grid of patches: flattened, or as small images
+        # where the family's processor makes them so (PaddleOCR-VL, Kimi-K2.5)
         size = vision.patch_size
         temporal = getattr(vision, "temporal_patch_size", None) or getattr(
             vision, "patch_temporal", None
         )
-        pixels = (channels * temporal * size * size,) if temporal else (channels, size, size)
+        flat = (channels * (temporal or 1) * size * size,)
+        pixels = flat if processor_rank(hf.model_type, temporal) == 2 else (channels, size, size)
         merge = grid_merge_size(vision)
         return [
             TensorSpec("pixel_values", None, (PATCHES, *pixels), merge * merge),
@@ -376,9 +417,11 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             TensorSpec("pixel_attention_mask", torch.bool, (BATCH, IMAGES, height, width)),
         ]
     if sized_by_pixels(hf, method):
-        return one_image_input(config)
-    if anyres(hf, method):
+        return padded_images_inputs(config)
+    if fixed_anyres(hf, method):
         return fixed_resolution_inputs(config)
+    if anyres(hf, method):
+        return tiled_inputs(config)
     if packed_patches(method):
         return packed_inputs(config)
     if (flat := flat_patch_inputs(hf)) is not None:

@@ -5,30 +5,36 @@ generation token for token against HF ``generate``."""
 from __future__ import annotations
 
 import inspect
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from mobius.runtime.vlm import DEEPSTACK, OnnxVisionLanguageModel, next_positions
+from mobius.runtime.vlm import (
+    DEEPSTACK,
+    DEEPSTACK_FEATURES,
+    OnnxVisionLanguageModel,
+    next_positions,
+)
 from mobius.tasks.vlm import (
     language_model,
     type_ids_argument,
     vision_outputs,
 )
 from mobius.tasks.vlm_canvas import MARKERS, canvas_recipe
-from mobius.tasks.vlm_inputs import grid_merge_size, image_token_id
+from mobius.tasks.vlm_inputs import image_token_id
 from mobius.tasks.vlm_prepend import image_rows, prepends_image
 from mobius.testing.tiny import randomize
+from mobius.testing.vlm_pixels import image_runs, images_fed, pixel_inputs
 from mobius.testing.vlm_scale import fan_in_scaled
 from mobius.testing.vlm_tiny_configs import MORE_VLM_OVERRIDES
 from mobius.verification.pairs import Comparison, Pair, Tokens, for_session, for_torch, to_numpy
 
 NEW_TOKENS = 12
-# types whose tiny checkpoint is written with the model's own parameter names (see tiny_vlm)
-NATIVE_LAYOUT = {"shieldgemma2"}
+# types whose checkpoint, as HF's writer writes it, HF's own loader does not read back (see
+# tiny_vlm): the reference is the model as built
+NOT_RELOADED = {"shieldgemma2"}
 # types whose HF reference runs with the conversion's own override installed: Llama 4's forward
 # raises in this transformers at its return (synth/overrides/llama4.py), and its
 # get_image_features stops before the projector its forward applies; the override fixes the
@@ -95,10 +101,12 @@ def tiny_vlm(model_type: str, directory: Path, *, seed: int = 0, **overrides: An
     model = auto_class().from_config(config, attn_implementation="eager").eval()
     randomize(model, seed)
     fan_in_scaled(model, model_type, seed)  # a few types' vision side: see vlm_scale
-    # HF's original-format writer for ShieldGemma 2 renames the text model to Gemma 3's legacy
-    # layout (model.language_model.model.*), which its own loader does not read back: the
-    # tiny checkpoint keeps the model's own names instead
-    model.save_pretrained(directory, save_original_format=model_type not in NATIVE_LAYOUT)
+    model.save_pretrained(directory)
+    # HF's writer nests ShieldGemma 2's text model one level deeper (model.language_model.model.*)
+    # than its own loader reads back (the text weights would load as random ones); mobius reads
+    # what the writer wrote (sources/key_mapping.py), checked against the model as built
+    if model_type in NOT_RELOADED:
+        return model.eval(), config
     loaded = auto_class().from_pretrained(directory, attn_implementation="eager")
     if model_type in REFERENCE_OVERRIDES:  # see REFERENCE_OVERRIDES
         from mobius.synth.overrides import OVERRIDES
@@ -193,119 +201,10 @@ def tiny_llava_with_processor(directory: Path, *, seed: int = 0):
     return model, processor
 
 
-def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.Tensor]:
-    """Random images in the layout the vision graph takes (``vision_inputs``)."""
-    from mobius.sources.config import from_hf
-    from mobius.tasks.vlm import vision_inputs
-
-    gen = torch.Generator().manual_seed(seed)
-    specs = {s.name: s for s in vision_inputs(from_hf(model.config))}
-    out = {}
-    if "image_grid_thw" in specs:  # a (1, 2, 3)-block grid of merged patches per image
-        merge = grid_merge_size(model.config.vision_config)
-        grid = torch.tensor([[1, 2 * merge, 3 * merge]] * images)
-        out["image_grid_thw"] = grid
-        rest = specs["pixel_values"].dims[1:]
-        out["pixel_values"] = torch.randn(int(grid.prod(-1).sum()), *rest, generator=gen)
-        inner = getattr(model, "model", model)  # VideoLLaMA3: HF's only (images merge at 1)
-        if "image_merge_sizes" in inspect.signature(inner.get_image_features).parameters:
-            out["image_merge_sizes"] = torch.ones(images, dtype=torch.int64)
-        return out
-    if "image_position_ids" in specs:
-        return position_patches(specs["pixel_values"], images, gen)
-    if "target_sizes" in specs:  # packed patches: images of (u, 2u) and (2u, u) patches
-        return _packed_pixels(specs["pixel_values"], model, images, gen)
-    if "spatial_shapes" in specs:  # patch rows padded to 16: images of 2 x 6 patches
-        return _patch_rows(specs["pixel_values"], images, gen)
-    sizes = {
-        "num_images": images,
-        "batch": 1,
-        "num_patches": 16,
-        "qformer_sequence_length": 5,
-        "num_frames": 2,  # a video's frames (a model that takes videos only)
-    }
-    if "image_height" in specs["pixel_values"].dims:  # one image at its own size, not square
-        side, unit = _pixel_size(model)[0], specs["pixel_values"].multiple_of
-        sizes.update(image_height=max(side - unit, unit), image_width=side)
-    for name, spec in specs.items():
-        dims = [sizes.get(d, d) for d in spec.dims]
-        if spec.dtype == torch.bool:  # every pixel real
-            out[name] = torch.ones(*dims, dtype=torch.bool)
-        elif name in _VALUES:
-            out[name] = _VALUES[name](model, dims, gen).to(spec.dtype)
-        else:
-            out[name] = torch.randn(*dims, generator=gen)
-    if "image_height" in specs["pixel_values"].dims:  # what HF's get_image_features reads
-        out["image_sizes"] = torch.tensor([list(out["pixel_values"].shape[-2:])])
-    return out
-
-
-def _packed_pixels(
-    spec: Any, model: Any, images: int, gen: torch.Generator
-) -> dict[str, torch.Tensor]:
-    """Packed images (``vlm_inputs.packed_inputs``): each side ``u`` or ``2u`` patches, where
-    ``u * u`` patches make one feature."""
-    patch = model.config.vision_config.patch_size
-    unit = math.isqrt(spec.multiple_of // patch)
-    sizes = torch.tensor(
-        [[unit, 2 * unit] if i % 2 == 0 else [2 * unit, unit] for i in range(images)]
-    )
-    width = int(sizes.prod(-1).sum()) * patch
-    pixels = torch.randn(1, *spec.dims[1:3], width, generator=gen)
-    return {"pixel_values": pixels, "target_sizes": sizes.to(torch.int32)}
-
-
-def _patch_rows(spec: Any, images: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Siglip2's NaFlex layout (``vlm_inputs.patch_sequence_inputs``): 12 real patches of a
-    2 x 6 grid in rows of 16, the rest padding (zeros, masked out)."""
-    rows, columns, width = 2, 6, 16
-    pixels = torch.randn(images, width, spec.dims[-1], generator=gen)
-    mask = (torch.arange(width) < rows * columns).to(torch.int32).expand(images, -1).clone()
-    return {
-        "pixel_values": pixels * mask[..., None],
-        "spatial_shapes": torch.tensor([[rows, columns]] * images),
-        "pixel_attention_mask": mask,
-    }
-
-
-def _fixed_size(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
-    """Each image's (height, width) in pixels: the anyres graph's fixed resolution."""
-    from mobius.tasks.vlm_inputs import fixed_resolution
-
-    return torch.tensor([list(fixed_resolution(model.config))] * dims[0])
-
-
-def _pixel_size(model: Any) -> tuple[int, int]:
-    size = model.config.vision_config.image_size
-    return tuple(size) if isinstance(size, (list, tuple)) else (size, size)
-
-
-def _qformer_ids(model: Any, dims: list, gen: torch.Generator) -> torch.Tensor:
-    vocab = model.config.qformer_config.vocab_size
-    return torch.randint(3, vocab, dims, generator=gen)
-
-
-# inputs whose values must agree with the images (vlm_inputs.EXTRA_INPUTS' names)
-_VALUES = {"image_sizes": _fixed_size, "qformer_input_ids": _qformer_ids}
-
-
-def position_patches(spec: Any, images: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Gemma 4's patchified images (``vision_inputs``): each a grid of 2u x 3u patches, where
-    u x u patches pool to one feature, in row-major order with (x, y) positions, in [0, 1] as
-    the processor rescales them."""
-    unit = math.isqrt(spec.multiple_of)
-    rows, columns = 2 * unit, 3 * unit
-    y, x = torch.meshgrid(torch.arange(rows), torch.arange(columns), indexing="ij")
-    positions = torch.stack([x.flatten(), y.flatten()], -1)
-    return {
-        "pixel_values": torch.rand(images, rows * columns, spec.dims[-1], generator=gen),
-        "image_position_ids": positions.expand(images, -1, -1).clone(),
-    }
-
-
-def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
-    """Two rows: the first with ``image_tokens`` image tokens among text, the second text only
-    and left-padded to the same width. (input_ids, attention_mask)."""
+def prompt(model: Any, image_tokens: int | list[int], length: int = 5, seed: int = 1):
+    """Two rows: the first with ``image_tokens`` image tokens among text (a list: one run per
+    image, a word between runs, each opened by the vision start token where the model has one),
+    the second text only and left-padded to the same width. (input_ids, attention_mask)."""
     config = model.config
     vocab = model.get_input_embeddings().num_embeddings
     token = image_token_id(config)
@@ -316,12 +215,20 @@ def prompt(model: Any, image_tokens: int, length: int = 5, seed: int = 1):
     text[(text == token) | (text == pad) | (text == start)] = 4
     if start is not None:  # the processor opens each image with it (Qwen-Omni finds images by it)
         text[0, 1] = start
-    image = torch.full((image_tokens,), -1 if token is None else token)  # GIT: no placeholder
-    if canvas_recipe(config):  # <image> ... </image> around the thumbnail, as the processor
+    markers = None
+    if canvas_recipe(config):  # <image> ... </image> around each thumbnail, as the processor
         markers = torch.tensor([m for m in (getattr(config, n) for n in MARKERS) if m is not None])
         text[torch.isin(text, markers)] = 4
-        image = torch.cat([markers[:1], image, markers[1:2]])
-    first = torch.cat([text[0, :2], image, text[0, 2:]])
+    pieces = [text[0, :2]]
+    runs = [image_tokens] if isinstance(image_tokens, int) else image_tokens
+    for k, count in enumerate(runs):
+        if k:  # a word, and the next image's start token
+            pieces.append(torch.tensor([4] + ([start] if start is not None else [])))
+        image = torch.full((count,), -1 if token is None else token)  # GIT: no placeholder
+        if markers is not None:
+            image = torch.cat([markers[:1], image, markers[1:2]])
+        pieces.append(image)
+    first = torch.cat([*pieces, text[0, 2:]])
     width = first.numel()
     second = torch.cat([torch.full((width - length,), pad), text[1]])
     ids = torch.stack([first, second])
@@ -364,12 +271,17 @@ def _cache_of(out: Any) -> Any:
     return (inner if inner is not None else out).past_key_values
 
 
-def vlm_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[str, Any]:
+def vlm_parity(
+    model: Any, package: Path, new_tokens: int = NEW_TOKENS, images: int = 1
+) -> dict[str, Any]:
     """Max abs differences (features, prefill, step, generation logits) and whether the greedy
-    tokens equal HF's."""
-    compared = vlm_pairs(model, package, new_tokens)
+    tokens equal HF's; ``images``: how many images the prompt's first row carries (where the
+    layout takes that many: ``image_runs``)."""
+    pixels = pixel_inputs(model, images)
+    compared = vlm_pairs(model, package, new_tokens, pixels=pixels)
     *features, prefill, step, generated = compared.pairs
     return {
+        "images": images_fed(model, pixels),
         "image_tokens": int(features[0].expected.shape[0]),
         "features_diff": max(p.max_abs() for p in features),
         "prefill_diff": prefill.max_abs(),
@@ -399,18 +311,18 @@ def vlm_pairs(
     with torch.no_grad():
         hf_features, hf_deepstack = vision_outputs(model, for_torch(model, pixels))
     vision = runner.vision(**for_session(runner.sessions["vision_encoder"], pixels))
-    features, deepstack = vision["image_features"], vision.get("deepstack_visual_embeds")
+    features, deepstack = vision["image_features"], vision.get(DEEPSTACK_FEATURES)
     vision_file = "vision_encoder.onnx"
     pairs = [Pair(vision_file, "image_features", "", features, to_numpy(hf_features))]
     if hf_deepstack is not None:
-        pairs.append(Pair(vision_file, DEEPSTACK, "", deepstack, to_numpy(hf_deepstack)))
+        pairs.append(Pair(vision_file, DEEPSTACK_FEATURES, "", deepstack, to_numpy(hf_deepstack)))
     # GIT puts the image before the text itself (vlm_prepend): no placeholder, HF repeats the
     # one image over the batch, so both rows carry it (the second left-padded by two)
     prepended = image_rows(model.config) if prepends_image(model) else 0
     if text is not None:
         ids, mask = text
     else:
-        ids, mask = prompt(model, 0 if prepended else hf_features.shape[0])
+        ids, mask = prompt(model, 0 if prepended else image_runs(model, pixels))
         if prepended:
             ids[1, :2], mask[1, :2] = getattr(model.config, "pad_token_id", None) or 0, 0
     grid, sizes = pixels.get("image_grid_thw"), pixels.get("target_sizes")
@@ -449,17 +361,23 @@ def vlm_pairs(
             use_cache=True,
         )
     types = {k: v.numpy() for k, v in extra.items()}
-    embeds = runner.embed(ids.numpy(), features)
+    embedded = runner.embedding(ids.numpy(), features, deepstack)
     logits, cache = runner.decode(
-        embeds,
+        embedded["inputs_embeds"],
         mask.numpy(),
         positions.numpy(),
         runner.empty_cache(2),
         types.get("token_type_ids", types.get("mm_token_type_ids")),
-        runner.place_deepstack(ids.numpy(), deepstack),
+        embedded.get(DEEPSTACK),
     )
+    embedded = runner.embedding(step.numpy(), None)
     step_logits, _ = runner.decode(
-        runner.embed(step.numpy(), None), step_mask.numpy(), step_positions.numpy(), cache
+        embedded["inputs_embeds"],
+        step_mask.numpy(),
+        step_positions.numpy(),
+        cache,
+        None,
+        embedded.get(DEEPSTACK),
     )
     real = np.concatenate([np.ones((2, prepended), bool), mask.numpy().astype(bool)], 1)
     tokens, hf_logits = hf_generate(model, hf_inputs, new_tokens)

@@ -6,6 +6,28 @@ from __future__ import annotations
 from typing import Any
 
 MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
+    # the default mrope_section (sized for the real rotary width) fails the config's own check
+    # that it sums to half the shrunk head dimension (16 here)
+    "cosmos3_edge": {
+        "text_config": {
+            "head_dim": 16,
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 1e4,
+                "mrope_section": [4, 2, 2],
+            },
+        }
+    },
+    "hy_v4_vl": {
+        "text_config": {
+            "qk_rope_head_dim": 16,
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 1e4,
+                "mrope_section": [4, 2, 2],
+            },
+        }
+    },
     # Aria's projector picks its number of queries by the tower's patch count from this table
     # (1225 and 4900 patches for the real 490- and 980-pixel images); the tiny tower makes 16
     "aria": {"projector_patch_to_query_dict": {16: 4}},

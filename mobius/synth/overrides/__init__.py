@@ -24,12 +24,14 @@ from mobius.synth.overrides import (
     led,
     lfm3_vl,
     llama4,
+    llava_next,
     longformer,
     longt5,
     minicpmv,
     muse_glimmer,
     paddleocr_vl,
     pegasus_x,
+    pixtral,
     prophetnet,
     qwen3_asr,
     qwen4_exp,
@@ -101,6 +103,14 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     "transformers.models.paddleocr_vl.modeling_paddleocr_vl.PaddleOCRProjector": (
         paddleocr_vl.merged_by_gather
+    ),
+    "transformers.models.mistral3.modeling_mistral3.Mistral3Model": pixtral.padded_batch,
+    "transformers.models.lighton_ocr.modeling_lighton_ocr.LightOnOcrModel": pixtral.padded_batch,
+    "transformers.models.llava_next.modeling_llava_next.LlavaNextModel": (
+        llava_next.tiles_per_feature
+    ),
+    "transformers.models.llava_next_video.modeling_llava_next_video.LlavaNextVideoModel": (
+        llava_next.tiles_per_feature
     ),
     "transformers.models.longt5.modeling_longt5.LongT5Stack": longt5.blocks_without_branch,
     "transformers.models.pegasus_x.modeling_pegasus_x.PegasusXEncoder": pegasus_x.padded_to_blocks,

@@ -74,3 +74,21 @@ def test_split_converter_names_and_fills_each_target():
     made = mapping.assemble(group, {pattern: [fused]})
     torch.testing.assert_close(made["attn.q.weight"], fused[:2], rtol=0, atol=0)
     torch.testing.assert_close(made["attn.k.weight"], fused[2:], rtol=0, atol=0)
+
+
+def test_a_text_model_nested_one_level_deeper_is_read_as_its_parameters():
+    # HF's writer saves ShieldGemma 2's text model as model.language_model.model.* (its own
+    # loader does not read that back); the parameters are model.language_model.*
+    from transformers import AutoModelForImageTextToText
+
+    from mobius.synth.trace import checkpoint_key_mapper
+    from mobius.testing.configs import tiny_config_for
+
+    config = tiny_config_for("shieldgemma2", mm_tokens_per_image=4)
+    with torch.device("meta"):
+        model = AutoModelForImageTextToText.from_config(config)
+    mapping = checkpoint_key_mapper(model)
+    nested = "model.language_model.model.layers.0.mlp.up_proj.weight"
+    assert mapping.rename(nested)[0] == "model.language_model.layers.0.mlp.up_proj.weight"
+    vision = "model.vision_tower.embeddings.patch_embedding.bias"  # no such level: as it was
+    assert mapping.rename(vision)[0] == vision

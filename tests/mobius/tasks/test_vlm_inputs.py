@@ -1,6 +1,7 @@
 """The vision graph's inputs beyond ``pixel_values``: by the HF names of ``get_image_features``'
-required arguments; Pixtral towers take one image at its own size; anyres towers one image at a
-fixed resolution, with ``image_sizes`` checked. (The sweep, benchmarks/vlm_coverage.py, checks
+required arguments; Pixtral and anyres towers take the processor's padded batch and
+``image_sizes``; OneVision one image at a fixed resolution, with ``image_sizes`` checked; a config HF's own vision path
+cannot run is refused as the config's fault. (The sweep, benchmarks/vlm_coverage.py, checks
 each family's parity end to end.)"""
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ def test_extra_inputs_by_their_hf_names():
         torch.int64,
         ("num_images", "qformer_sequence_length"),
     )
-    # Pixtral: one image of any size, its image_sizes said by its shape
-    assert _inputs("mistral3") == {"pixel_values": (None, (1, 3, "image_height", "image_width"))}
+    # Pixtral: the processor's batch, images padded to the largest, and each image's size
+    assert _inputs("mistral3") == {
+        "pixel_values": (None, ("num_images", 3, "image_height", "image_width")),
+        "image_sizes": (torch.int64, ("num_images", 2)),
+    }
     # no vision tower: Fuyu embeds the flattened 8 x 8 x 3 patches itself
     assert _inputs("fuyu") == {"pixel_values": (None, ("num_images", "num_patches", 192))}
     # Siglip2's NaFlex rows of patches, their grids and real patches (LFM2-VL)
@@ -43,9 +47,16 @@ def test_extra_inputs_by_their_hf_names():
     # towers in sequence: the image size of the first, which reads the pixels (Unlimited-OCR)
     ocr = _inputs("unlimited_ocr", vision_config={"sam_config": {"image_size": 64}})
     assert ocr == {"pixel_values": (None, ("num_images", 3, 64, 64))}
-    # anyres: one image at the first tiling (32 x 64: the whole image and two tiles)
-    anyres = _inputs("llava_next", image_grid_pinpoints=[[32, 64], [64, 64]])
-    assert anyres == {
+    # anyres: the processor's tiles of any images, padded to the most, and their sizes
+    tiled = _inputs("llava_next", image_grid_pinpoints=[[32, 64], [64, 64]])
+    assert tiled == {
+        "pixel_values": (None, ("num_images", "num_tiles", 3, 32, 32)),
+        "image_sizes": (torch.int64, ("num_images", 2)),
+    }
+    # ... except where the tiling depends on the prompt's image count (OneVision): one image at
+    # the first tiling (32 x 64: the whole image and two tiles)
+    fixed = _inputs("llava_onevision", image_grid_pinpoints=[[32, 64], [64, 64]])
+    assert fixed == {
         "pixel_values": (None, (1, 3, 3, 32, 32)),
         "image_sizes": (torch.int64, (1, 2)),
     }
@@ -83,7 +94,7 @@ def test_an_argument_without_an_input_is_named():
 def test_fixed_resolution_checks_image_sizes():
     from transformers import AutoModelForImageTextToText
 
-    config = tiny_config_for("llava_next", image_grid_pinpoints=[[32, 64], [64, 64]])
+    config = tiny_config_for("llava_onevision", image_grid_pinpoints=[[32, 64], [64, 64]])
     model = AutoModelForImageTextToText.from_config(config).eval()
     pixels = torch.randn(1, 3, 3, 32, 32)
     sizes = torch.tensor([[32, 64]])
@@ -94,3 +105,21 @@ def test_fixed_resolution_checks_image_sizes():
         assert ours.shape == theirs.shape and torch.equal(ours, theirs)
         with pytest.raises(IndexError):  # ONNX Gather fails the same way
             graph.call(model, {"pixel_values": pixels, "image_sizes": torch.tensor([[40, 64]])})
+
+
+def test_grid_patches_take_the_processors_rank():
+    # the processor flattens each patch (VideoLLaMA3: 3 x 8 x 8, no frames) or keeps it an image
+    # (PaddleOCR-VL); the tower reads either
+    assert _inputs("video_llama_3")["pixel_values"] == (None, ("num_patches", 192))
+    assert _inputs("paddleocr_vl")["pixel_values"] == (None, ("num_patches", 3, 8, 8))
+    assert _inputs("qwen2_vl")["pixel_values"] == (None, ("num_patches", 384))  # 2 frames
+
+
+def test_a_grid_too_small_to_pool_is_the_configs_fault():
+    # Gemma 3 pools the tower's 4 x 4 patches to sqrt(mm_tokens_per_image) per side: 256 tokens
+    # would need a pooling kernel of 0, which HF's own vision path cannot run either
+    from mobius.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="mm_tokens_per_image=256.*at most 16"):
+        vision_inputs(from_hf(tiny_config_for("gemma3", mm_tokens_per_image=256)))
+    assert _inputs("gemma3", mm_tokens_per_image=4)["pixel_values"][1] == ("num_images", 3, 32, 32)
