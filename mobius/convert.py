@@ -119,6 +119,7 @@ def build(
                 task=task,
                 strict=strict,
                 adapter=adapter,
+                lora_inputs=lora_inputs,
             )
         return package(
             prepared,

@@ -187,7 +187,7 @@ def audio_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dic
     from mobius.runtime.audio_llm import OnnxAudioLanguageModel
     from mobius.runtime.vlm import next_positions, sequence_positions
     from mobius.tasks.audio_llm import audio_features
-    from mobius.testing.pairs import to_numpy
+    from mobius.verification.pairs import to_numpy
     from mobius.testing.vlm import hf_generate
 
     runner = OnnxAudioLanguageModel(package)

@@ -12,7 +12,7 @@ import torch
 
 from mobius.tasks.vlm import vision_outputs
 from mobius.tasks.vlm_inputs import grid_merge_size
-from mobius.testing.pairs import for_torch
+from mobius.verification.pairs import for_torch
 
 
 def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.Tensor]:
