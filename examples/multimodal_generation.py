@@ -7,7 +7,9 @@ HF processor only (no torch).
 The three graphs of CONTRACTS.md ("Vision–language models"): ``vision_encoder`` turns the
 processor's ``pixel_values`` into ``image_features`` [num_image_tokens, hidden]; ``embedding``
 puts them at the prompt's image tokens; ``decoder_model`` generates from ``inputs_embeds`` with a
-key/value cache, each new token embedded alone (no image features). Without an image file a
+key/value cache, each new token embedded alone (no image features). The embedding graph's other
+outputs (Qwen3-VL's ``deepstack_visual_embeds``, placed at the image tokens) go to the decoder under
+their names. Without an image file a
 synthetic gradient is captioned. Families with multi-axis positions (Qwen2-VL, ``mobius.json``
 ``"position_ids": "multi-axis"``) need their ``get_rope_index`` ids instead of the mask count used
 here: ``mobius.runtime.vlm.multi_axis_positions`` is the recipe (the grid comes from the
@@ -45,10 +47,12 @@ def generate(
     graphs: dict[str, ort.InferenceSession], inputs: dict[str, np.ndarray], max_new_tokens: int
 ) -> list[int]:
     """Greedy tokens for one prompt (a batch of one), through the three graphs."""
-    vision_names = {i.name for i in graphs["vision_encoder"].get_inputs()}
-    features = graphs["vision_encoder"].run(
-        None, {k: v for k, v in inputs.items() if k in vision_names}
-    )[0]
+    vision = graphs["vision_encoder"]
+    vision_names = {i.name for i in vision.get_inputs()}
+    run = vision.run(None, {k: v for k, v in inputs.items() if k in vision_names})
+    # image_features, and deepstack_features where the family has them: rows on axis -2
+    features = dict(zip([o.name for o in vision.get_outputs()], run, strict=True))
+    embedding_names = [o.name for o in graphs["embedding"].get_outputs()]
     decoder = graphs["decoder_model"]
     decoder_inputs = {i.name: i for i in decoder.get_inputs()}
     output_names = [o.name for o in decoder.get_outputs()]
@@ -60,11 +64,16 @@ def generate(
         if name.startswith("past_key_values."):
             shape = [1 if d == "batch" else d if isinstance(d, int) else 0 for d in spec.shape]
             cache[name] = np.zeros(shape, dtype=np.float32)
-    no_features = np.zeros((0, features.shape[-1]), dtype=features.dtype)
+    no_features = {
+        name: np.zeros((*rows.shape[:-2], 0, rows.shape[-1]), dtype=rows.dtype)
+        for name, rows in features.items()
+    }
     tokens: list[int] = []
     for _ in range(max_new_tokens):
-        embeds = graphs["embedding"].run(None, {"input_ids": ids, "image_features": features})[0]
-        feeds = {"inputs_embeds": embeds, "attention_mask": mask, "position_ids": positions}
+        embedded = graphs["embedding"].run(None, {"input_ids": ids, **features})
+        # inputs_embeds, and deepstack_visual_embeds already at the image positions
+        feeds = dict(zip(embedding_names, embedded, strict=True))
+        feeds.update(attention_mask=mask, position_ids=positions)
         if "token_type_ids" in decoder_inputs:  # 1 marks image tokens (Gemma 3)
             image_token = inputs.get("image_token_id")
             feeds["token_type_ids"] = (ids == image_token).astype(np.int64)
