@@ -71,6 +71,10 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.granite_speech.modeling_granite_speech.GraniteSpeechEncoderProjector": (
         granite_speech.windows_by_floor
     ),
+    "transformers.models.granite_speech_plus.modeling_granite_speech_plus."
+    "GraniteSpeechPlusConformerAttention": granite_speech.blocks_without_branch,
+    "transformers.models.granite_speech_plus.modeling_granite_speech_plus."
+    "GraniteSpeechPlusEncoderProjector": granite_speech.windows_by_floor,
     "transformers.models.kimi_k25.modeling_kimi_k25.Kimi_K25VisionPositionEmbeddings": (
         kimi_k25.frame_index_per_patch
     ),
