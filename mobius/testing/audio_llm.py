@@ -147,9 +147,14 @@ def _waveforms(specs: list, lengths: tuple[float, ...], gen: torch.Generator) ->
 
 
 def _features_per_clip(model: Any, audio: dict) -> list[int]:
-    """How many audio tokens each clip makes: HF's features of each clip alone."""
-    from mobius.tasks.audio_llm import audio_features
+    """How many audio tokens each clip makes: HF's features of each clip alone (for a tower that
+    reads the prompt, which needs these counts first, its own output-length rule on the mask)."""
+    from mobius.tasks.audio_llm import MASKS, audio_features
 
+    if _reads_prompt(model):  # MusicFlamingo: (frames after the convolutions, after pooling)
+        mask = next(audio[n] for n in MASKS if n in audio)
+        lengths = model.model.audio_tower._get_feat_extract_output_lengths(mask.sum(-1))
+        return [int(n) for n in lengths[-1]]
     counts = []
     main = audio.get("input_features", audio.get("input_values"))
     for row in range(len(main)):
@@ -157,6 +162,14 @@ def _features_per_clip(model: Any, audio: dict) -> list[int]:
         with torch.no_grad():
             counts.append(int(audio_features(model, one).shape[0]))
     return counts
+
+
+def _reads_prompt(model: Any) -> bool:
+    """The audio features method takes the prompts (``input_ids``) beside the clips."""
+    from mobius.sources.config import from_hf
+    from mobius.tasks.audio_llm import audio_inputs
+
+    return any(s.name == "input_ids" for s in audio_inputs(from_hf(model.config)))
 
 
 def audio_prompt(model: Any, counts: list[int], seed: int = 1):
@@ -187,15 +200,17 @@ def audio_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dic
     from mobius.runtime.audio_llm import OnnxAudioLanguageModel
     from mobius.runtime.vlm import next_positions, sequence_positions
     from mobius.tasks.audio_llm import audio_features
-    from mobius.verification.pairs import to_numpy
     from mobius.testing.vlm import hf_generate
+    from mobius.verification.pairs import to_numpy
 
     runner = OnnxAudioLanguageModel(package)
     audio = audio_batch(model)
+    ids, mask = audio_prompt(model, _features_per_clip(model, audio))
+    if _reads_prompt(model):
+        audio["input_ids"] = ids
     with torch.no_grad():
         expected = audio_features(model, audio)
     features = runner.audio_features(**{k: v.numpy() for k, v in audio.items()})
-    ids, mask = audio_prompt(model, _features_per_clip(model, audio))
     positions = torch.from_numpy(sequence_positions(mask.numpy()))
     hf_inputs = {"input_ids": ids, "attention_mask": mask, **audio}
     gen = torch.Generator().manual_seed(2)

@@ -29,6 +29,7 @@ from mobius.synth.overrides import (
     longt5,
     minicpmv,
     muse_glimmer,
+    musicflamingo,
     paddleocr_vl,
     pegasus_x,
     pixtral,
@@ -104,6 +105,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     "transformers.models.muse_glimmer.modeling_muse_glimmer.MuseGlimmerVisionModel": (
         muse_glimmer.shuffle_index_per_token
+    ),
+    "transformers.models.musicflamingo.modeling_musicflamingo.MusicFlamingoModel": (
+        musicflamingo.window_index_by_comparison
     ),
     "transformers.models.paddleocr_vl.modeling_paddleocr_vl.PaddleOCRProjector": (
         paddleocr_vl.merged_by_gather
