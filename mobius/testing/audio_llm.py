@@ -25,9 +25,19 @@ AUDIO_OVERRIDES: dict[str, dict[str, Any]] = {
         "adaptor_config": {"intermediate_size": 16},
         "audio_config": {"num_mel_bins": 16},
     },
-    # Nemotron 3.5 Transcribe's head checks its audio width against the shrunk tower's
+    # Nemotron 3.5 Transcribe's head checks its audio width against the shrunk tower's; its
+    # ASR, diarization and word-timestamp encoders' value projections have num_attention_heads
+    # heads (no grouped key/values: 10/10, 8/8, 16/16 in the real config), so the shrunk 2
+    # key/value heads must stay the 4 query heads
     "nemo_speechlm": {
-        "audio_config": {"diarization_config": {"head_config": {"audio_hidden_size": 64}}},
+        "audio_config": {
+            "diarization_config": {
+                "head_config": {"audio_hidden_size": 64},
+                "audio_config": {"num_key_value_heads": 4},
+            },
+            "asr_config": {"num_key_value_heads": 4},
+        },
+        "word_timestamp_config": {"num_key_value_heads": 4},
     },
     # Voxtral's config class leaves audio_token_id unset; every checkpoint sets it (24)
     "voxtral": {
@@ -100,7 +110,7 @@ def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int =
     """Random log-mel clips in the audio graph's layout, one per entry of ``lengths`` (each a
     fraction of the window), with the mask the processor gives: real frames 1, padding 0."""
     from mobius.sources.config import from_hf
-    from mobius.tasks.audio_llm import MASKS, _mel_first, audio_config, audio_inputs
+    from mobius.tasks.audio_llm import AUDIO_ROWS, MASKS, _mel_first, audio_config, audio_inputs
 
     specs = audio_inputs(from_hf(model.config))
     gen = torch.Generator().manual_seed(seed)
@@ -124,9 +134,26 @@ def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int =
             values[row, real:] = 0
     out = {"input_features": values}
     for s in specs:
-        if s.name in MASKS:
+        if s.dims[1:] == (AUDIO_ROWS,):
+            out[s.name] = _row_mask(model, values, mask.sum(-1).tolist())
+        elif s.name in MASKS:
             out[s.name] = mask
     return out
+
+
+def _row_mask(model: Any, values: torch.Tensor, real_frames: list[int]) -> torch.Tensor:
+    """The mask of the features' rows the processor gives (Granite Speech's
+    ``input_features_mask``, boolean as HF indexes with it): per clip, as many rows as its real
+    frames alone make, out of the rows of the padded length."""
+    from mobius.tasks.audio_llm import audio_features
+
+    with torch.no_grad():
+        width = int(audio_features(model, {"input_features": values[:1]}).shape[0])
+        counts = [
+            int(audio_features(model, {"input_features": values[i : i + 1, :real]}).shape[0])
+            for i, real in enumerate(real_frames)
+        ]
+    return torch.arange(width)[None, :] < torch.tensor(counts)[:, None]
 
 
 def _waveforms(specs: list, lengths: tuple[float, ...], gen: torch.Generator) -> dict:

@@ -30,6 +30,7 @@ from mobius.synth.overrides import (
     minicpmv,
     muse_glimmer,
     musicflamingo,
+    nemotron3_5_transcribe,
     paddleocr_vl,
     pegasus_x,
     pixtral,
@@ -109,6 +110,10 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.musicflamingo.modeling_musicflamingo.MusicFlamingoModel": (
         musicflamingo.window_index_by_comparison
     ),
+    "transformers.models.nemotron3_5_transcribe.modeling_nemotron3_5_transcribe."
+    "Nemotron3_5TranscribeAudioModel": nemotron3_5_transcribe.one_chunk,
+    "transformers.models.nemotron3_diarization.modeling_nemotron3_diarization."
+    "Nemotron3DiarizationForAudioFrameClassification": nemotron3_5_transcribe.diarization_one_chunk,
     "transformers.models.paddleocr_vl.modeling_paddleocr_vl.PaddleOCRProjector": (
         paddleocr_vl.merged_by_gather
     ),
