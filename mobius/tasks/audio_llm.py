@@ -38,12 +38,14 @@ AUDIO_TOKENS = "num_audio_tokens"
 FRAMES = "num_frames"
 SAMPLES = "num_samples"
 PROMPTS = "prompt_batch"  # MusicFlamingo's tower reads the prompts beside its clips
+AUDIO_ROWS = "num_audio_rows"  # Granite Speech's mask of the projector's rows per clip
 # the mappings transformers lists decoder-only speech LLMs in (none holds all of them)
 MAPPINGS = ("SPEECH_SEQ_2_SEQ", "MULTIMODAL_LM", "SEQ_TO_SEQ_CAUSAL_LM", "CAUSAL_LM")
 # example sizes: distinct from the base task's (2, 7, 4, 11) and each other
-_SIZES = {AUDIO_TOKENS: 6, FRAMES: 200, SAMPLES: 3200, PROMPTS: 3}
+_SIZES = {AUDIO_TOKENS: 6, FRAMES: 200, SAMPLES: 3200, PROMPTS: 3, AUDIO_ROWS: 9}
 # mask names the processors give beside input_features
 MASKS = ("input_features_mask", "feature_attention_mask", "attention_mask", "padding_mask")
+ROW_MASK = "input_features_mask"
 
 
 def model_class(hf: Any) -> type | None:
@@ -117,7 +119,8 @@ class _Auto:
 
     @classmethod
     def from_config(cls, config: Any, **kwargs: Any) -> torch.nn.Module:
-        kwargs.pop("experts_implementation", None)
+        # the experts implementation reaches a mixture-of-experts decoder (Nemotron 3.5
+        # Transcribe's Nemotron-H) as it does a text model's
         return cls._cls(config)._from_config(config, **kwargs)
 
     @classmethod
@@ -145,9 +148,7 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             continue
         if name == "input_features":
             dims = _feature_dims(audio, frames)
-            # towers that cut the frames into chunks of 2 * n_window (Qwen3-ASR)
-            chunk = 2 * audio.n_window if isinstance(getattr(audio, "n_window", None), int) else 1
-            specs.append(TensorSpec(name, None, dims, multiple_of=chunk))
+            specs.append(TensorSpec(name, None, dims, multiple_of=_frame_multiple(audio)))
         elif name == "input_values":  # raw waveform (OmniASR): [batch, 1, samples]
             frames = SAMPLES
             specs.append(TensorSpec(name, None, (BATCH, 1, SAMPLES)))
@@ -163,7 +164,29 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             )
     if not any(s.name in ("input_features", "input_values") for s in specs):  # (*args, **kwargs)
         specs = [TensorSpec("input_features", None, _feature_dims(audio, frames))]
+    if masks_rows(hf):
+        specs.append(TensorSpec(ROW_MASK, torch.int64, (BATCH, AUDIO_ROWS)))
     return specs
+
+
+def masks_rows(hf: Any) -> bool:
+    """The forward keeps only the features method's output rows that ``input_features_mask``
+    marks (Granite Speech: the processor's ``[batch, rows]`` mask of each clip's projector rows),
+    a mask the features method itself does not take."""
+    cls = model_class(hf)
+    forward = inspect.signature(cls.forward).parameters if cls is not None else {}
+    return ROW_MASK in forward and ROW_MASK not in _signature(hf)
+
+
+def _frame_multiple(audio: Any) -> int:
+    """What the frame count must be a multiple of: towers that cut the frames into chunks of
+    ``2 * n_window`` (Qwen3-ASR); FastConformer towers under an ``asr_config`` that stack
+    ``subsampling_factor`` frames and refuse any other count (Nemotron 3.5 Transcribe)."""
+    if isinstance(getattr(audio, "n_window", None), int):
+        return 2 * audio.n_window
+    if getattr(audio, "asr_config", None) is not None:
+        return audio.subsampling_factor
+    return 1
 
 
 def _mel_first(audio: Any) -> bool:
@@ -245,9 +268,16 @@ class AudioEncoderGraph(_AudioGraph):
 
 
 def audio_features(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """``get_audio_features`` as ``[num_audio_tokens, hidden]``: every clip's rows in order."""
+    """``get_audio_features`` as ``[num_audio_tokens, hidden]``: every clip's rows in order
+    (where the forward masks them, ``masks_rows``, the rows the mask keeps)."""
+    row_mask = inputs.get(ROW_MASK) if masks_rows(model.config) else None
+    inputs = {k: v for k, v in inputs.items() if row_mask is None or k != ROW_MASK}
     with _whole_when_iterated():
         out = _features_method(model)(**inputs, return_dict=True)
+    if row_mask is not None:  # HF's features[mask]: the mask marks each clip's first rows
+        rows = out.pooler_output
+        kept = torch.arange(rows.shape[1], device=rows.device)[None, :] < row_mask.sum(-1)[:, None]
+        return rows[kept]
     return _features(out)
 
 

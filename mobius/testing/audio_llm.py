@@ -25,9 +25,19 @@ AUDIO_OVERRIDES: dict[str, dict[str, Any]] = {
         "adaptor_config": {"intermediate_size": 16},
         "audio_config": {"num_mel_bins": 16},
     },
-    # Nemotron 3.5 Transcribe's head checks its audio width against the shrunk tower's
+    # Nemotron 3.5 Transcribe's head checks its audio width against the shrunk tower's; its
+    # ASR, diarization and word-timestamp encoders' value projections have num_attention_heads
+    # heads (no grouped key/values: 10/10, 8/8, 16/16 in the real config), so the shrunk 2
+    # key/value heads must stay the 4 query heads
     "nemo_speechlm": {
-        "audio_config": {"diarization_config": {"head_config": {"audio_hidden_size": 64}}},
+        "audio_config": {
+            "diarization_config": {
+                "head_config": {"audio_hidden_size": 64},
+                "audio_config": {"num_key_value_heads": 4},
+            },
+            "asr_config": {"num_key_value_heads": 4},
+        },
+        "word_timestamp_config": {"num_key_value_heads": 4},
     },
     # Voxtral's config class leaves audio_token_id unset; every checkpoint sets it (24)
     "voxtral": {
@@ -100,7 +110,7 @@ def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int =
     """Random log-mel clips in the audio graph's layout, one per entry of ``lengths`` (each a
     fraction of the window), with the mask the processor gives: real frames 1, padding 0."""
     from mobius.sources.config import from_hf
-    from mobius.tasks.audio_llm import MASKS, _mel_first, audio_config, audio_inputs
+    from mobius.tasks.audio_llm import AUDIO_ROWS, MASKS, _mel_first, audio_config, audio_inputs
 
     specs = audio_inputs(from_hf(model.config))
     gen = torch.Generator().manual_seed(seed)
@@ -124,9 +134,26 @@ def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int =
             values[row, real:] = 0
     out = {"input_features": values}
     for s in specs:
-        if s.name in MASKS:
+        if s.dims[1:] == (AUDIO_ROWS,):
+            out[s.name] = _row_mask(model, values, mask.sum(-1).tolist())
+        elif s.name in MASKS:
             out[s.name] = mask
     return out
+
+
+def _row_mask(model: Any, values: torch.Tensor, real_frames: list[int]) -> torch.Tensor:
+    """The mask of the features' rows the processor gives (Granite Speech's
+    ``input_features_mask``, boolean as HF indexes with it): per clip, as many rows as its real
+    frames alone make, out of the rows of the padded length."""
+    from mobius.tasks.audio_llm import audio_features
+
+    with torch.no_grad():
+        width = int(audio_features(model, {"input_features": values[:1]}).shape[0])
+        counts = [
+            int(audio_features(model, {"input_features": values[i : i + 1, :real]}).shape[0])
+            for i, real in enumerate(real_frames)
+        ]
+    return torch.arange(width)[None, :] < torch.tensor(counts)[:, None]
 
 
 def _waveforms(specs: list, lengths: tuple[float, ...], gen: torch.Generator) -> dict:
@@ -147,9 +174,14 @@ def _waveforms(specs: list, lengths: tuple[float, ...], gen: torch.Generator) ->
 
 
 def _features_per_clip(model: Any, audio: dict) -> list[int]:
-    """How many audio tokens each clip makes: HF's features of each clip alone."""
-    from mobius.tasks.audio_llm import audio_features
+    """How many audio tokens each clip makes: HF's features of each clip alone (for a tower that
+    reads the prompt, which needs these counts first, its own output-length rule on the mask)."""
+    from mobius.tasks.audio_llm import MASKS, audio_features
 
+    if _reads_prompt(model):  # MusicFlamingo: (frames after the convolutions, after pooling)
+        mask = next(audio[n] for n in MASKS if n in audio)
+        lengths = model.model.audio_tower._get_feat_extract_output_lengths(mask.sum(-1))
+        return [int(n) for n in lengths[-1]]
     counts = []
     main = audio.get("input_features", audio.get("input_values"))
     for row in range(len(main)):
@@ -157,6 +189,14 @@ def _features_per_clip(model: Any, audio: dict) -> list[int]:
         with torch.no_grad():
             counts.append(int(audio_features(model, one).shape[0]))
     return counts
+
+
+def _reads_prompt(model: Any) -> bool:
+    """The audio features method takes the prompts (``input_ids``) beside the clips."""
+    from mobius.sources.config import from_hf
+    from mobius.tasks.audio_llm import audio_inputs
+
+    return any(s.name == "input_ids" for s in audio_inputs(from_hf(model.config)))
 
 
 def audio_prompt(model: Any, counts: list[int], seed: int = 1):
@@ -187,15 +227,17 @@ def audio_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dic
     from mobius.runtime.audio_llm import OnnxAudioLanguageModel
     from mobius.runtime.vlm import next_positions, sequence_positions
     from mobius.tasks.audio_llm import audio_features
-    from mobius.verification.pairs import to_numpy
     from mobius.testing.vlm import hf_generate
+    from mobius.verification.pairs import to_numpy
 
     runner = OnnxAudioLanguageModel(package)
     audio = audio_batch(model)
+    ids, mask = audio_prompt(model, _features_per_clip(model, audio))
+    if _reads_prompt(model):
+        audio["input_ids"] = ids
     with torch.no_grad():
         expected = audio_features(model, audio)
     features = runner.audio_features(**{k: v.numpy() for k, v in audio.items()})
-    ids, mask = audio_prompt(model, _features_per_clip(model, audio))
     positions = torch.from_numpy(sequence_positions(mask.numpy()))
     hf_inputs = {"input_ids": ids, "attention_mask": mask, **audio}
     gen = torch.Generator().manual_seed(2)

@@ -29,6 +29,8 @@ from mobius.synth.overrides import (
     longt5,
     minicpmv,
     muse_glimmer,
+    musicflamingo,
+    nemotron3_5_transcribe,
     paddleocr_vl,
     pegasus_x,
     pixtral,
@@ -71,6 +73,10 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.granite_speech.modeling_granite_speech.GraniteSpeechEncoderProjector": (
         granite_speech.windows_by_floor
     ),
+    "transformers.models.granite_speech_plus.modeling_granite_speech_plus."
+    "GraniteSpeechPlusConformerAttention": granite_speech.blocks_without_branch,
+    "transformers.models.granite_speech_plus.modeling_granite_speech_plus."
+    "GraniteSpeechPlusEncoderProjector": granite_speech.windows_by_floor,
     "transformers.models.kimi_k25.modeling_kimi_k25.Kimi_K25VisionPositionEmbeddings": (
         kimi_k25.frame_index_per_patch
     ),
@@ -101,6 +107,13 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.muse_glimmer.modeling_muse_glimmer.MuseGlimmerVisionModel": (
         muse_glimmer.shuffle_index_per_token
     ),
+    "transformers.models.musicflamingo.modeling_musicflamingo.MusicFlamingoModel": (
+        musicflamingo.window_index_by_comparison
+    ),
+    "transformers.models.nemotron3_5_transcribe.modeling_nemotron3_5_transcribe."
+    "Nemotron3_5TranscribeAudioModel": nemotron3_5_transcribe.one_chunk,
+    "transformers.models.nemotron3_diarization.modeling_nemotron3_diarization."
+    "Nemotron3DiarizationForAudioFrameClassification": nemotron3_5_transcribe.diarization_one_chunk,
     "transformers.models.paddleocr_vl.modeling_paddleocr_vl.PaddleOCRProjector": (
         paddleocr_vl.merged_by_gather
     ),
