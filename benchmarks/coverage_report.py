@@ -236,7 +236,7 @@ def _cell(text: str) -> str:
 
 
 def _reruns() -> list[str]:
-    """A section per re-run of some types on another release (``coverage_transformers_*.json``,
+    """A section per sweep (or re-run of some types) on another release (``coverage_transformers_*.json``,
     kept apart so that the table above stays one run)."""
     import json
 
@@ -248,7 +248,7 @@ def _reruns() -> list[str]:
         versions = ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
         lines += [
             "",
-            f"## Re-run on transformers {meta['versions']['transformers']}",
+            f"## On transformers {meta['versions']['transformers']}",
             "",
             f"{meta.get('scope', 'some types')} ({meta.get('date', '?')}, revision "
             f"{meta.get('revision', '?')}; {versions}; `{path.relative_to(ROOT)}`): "
