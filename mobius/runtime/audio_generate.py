@@ -10,7 +10,6 @@ end-of-sequence token.
 from __future__ import annotations
 
 import json
-import wave
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from mobius.errors import ConfigError
+from mobius.runtime.wav import read_wav
 
 LAYOUT = "audio-llm"
 
@@ -27,27 +27,6 @@ def is_audio_llm(directory: Path) -> bool:
     if not info.is_file():
         return False
     return json.loads(info.read_text(encoding="utf-8")).get("layout") == LAYOUT
-
-
-def read_wav(path: str | Path, rate: int) -> np.ndarray:
-    """A PCM WAV file as float32 mono samples in [-1, 1] at ``rate`` Hz (channels averaged;
-    another sampling rate is resampled linearly)."""
-    try:
-        with wave.open(str(path), "rb") as clip:
-            width, channels = clip.getsampwidth(), clip.getnchannels()
-            own_rate, raw = clip.getframerate(), clip.readframes(clip.getnframes())
-    except (OSError, EOFError, wave.Error) as exc:
-        raise ConfigError(f"could not read {path} as a PCM WAV file: {exc}") from exc
-    kinds = {1: (np.uint8, 128.0, 128.0), 2: (np.int16, 0.0, 32768.0), 4: (np.int32, 0.0, 2**31)}
-    if width not in kinds:
-        raise ConfigError(f"{path}: {8 * width}-bit samples; mobius reads 8, 16 or 32-bit PCM")
-    dtype, offset, scale = kinds[width]
-    samples = (np.frombuffer(raw, dtype=dtype).astype(np.float32) - offset) / scale
-    samples = samples.reshape(-1, channels).mean(axis=1)
-    if own_rate != rate and len(samples):
-        times = np.arange(int(len(samples) * rate / own_rate)) * (own_rate / rate)
-        samples = np.interp(times, np.arange(len(samples)), samples).astype(np.float32)
-    return samples
 
 
 def load_processor(directory: Path) -> Any:

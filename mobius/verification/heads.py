@@ -10,6 +10,7 @@ import torch
 
 from mobius.errors import ConfigError
 from mobius.runtime.causal_lm import MODEL_FILE, session
+from mobius.runtime.wav import read_wav
 from mobius.testing.parity import contract_feeds, contract_pairs
 from mobius.verification import inputs, quantized, reference
 from mobius.verification.pairs import Comparison
@@ -62,7 +63,7 @@ def given_feeds(given: inputs.Given, sess: Any, folders: tuple) -> tuple[dict | 
             raise ConfigError("this graph reads audio: pass --audio")
         extractor = inputs.feature_extractor(*folders)
         rate = getattr(extractor, "sampling_rate", 16000)
-        samples = inputs.load_audio(given.audio, rate)
+        samples = read_wav(given.audio, rate)
         rows = [samples, samples[: max(1, len(samples) // 2)]]
         wants_mask = "attention_mask" in shapes
         out = extractor(

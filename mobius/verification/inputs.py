@@ -4,12 +4,10 @@ so that padding is exercised."""
 
 from __future__ import annotations
 
-import wave
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from mobius.errors import ConfigError
@@ -105,25 +103,3 @@ def load_image(path: Path) -> Any:
         raise ConfigError("--image needs Pillow: pip install pillow") from None
     except OSError as exc:
         raise ConfigError(f"cannot read the image {path}: {exc}") from None
-
-
-def load_audio(path: Path, rate: int) -> np.ndarray:
-    """A WAV file (PCM 8/16/32-bit) as mono float32 in [-1, 1], resampled to ``rate`` Hz."""
-    try:
-        with wave.open(str(path), "rb") as wav:
-            frames = wav.readframes(wav.getnframes())
-            width, channels, own_rate = wav.getsampwidth(), wav.getnchannels(), wav.getframerate()
-    except (OSError, EOFError, wave.Error) as exc:
-        raise ConfigError(f"cannot read {path} as a WAV file ({exc}); --audio takes WAV") from None
-    kinds = {1: (np.uint8, 128.0, 128.0), 2: (np.int16, 0.0, 32768.0), 4: (np.int32, 0.0, 2**31)}
-    if width not in kinds:
-        raise ConfigError(f"{path} has {8 * width}-bit samples; --audio takes 8, 16 or 32-bit PCM")
-    kind, offset, scale = kinds[width]
-    samples = (np.frombuffer(frames, dtype=kind).astype(np.float32) - offset) / scale
-    samples = samples.reshape(-1, channels).mean(axis=1)
-    if own_rate != rate and len(samples) > 1:  # linear resampling: enough to compare two runtimes
-        count = max(2, round(len(samples) * rate / own_rate))
-        samples = np.interp(
-            np.linspace(0, len(samples) - 1, count), np.arange(len(samples)), samples
-        )
-    return samples.astype(np.float32)

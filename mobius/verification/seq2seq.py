@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mobius.errors import ConfigError
 from mobius.runtime.seq2seq import Seq2SeqRunner
+from mobius.runtime.wav import read_wav
 from mobius.testing.seq2seq import PREFIX, seq2seq_pairs
 from mobius.verification import inputs, reference
 from mobius.verification.request import Request, Result
@@ -30,7 +31,7 @@ def run(request: Request) -> Result:
                 raise ConfigError("this encoder reads audio: pass --audio")
             extractor = inputs.feature_extractor(*folders)
             rate = getattr(extractor, "sampling_rate", 16000)
-            samples = inputs.load_audio(given.audio, rate)
+            samples = read_wav(given.audio, rate)
             rows = [samples, samples[: max(1, len(samples) // 2)]]
             out = extractor(
                 rows,

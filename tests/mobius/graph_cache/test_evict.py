@@ -5,6 +5,7 @@ from under it; ``cache list`` shows the sizes, their total and the cap."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -108,6 +109,7 @@ def test_removed_entry_is_a_miss(cache, three):
 
 
 def test_bad_cap_warned_and_default_used(monkeypatch, caplog):
+    caplog.set_level(logging.WARNING, logger="mobius")  # a CLI run before may have quieted it
     monkeypatch.setenv(evict.ENVIRONMENT, "lots")
     assert evict.max_bytes() == evict.DEFAULT_MAX_BYTES
     assert "MOBIUS_CACHE_MAX_BYTES" in caplog.text

@@ -76,8 +76,9 @@ def _wav(path, seconds: float, rate: int = 8000) -> None:
 
 
 def test_generate_audio_gives_hf_generate_tokens(tiny_glmasr, tmp_path, capsys):
-    from mobius.runtime.audio_generate import greedy_tokens, processor_inputs, read_wav
+    from mobius.runtime.audio_generate import greedy_tokens, processor_inputs
     from mobius.runtime.audio_llm import OnnxAudioLanguageModel
+    from mobius.runtime.wav import read_wav
     from mobius.testing.vlm import hf_generate
 
     _, model, processor, out = tiny_glmasr
