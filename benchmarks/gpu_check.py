@@ -52,9 +52,9 @@ def _run_case(directory: Path, ep: str, new_tokens: int) -> dict:
     from transformers import AutoModelForCausalLM
 
     device = "cuda" if ep == "cuda" else "cpu"
-    session = ort.InferenceSession(str(directory / "model.onnx"), providers=[PROVIDERS[ep]])
-    inputs = {i.name: i for i in session.get_inputs()}
-    outputs = [o.name for o in session.get_outputs()]
+    runner = ort.InferenceSession(str(directory / "model.onnx"), providers=[PROVIDERS[ep]])
+    inputs = {i.name: i for i in runner.get_inputs()}
+    outputs = [o.name for o in runner.get_outputs()]
     reference = AutoModelForCausalLM.from_pretrained(MODEL, torch_dtype=torch.float64).eval()
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, reference.config.vocab_size, (2, 7), generator=gen)
@@ -94,7 +94,7 @@ def _run_case(directory: Path, ep: str, new_tokens: int) -> dict:
                 else _ort_value(value.astype(np.float16 if "16" in inputs[name].type else
                                              np.float32), inputs[name].type, device)
             )  # fmt: skip
-        results = dict(zip(outputs, session.run_with_ort_values(outputs, feeds), strict=True))
+        results = dict(zip(outputs, runner.run_with_ort_values(outputs, feeds), strict=True))
         logits = results["logits"].numpy().astype(np.float64)
         length = cur_ids.shape[1]
         ref = full[:, length - logits.shape[1] : length].numpy()
@@ -115,7 +115,7 @@ def _run_case(directory: Path, ep: str, new_tokens: int) -> dict:
         "greedy_equal": bool(torch.equal(torch.stack(tokens), torch.stack(expected_tokens))),
         "gqa": "GroupQueryAttention" in nodes,
         "matmulnbits": "MatMulNBits" in nodes,
-        "providers": session.get_providers(),
+        "providers": runner.get_providers(),
     }
 
 

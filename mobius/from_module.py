@@ -28,7 +28,7 @@ from mobius.convert import package, parse_dtype
 from mobius.errors import ConfigError, UnsupportedError
 from mobius.output.weights import Checkpoint
 from mobius.report import ExplainReport
-from mobius.sources.config import ArchitectureConfig
+from mobius.sources.config import ArchitectureConfig, plain_architecture
 from mobius.sources.resolve import Source
 from mobius.sources.safetensors_header import TensorEntry
 from mobius.synth.chain import Prepared
@@ -189,19 +189,7 @@ def prepare_module(
     if not isinstance(module, torch.nn.Module):
         raise ConfigError(f"build_module needs a torch.nn.Module, got {type(module).__name__}")
     name = type(module).__name__
-    arch = ArchitectureConfig(
-        model_type=name,
-        architectures=(name,),
-        hidden_size=None,
-        num_layers=None,
-        num_attention_heads=None,
-        num_key_value_heads=None,
-        head_dim=None,
-        vocab_size=None,
-        is_encoder_decoder=False,
-        tie_word_embeddings=False,
-        hf_config=_no_config(),
-    )
+    arch = plain_architecture(name, _no_config())
     with failures.phase(f"reading {name}"):
         inputs = named_inputs(module, example_inputs)
         the_task = module_task(module, inputs, task, dynamic_axes, arch)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mobius.errors import ConfigError
-from mobius.sources.config import ArchitectureConfig
+from mobius.sources.config import ArchitectureConfig, plain_architecture
 
 
 class DiffusersConfig:
@@ -72,16 +72,4 @@ def architecture(config: dict) -> ArchitectureConfig:
     """The ArchitectureConfig of a diffusers ``config.json`` (sizes are not the model's)."""
     name = class_name(config) or "diffusers"
     values = {k: v for k, v in config.items() if not k.startswith("_")}
-    return ArchitectureConfig(
-        model_type=name,
-        architectures=(name,),
-        hidden_size=None,
-        num_layers=None,
-        num_attention_heads=None,
-        num_key_value_heads=None,
-        head_dim=None,
-        vocab_size=None,
-        is_encoder_decoder=False,
-        tie_word_embeddings=False,
-        hf_config=DiffusersConfig(values),
-    )
+    return plain_architecture(name, DiffusersConfig(values))

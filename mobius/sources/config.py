@@ -491,3 +491,21 @@ def _check_grouping(heads: Size, kv_heads: Size) -> None:
                 f"num_attention_heads={count} is not a multiple of "
                 f"num_key_value_heads={kv_count}{where}; fix config.json"
             )
+
+
+def plain_architecture(name: str, hf_config: Any) -> ArchitectureConfig:
+    """The ArchitectureConfig of a model that is not a transformers one (a plain module, a
+    diffusers model): its class name, none of a transformer's sizes."""
+    return ArchitectureConfig(
+        model_type=name,
+        architectures=(name,),
+        hidden_size=None,
+        num_layers=None,
+        num_attention_heads=None,
+        num_key_value_heads=None,
+        head_dim=None,
+        vocab_size=None,
+        is_encoder_decoder=False,
+        tie_word_embeddings=False,
+        hf_config=hf_config,
+    )

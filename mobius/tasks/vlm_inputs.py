@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from mobius import failures
 from mobius.errors import UnsupportedError
 from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, TensorSpec
@@ -352,7 +353,8 @@ def processor_rank(model_type: str, temporal: int | None) -> int:
         try:
             image = np.zeros((56, 84, 3), dtype=np.uint8)
             return cls()(images=[image], return_tensors="np")["pixel_values"].ndim
-        except Exception:  # noqa: BLE001 - a processor that cannot run here says nothing
+        except Exception as exc:  # noqa: BLE001 - a processor that cannot run here says nothing
+            failures.raise_if_fatal(exc)
             continue
     return 2 if temporal else 4
 
