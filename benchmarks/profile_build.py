@@ -4,7 +4,9 @@ Runs ``mobius.cli.main`` in this process with a CPU-time sampler (``ITIMER_PROF`
 5 ms of this process's CPU, taken on the main thread, so the writer threads' work is in the
 process total but not in the samples) and prints CPU seconds per phase: imports (any stack
 inside an import), the cut-model ``torch.export``, decompositions, the cache probe, the meta
-model, emission, the write, ... then the functions with the most samples under ``--focus``.
+model, emission, the write, ... then the functions with the most samples under ``--focus``, and
+what the run imported: each top-level package with the import CPU it cost (the outermost library
+import on each sampled stack; a warm build's list says which libraries a cache hit still needs).
 Unlike ``cProfile`` it barely slows Python down, so the split holds on a loaded machine.
 
     python benchmarks/profile_build.py [--focus mobius/] [--save samples.json] -- build \
@@ -42,11 +44,17 @@ PHASES = [
 ]
 
 
+OWN_PACKAGES = {"mobius", "patterns", "lowering"}
+
+
 def _frames(frame: FrameType | None) -> tuple[str, ...]:
     names = []
     while frame is not None:
         code = frame.f_code
-        names.append(f"{code.co_filename}:{code.co_name}")
+        name = f"{code.co_filename}:{code.co_name}"
+        if code.co_name == "_find_and_load":  # the module being imported
+            name += f":{frame.f_locals.get('name')}"
+        names.append(name)
         frame = frame.f_back
     return tuple(reversed(names))
 
@@ -86,6 +94,18 @@ def hottest(stacks: collections.Counter, focus: str, limit: int = 25) -> list[tu
     return [(round(n * INTERVAL_S, 2), name) for name, n in inclusive.most_common(limit)]
 
 
+def imports(stacks: collections.Counter) -> dict[str, float]:
+    """Import CPU seconds per top-level package: each sample in an import goes to the outermost
+    package on its stack that is not mobius's own (mobius's own where there is none)."""
+    spent: collections.Counter = collections.Counter()
+    for stack, count in stacks.items():
+        loading = [f.rsplit(":", 1)[1].split(".")[0] for f in stack if ":_find_and_load:" in f]
+        if loading:
+            library = next((m for m in loading if m not in OWN_PACKAGES), loading[0])
+            spent[library] += count * INTERVAL_S
+    return {name: round(seconds, 2) for name, seconds in spent.most_common()}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--focus", default="mobius/", help="list functions whose path has this")
@@ -93,7 +113,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("cli", nargs=argparse.REMAINDER, help="-- then the mobius CLI arguments")
     args = parser.parse_args(argv)
     cli = args.cli[1:] if args.cli[:1] == ["--"] else args.cli
+    before = {name.split(".")[0] for name in sys.modules}
     stacks, cpu, status = profile(cli)
+    imported = sorted({name.split(".")[0] for name in sys.modules} - before - {"__main__"})
     sampled = sum(stacks.values()) * INTERVAL_S
     print(f"exit {status}; process CPU {cpu:.2f} s, main thread sampled {sampled:.2f} s")
     for name, seconds in phases(stacks).items():
@@ -101,6 +123,10 @@ def main(argv: list[str]) -> int:
     print(f"functions under {args.focus!r} (inclusive CPU s):")
     for seconds, name in hottest(stacks, args.focus):
         print(f"  {seconds:6.2f}  {name}")
+    print("import CPU s by top-level package:")
+    for name, seconds in imports(stacks).items():
+        print(f"  {seconds:6.2f}  {name}")
+    print(f"imported ({len(imported)} top-level packages): {', '.join(imported)}")
     if args.save:
         args.save.write_text(json.dumps([[list(s), n] for s, n in stacks.items()]))
     return status

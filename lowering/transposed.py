@@ -52,19 +52,22 @@ class TransposedTensor(ir.LazyTensor):
             self._materialize, dtype=source.dtype, shape=ir.Shape([cols, rows]), name=name
         )
         self._source: Callable[[], np.ndarray] = source.numpy
-        self._tensor = source
+        # not in LazyTensor's ``_tensor`` slot: that caches a materialized value, and a graph-cache
+        # recipe drops it (a warm build then lost the source: a slow, single-thread write)
+        self.source_tensor = source
 
     @property
     def parallel_write_safe(self) -> bool:
         """Whether writer threads may write this while writing others: when its source may."""
-        return getattr(self._tensor, "parallel_write_safe", False) or _plain(self._tensor)
+        source = self.source_tensor
+        return getattr(source, "parallel_write_safe", False) or _plain(source)
 
     def _materialize(self) -> ir.TensorProtocol:
         return ir.tensor(transpose(self._source()))
 
     def tofile(self, file) -> None:
         # a checkpoint tensor streamed by mobius.output.weights: cast and transposed in one pass
-        write = getattr(self._tensor, "write_transposed", None)
+        write = getattr(self.source_tensor, "write_transposed", None)
         if write is not None and write(file):
             return
         source = self._source()

@@ -51,7 +51,7 @@ def _packed_weight(weights: list[ir.Value], name: str) -> ir.Value:
     cols = int(tensors[0].shape[0])
     if all(isinstance(t, TransposedTensor) for t in tensors):
         stacked = JoinedTensor(
-            [t._tensor for t in tensors], 0, name, tensors[0].dtype, [rows, cols]
+            [t.source_tensor for t in tensors], 0, name, tensors[0].dtype, [rows, cols]
         )
         tensor = TransposedTensor(stacked, name=name)
     else:

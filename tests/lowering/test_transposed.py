@@ -33,3 +33,17 @@ def test_transposed_tensor_writes_the_bytes_of_the_transpose(dtype):
     assert buffer.getvalue() == expected
     assert tensor.tobytes() == expected
     assert np.array_equal(tensor.numpy(), source.T)
+
+
+def test_a_graph_cache_recipe_keeps_the_source_and_its_streamed_write():
+    # the recipe drops a lazy tensor's cached value (``_tensor``), never the source of a transpose
+    from mobius.graph_cache import recipe
+    from mobius.output.package import writes_alongside
+
+    source = np.random.default_rng(2).standard_normal((40, 9)).astype(np.float32)
+    tensor = TransposedTensor(ir.tensor(source), name="w.T")
+    again = recipe.loads(recipe.dumps(tensor, roots=()), checkpoint=None)
+    assert writes_alongside(tensor) and writes_alongside(again)
+    buffer = io.BytesIO()
+    again.tofile(buffer)
+    assert buffer.getvalue() == ir.tensor(np.ascontiguousarray(source.T)).tobytes()
