@@ -115,7 +115,11 @@ def main(argv: list[str]) -> int:
     cli = args.cli[1:] if args.cli[:1] == ["--"] else args.cli
     before = {name.split(".")[0] for name in sys.modules}
     stacks, cpu, status = profile(cli)
-    imported = sorted({name.split(".")[0] for name in sys.modules} - before - {"__main__"})
+    imported = sorted(
+        name
+        for name in {name.split(".")[0] for name in sys.modules} - before
+        if name not in sys.stdlib_module_names and not name.startswith("_")
+    )
     sampled = sum(stacks.values()) * INTERVAL_S
     print(f"exit {status}; process CPU {cpu:.2f} s, main thread sampled {sampled:.2f} s")
     for name, seconds in phases(stacks).items():
@@ -126,7 +130,7 @@ def main(argv: list[str]) -> int:
     print("import CPU s by top-level package:")
     for name, seconds in imports(stacks).items():
         print(f"  {seconds:6.2f}  {name}")
-    print(f"imported ({len(imported)} top-level packages): {', '.join(imported)}")
+    print(f"libraries imported (not the standard library): {', '.join(imported)}")
     if args.save:
         args.save.write_text(json.dumps([[list(s), n] for s, n in stacks.items()]))
     return status
