@@ -57,3 +57,19 @@ def test_tower_per_patch_equals_hf_per_image(model_type):
     per_image = merged[:, 0] * (merged[:, 1] + 1) + around
     assert got.shape == expected.shape and got.shape[-2] == int(per_image.sum())
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_converted_hunyuan_vl_matches_pytorch_with_two_images(tmp_path):
+    """End to end (the traced per-patch graph, the image-index positions): two images of 4 x 6
+    and 4 x 4 patches in the first row of a padded batch of two; features, prefill, a cached step
+    and 12 greedy tokens against PyTorch."""
+    import mobius
+    from mobius.testing.vlm import tiny_vlm, vlm_parity
+
+    model, _ = tiny_vlm("hunyuan_vl", tmp_path / "hf")
+    out = mobius.build(tmp_path / "hf").save(tmp_path / "onnx")
+    result = vlm_parity(model, out, images=2)
+    assert result["images"] == 2 and result["image_tokens"] == 2 * 4 + 2 + 2 * 3 + 2
+    for key in ("features_diff", "prefill_diff", "decode_diff", "generate_logits_diff"):
+        assert result[key] < 1e-4, (key, result[key])
+    assert result["tokens_equal"], (result["tokens"], result["hf_tokens"])
