@@ -122,8 +122,8 @@ class OnnxVisionLanguageModel:
         if recipe == "image-index":
             from mobius.runtime.image_index import image_index_positions
 
-            token = self.manifest["image_token_id"]
-            return image_index_positions(ids, mask, image_grid_thw, token, merge)
+            token, axes = self.manifest["image_token_id"], self.manifest.get("position_axes", 3)
+            return image_index_positions(ids, mask, image_grid_thw, token, merge, axes)
         return multi_axis_positions(
             ids,
             mask,

@@ -41,13 +41,26 @@ GRID_RECIPES = {
 }
 
 
+def position_axes(hf: Any) -> int:
+    """Rows of the decoder's multi-axis ``position_ids``: 3, or HunYuan-VL's one per
+    ``mrope_section`` entry (3, or 4 with a sequence axis first)."""
+    if GRID_RECIPES.get(getattr(hf, "model_type", None)) != "image-index":
+        return 3
+    rope = getattr(hf.get_text_config(decoder=True), "rope_parameters", None) or {}
+    return len(rope.get("mrope_section") or ()) or 3
+
+
 def position_manifest(hf: Any) -> dict[str, Any]:
     """The multi-axis recipe's settings for ``runtime.vlm`` (called for multi-axis models)."""
     if not canvas_recipe(hf):
         vision = getattr(hf, "vision_config", None)
         manifest = {"spatial_merge_size": getattr(vision, "spatial_merge_size", 1)}
         recipe = GRID_RECIPES.get(getattr(hf, "model_type", None))
-        return manifest if recipe is None else {**manifest, "position_recipe": recipe}
+        if recipe is not None:
+            manifest["position_recipe"] = recipe
+        if position_axes(hf) != 3:
+            manifest["position_axes"] = position_axes(hf)
+        return manifest
     merge = 2 if getattr(hf, "downsample_mode", "16x") == "4x" else 4  # patches per token side
     canvas = {
         "image_token_id": image_token_id(hf),
