@@ -40,13 +40,15 @@ def multi_axis_positions(
     image_grid_thw: np.ndarray | None,
     image_token_id: int,
     spatial_merge_size: int,
+    newline: bool = False,
 ) -> np.ndarray:
     """The decoder's ``position_ids`` ``[3, batch, sequence]`` for the Qwen2-VL family (its
     ``get_rope_index`` for images): over each row's real tokens, text counts on from the last
     position on all three axes; a run of image tokens takes the next image's grid (in order over
     the batch) merged by ``spatial_merge_size`` and gets ``(start, start + row, start + column)``
     for its (temporal, height, width) axes, after which text goes on from
-    ``start + max(grid rows, grid columns)``. Pads get 0."""
+    ``start + max(grid rows, grid columns)``. Pads get 0. ``newline``: each row of the grid ends
+    with one more token (HY-V4-VL's newline feature), positioned as one more column."""
     ids, mask = np.asarray(ids), np.asarray(mask).astype(bool)
     out = np.zeros((3, *ids.shape), dtype=np.int64)
     grids = iter(np.asarray(image_grid_thw).tolist() if image_grid_thw is not None else [])
@@ -60,7 +62,7 @@ def multi_axis_positions(
                 current, i = current + 1, i + 1
                 continue
             t, h, w = next(grids)
-            h, w = h // spatial_merge_size, w // spatial_merge_size
+            h, w = h // spatial_merge_size, w // spatial_merge_size + int(newline)
             tt, hh, ww = np.meshgrid(np.arange(t), np.arange(h), np.arange(w), indexing="ij")
             block = np.stack([tt.ravel(), hh.ravel(), ww.ravel()], axis=1) + current
             rows.extend(block)
@@ -106,20 +108,29 @@ class OnnxVisionLanguageModel:
         target_sizes: np.ndarray | None = None,
     ) -> np.ndarray:
         """The prompt's ``position_ids`` in the layout the decoder takes (``mobius.json``'s
-        ``position_ids``: ``sequence`` or ``multi-axis``, by the grid or the canvas recipe:
-        ``position_recipe``)."""
+        ``position_ids``: ``sequence`` or ``multi-axis``, by ``position_recipe``: the Qwen2-VL
+        grid when absent, ``grid-newline`` (the grid with a newline column), ``image-index``
+        (``runtime.image_index``) or ``canvas`` (``runtime.canvas``))."""
         if self.manifest.get("position_ids") != "multi-axis":
             return sequence_positions(np.asarray(mask))
-        if self.manifest.get("position_recipe") == "canvas":
+        recipe = self.manifest.get("position_recipe")
+        if recipe == "canvas":
             from mobius.runtime.canvas import canvas_positions
 
             return canvas_positions(ids, mask, target_sizes, self.manifest["canvas"])
+        merge = self.manifest.get("spatial_merge_size", 1)
+        if recipe == "image-index":
+            from mobius.runtime.image_index import image_index_positions
+
+            token, axes = self.manifest["image_token_id"], self.manifest.get("position_axes", 3)
+            return image_index_positions(ids, mask, image_grid_thw, token, merge, axes)
         return multi_axis_positions(
             ids,
             mask,
             image_grid_thw,
             self.manifest["image_token_id"],
-            self.manifest.get("spatial_merge_size", 1),
+            merge,
+            newline=recipe == "grid-newline",
         )
 
     def vision(self, **pixels: np.ndarray) -> dict[str, np.ndarray]:

@@ -27,7 +27,7 @@ from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask, cache_argument, returned_cache
 from mobius.tasks.head import VLM_MAPPING, auto_mapping
 from mobius.tasks.modality import scatter_features
-from mobius.tasks.vlm_canvas import position_manifest
+from mobius.tasks.vlm_canvas import position_axes, position_manifest
 from mobius.tasks.vlm_deepstack import FEATURES as DEEPSTACK_FEATURES
 from mobius.tasks.vlm_deepstack import NAME as DEEPSTACK
 from mobius.tasks.vlm_deepstack import (
@@ -357,7 +357,8 @@ class DecoderGraph(CausalLMTask):
         else:
             hidden = text_config(config).hidden_size
             first = TensorSpec("inputs_embeds", None, (BATCH, SEQUENCE, hidden))
-        positions = (3, BATCH, SEQUENCE) if multi_axis_positions(config.hf_config) else None
+        hf = config.hf_config
+        positions = (position_axes(hf), BATCH, SEQUENCE) if multi_axis_positions(hf) else None
         if prepends_image(config) and not self.text_only:  # the text rows' only (vlm_prepend)
             positions = (BATCH, TEXT_SEQUENCE)
         specs = [

@@ -18,7 +18,12 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
             },
         }
     },
+    # the default mrope_section fails the config's check against the shrunk rotary head; and
+    # shrinking the vocabulary puts the image token (120120) on the text config's pad token
+    # (120002): the padded text-only row would count as image tokens. Distinct ids below
     "hy_v4_vl": {
+        "image_token_id": 250,
+        "video_token_id": 249,
         "text_config": {
             "qk_rope_head_dim": 16,
             "rope_parameters": {
@@ -26,7 +31,7 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
                 "rope_theta": 1e4,
                 "mrope_section": [4, 2, 2],
             },
-        }
+        },
     },
     # Aria's projector picks its number of queries by the tower's patch count from this table
     # (1225 and 4900 patches for the real 490- and 980-pixel images); the tiny tower makes 16

@@ -14,12 +14,14 @@ import torch
 from mobius.synth.overrides import (
     blt,
     canine,
+    cosmos3_edge,
     cpmant,
     deepseek_v4,
     funnel,
     gemma4,
     git,
     granite_speech,
+    hunyuan_vl,
     kimi_k25,
     led,
     lfm3_vl,
@@ -52,6 +54,21 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.canine.modeling_canine.CanineAttention": canine.dense_local_chunks,
     "transformers.models.canine.modeling_canine.CanineModel": canine.molecules_gathered,
     "transformers.models.cpmant.modeling_cpmant.CpmAntModel": cpmant.padding_by_arange,
+    "transformers.models.cosmos3_edge.modeling_cosmos3_edge.Cosmos3EdgeVisionEmbeddings": (
+        cosmos3_edge.positions_per_patch
+    ),
+    "transformers.models.hunyuan_vl.modeling_hunyuan_vl.HunYuanVLVisionPatchEmbed": (
+        hunyuan_vl.positions_per_patch
+    ),
+    "transformers.models.hunyuan_vl.modeling_hunyuan_vl.HunYuanVLVisionTransformer": (
+        hunyuan_vl.merged_per_token
+    ),
+    "transformers.models.hy_v4_vl.modeling_hy_v4_vl.HYV4VLVisionPatchEmbed": (
+        hunyuan_vl.shifted_positions_per_patch
+    ),
+    "transformers.models.hy_v4_vl.modeling_hy_v4_vl.HYV4VLVisionModel": (
+        hunyuan_vl.newline_rows_per_token
+    ),
     "transformers.models.deepseek_v4.modeling_deepseek_v4.DeepseekV4HCACompressor": (
         deepseek_v4.hca_padded_windows
     ),
