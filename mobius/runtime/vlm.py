@@ -18,6 +18,7 @@ from mobius.runtime.causal_lm import _NUMPY_TYPES
 GRAPHS = ("vision_encoder", "embedding", "decoder_model")
 DEEPSTACK = "deepstack_visual_embeds"  # the embedding graph's per-position rows
 DEEPSTACK_FEATURES = "deepstack_features"  # the vision graph's rows, per image token
+POSITION_MASK = "image_embeds_position_mask"  # Kosmos: where the features go (no image token)
 
 
 def _session(path: Path, threads: int):
@@ -151,17 +152,21 @@ class OnnxVisionLanguageModel:
         ids: np.ndarray,
         features: np.ndarray | None,
         deepstack_features: np.ndarray | None = None,
+        position_mask: np.ndarray | None = None,
     ) -> dict[str, np.ndarray]:
         """``embedding``'s outputs by name: ``inputs_embeds`` with ``features`` at the
         placeholder-token positions (and ``deepstack_visual_embeds``, the vision graph's
         ``deepstack_features`` placed likewise, where the family has them). No features: a
-        text-only step (zero rows)."""
+        text-only step (zero rows). ``position_mask``: the processor's
+        ``image_embeds_position_mask``, where the graph places by it (zeros if not given)."""
         session = self.sessions["embedding"]
         specs = {i.name: i for i in session.get_inputs()}
         hidden = self.decoder_inputs["inputs_embeds"].shape[-1]
         if features is None:
             features = np.zeros((0, hidden), dtype=np.float32)
         feeds = {"input_ids": np.asarray(ids, np.int64), self.features_input: features}
+        if POSITION_MASK in specs:
+            feeds[POSITION_MASK] = _position_mask(position_mask, ids)
         if DEEPSTACK_FEATURES in specs:
             if deepstack_features is None:
                 layers = specs[DEEPSTACK_FEATURES].shape[0]
@@ -191,9 +196,12 @@ class OnnxVisionLanguageModel:
         cache: dict[str, np.ndarray],
         token_type_ids: np.ndarray | None = None,
         deepstack: np.ndarray | None = None,
+        position_mask: np.ndarray | None = None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """``decoder_model``: logits for ``embeds`` on top of ``cache``, and the cache after
-        (``deepstack``: the embedding graph's ``deepstack_visual_embeds``)."""
+        (``deepstack``: the embedding graph's ``deepstack_visual_embeds``; ``position_mask``:
+        the new tokens' ``image_embeds_position_mask`` where the decoder reads it, zeros if not
+        given)."""
         feeds = {
             "inputs_embeds": embeds,
             "attention_mask": np.asarray(mask, np.int64),
@@ -208,6 +216,8 @@ class OnnxVisionLanguageModel:
             if deepstack is None:
                 raise ValueError(f"the decoder takes {DEEPSTACK}: pass the embedding graph's")
             feeds[DEEPSTACK] = deepstack
+        if POSITION_MASK in self.decoder_inputs:
+            feeds[POSITION_MASK] = _position_mask(position_mask, embeds.shape[:2])
         run = self.sessions["decoder_model"].run(None, feeds)
         outputs = dict(zip(self.decoder_outputs, run, strict=True))
         present = {
@@ -227,14 +237,16 @@ class OnnxVisionLanguageModel:
         positions: np.ndarray | None = None,
         token_type_ids: np.ndarray | None = None,
         deepstack: np.ndarray | None = None,
+        position_mask: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Greedy tokens ``[batch, new_tokens]`` and each step's last logits; ``positions``
         defaults to the mask's count (multi-axis models pass :func:`multi_axis_positions`);
-        ``deepstack``: the vision graph's ``deepstack_features``, where it has them."""
+        ``deepstack``: the vision graph's ``deepstack_features``, where it has them;
+        ``position_mask``: the prompt's ``image_embeds_position_mask`` (Kosmos)."""
         ids, mask = np.asarray(ids, np.int64), np.asarray(mask, np.int64)
         if positions is None:
             positions = sequence_positions(mask)
-        embedded = self.embedding(ids, features, deepstack)
+        embedded = self.embedding(ids, features, deepstack, position_mask)
         logits, cache = self.decode(
             embedded["inputs_embeds"],
             mask,
@@ -242,6 +254,7 @@ class OnnxVisionLanguageModel:
             self.empty_cache(len(ids)),
             token_type_ids,
             embedded.get(DEEPSTACK),
+            position_mask,
         )
         tokens, seen = [], []
         for step in range(new_tokens):
@@ -257,3 +270,11 @@ class OnnxVisionLanguageModel:
                 embedded["inputs_embeds"], mask, positions, cache, None, embedded.get(DEEPSTACK)
             )
         return np.concatenate(tokens, axis=1), np.stack(seen, 1)
+
+
+def _position_mask(given: np.ndarray | None, like: np.ndarray | tuple[int, ...]) -> np.ndarray:
+    """``image_embeds_position_mask`` as the graphs take it: the given one, else zeros (a step
+    with no image) shaped as ``like`` (token ids, or a ``[batch, sequence]`` shape)."""
+    if given is not None:
+        return np.asarray(given, np.int64)
+    return np.zeros(np.shape(like) if not isinstance(like, tuple) else like, dtype=np.int64)

@@ -38,6 +38,13 @@ def scatter_features(
     ids = input_ids
     if token >= embed.num_embeddings:  # Gemma 3: the image token lies past the table
         ids = torch.where(is_placeholder, torch.zeros_like(input_ids), input_ids)
-    embeds = embed(ids)
-    picked, placed = at_placeholders(is_placeholder, features.to(embeds.dtype))
+    return placed_rows(embed(ids), is_placeholder, features)
+
+
+def placed_rows(
+    embeds: torch.Tensor, is_placeholder: torch.Tensor, rows: torch.Tensor
+) -> torch.Tensor:
+    """``embeds`` ``[batch, sequence, hidden]`` with the i-th placeholder position holding the
+    i-th row of ``rows`` (``at_placeholders``); placeholders beyond the rows keep their own."""
+    picked, placed = at_placeholders(is_placeholder, rows.to(embeds.dtype))
     return torch.where(placed.unsqueeze(-1), picked, embeds)

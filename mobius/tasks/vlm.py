@@ -56,6 +56,14 @@ from mobius.tasks.vlm_inputs import (
     vision_inputs,
 )
 from mobius.tasks.vlm_masks import _as_first_call, _model_positions, masks_without_vmap
+from mobius.tasks.vlm_position_mask import NAME as POSITION_MASK
+from mobius.tasks.vlm_position_mask import (
+    decoder_reads_position_mask,
+    mask_manifest,
+    place_by_mask,
+    places_by_position_mask,
+    position_mask_spec,
+)
 from mobius.tasks.vlm_prepend import (
     TEXT_SEQUENCE,
     placement_manifest,
@@ -134,7 +142,11 @@ def _inner(model: torch.nn.Module) -> torch.nn.Module:
 
 def language_model(model: torch.nn.Module) -> torch.nn.Module:
     """What the decoder graph runs: the model, or where its forward cannot run without images
-    (InstructBLIP's requires ``pixel_values``), its ``language_model`` (a causal LM with its head)."""
+    (InstructBLIP's requires ``pixel_values``), its ``language_model`` (a causal LM with its head);
+    a model placing features by ``image_embeds_position_mask`` (Kosmos-2, whose forward raises
+    without the image or its embeddings), its ``text_model`` (``vlm_position_mask``)."""
+    if places_by_position_mask(model) and hasattr(model, "text_model"):
+        return model.text_model
     pixels = inspect.signature(model.forward).parameters.get("pixel_values")
     required = pixels is not None and pixels.default is inspect.Parameter.empty
     return model.language_model if required else model
@@ -281,6 +293,8 @@ class EmbeddingGraph(_VLMGraph):
         ]
         if layers := deepstack_layers(config):  # placed per position too (vlm_deepstack)
             specs.append(TensorSpec(DEEPSTACK_FEATURES, None, (layers, IMAGE_TOKENS, hidden)))
+        if places_by_position_mask(model):  # Kosmos: no image token (vlm_position_mask)
+            specs.append(position_mask_spec())
         return specs
 
     def outputs(self, config: ArchitectureConfig) -> list[str]:
@@ -290,6 +304,8 @@ class EmbeddingGraph(_VLMGraph):
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
         ids = inputs["input_ids"]
+        if POSITION_MASK in inputs:
+            return (place_by_mask(model, ids, inputs[POSITION_MASK], inputs["image_features"]),)
         embeds = merge_image_features(model, ids, inputs["image_features"])
         if DEEPSTACK_FEATURES not in inputs:
             return (embeds,)
@@ -371,6 +387,8 @@ class DecoderGraph(CausalLMTask):
         if deepstack_layers(config) and not self.text_only:
             layers, hidden = deepstack_layers(config), text_config(config).hidden_size
             specs.append(TensorSpec(DEEPSTACK, None, (layers, BATCH, SEQUENCE, hidden)))
+        if decoder_reads_position_mask(model) and not self.text_only:  # Kosmos-2.5's segments
+            specs.append(position_mask_spec())
         return specs
 
     def call(
@@ -449,6 +467,7 @@ class VisionLanguageTask(Task):
         }
         manifest.update(images_per_call(hf, image_features_method(config)))
         manifest.update(placement_manifest(hf))  # GIT: its image rows before the text
+        manifest.update(mask_manifest(model_class(config)))  # Kosmos: placed by a mask
         if multi_axis_positions(hf):  # the recipe runtime.vlm computes them by (vlm_canvas)
             manifest.update(position_manifest(hf))
         return manifest

@@ -47,6 +47,11 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # Gemma 4 unified embeds merged patches straight to mm_embed_dim and output_proj_dims (3840
     # each in the real config, not shrunk with the other widths)
     "gemma4_unified": {"vision_config": {"mm_embed_dim": 64, "output_proj_dims": 64}},
+    # the Kosmos text configs name their depth `layers` (24), which the shrinking does not know;
+    # Kosmos-2.5 also resamples every image to latent_query_num features (2048 in the real
+    # config, the processor's placeholders likewise): 16 keep the prompt short
+    "kosmos-2": {"text_config": {"layers": 2}},
+    "kosmos-2.5": {"latent_query_num": 16, "text_config": {"layers": 2}},
     # Kimi-K2.5's projector norms the merged vision tokens with projection_hidden_size features,
     # the vision width (1152 in the real config); the shrunk tower is 64 wide
     "kimi_k25": {"projection_hidden_size": 64},

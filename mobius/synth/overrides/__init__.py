@@ -23,6 +23,7 @@ from mobius.synth.overrides import (
     granite_speech,
     hunyuan_vl,
     kimi_k25,
+    kosmos2,
     led,
     lfm3_vl,
     llama4,
@@ -115,6 +116,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
         minicpmv.full_windows
     ),
     "transformers.models.lfm3_vl.modeling_lfm3_vl.Lfm3VlVisionModel": (lfm3_vl.conv_by_neighbours),
+    "transformers.models.kosmos2.modeling_kosmos2.Kosmos2ForConditionalGeneration": (
+        kosmos2.text_call_without_image
+    ),
     "transformers.models.llama4.modeling_llama4.Llama4ForConditionalGeneration": (
         llama4.projected_features
     ),
