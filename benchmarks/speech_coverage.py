@@ -46,6 +46,10 @@ TYPES = (
     "omniasr",
     "nemo_speechlm",
     "moss_transcribe_diarize",
+    # images and audio (mobius.testing.omni): a vision encoder too, one embedding for both
+    "qwen2_5_omni_thinker",
+    "qwen3_omni_moe_thinker",
+    "phi4_multimodal",
 )
 CONTRACT = {"audio_encoder.onnx", "embedding.onnx", "decoder_model.onnx"}
 
@@ -58,13 +62,16 @@ def done(status, **extra):
     sys.exit(0)
 def first_line(exc):
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:300]
+from mobius.testing.omni import BOTH
+if model_type in BOTH:  # images and audio
+    from mobius.testing.omni import omni_parity as parity, tiny_omni as tiny
+else:
+    from mobius.testing.audio_llm import audio_parity as parity, tiny_audio_llm as tiny
 try:
-    from mobius.testing.audio_llm import tiny_audio_llm
-    model, _ = tiny_audio_llm(model_type, work / "hf")
+    model, _ = tiny(model_type, work / "hf")
 except Exception as exc:
     done("hf-build-error", error=first_line(exc))
 import mobius
-from mobius.testing.audio_llm import audio_parity
 try:
     package = mobius.build(work / "hf")
     graphs = sorted(package.graphs())
@@ -75,12 +82,12 @@ manifest = json.loads((out / "mobius.json").read_text())
 if manifest.get("layout") != "audio-llm":
     done("convert-error", error=f"built as {manifest.get('task')} ({graphs}), not audio-llm")
 try:
-    r = audio_parity(model, out)
+    r = parity(model, out)
 except Exception as exc:
     done("run-error", error=first_line(exc), graphs=graphs)
 worst = max(r["features_diff"], r["prefill_diff"], r["decode_diff"], r["generate_logits_diff"])
 status = "pass" if worst <= float(sys.argv[3]) and r["tokens_equal"] else "mismatch"
-done(status, task=manifest["task"], **{k: v for k, v in r.items() if k not in ("tokens", "hf_tokens")})
+done(status, task=manifest["task"], modalities=manifest.get("modalities"), **{k: v for k, v in r.items() if k not in ("tokens", "hf_tokens")})
 """
 
 

@@ -6,7 +6,14 @@ from mobius.errors import ConfigError, UnsupportedError
 from mobius.sources import remote_code
 from mobius.sources.config import ArchitectureConfig
 from mobius.tasks import ALIASES, SEQ2SEQ_TASKS, TASKS, Task
-from mobius.tasks.audio_llm import ASR, AUDIO_TEXT, audio_task, in_speech_mapping, is_audio_llm
+from mobius.tasks.audio_llm import (
+    ASR,
+    AUDIO_TEXT,
+    audio_task,
+    in_speech_mapping,
+    is_audio_llm,
+    unsplit_audio_and_images,
+)
 from mobius.tasks.head import AUDIO, VISION, HeadTask, class_names
 
 _DECODER_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
@@ -59,6 +66,9 @@ def detect_task(config: ArchitectureConfig) -> Task:
             "(no audio tower config with an audio features method feeding the embeddings); "
             "--task text-generation converts its text decoder alone, without audio"
         )
+    unsplit = unsplit_audio_and_images(config)
+    if unsplit:  # neither encoder can be split out: never a silent text-only graph
+        raise UnsupportedError(unsplit)
     vlm = TASKS["image-text-to-text"]
     if any(a in class_names(vlm.mapping, model_type) for a in config.architectures):
         if vlm.supports(config):  # before text generation, whose mapping lists some VLMs too
@@ -145,6 +155,7 @@ def _speech_llm_task(name: str, config: ArchitectureConfig) -> Task:
         return audio_task(config, name)
     raise ConfigError(
         f"'{config.model_type}' is a speech LLM: --task {name} would convert it without its "
-        f"audio path; build it without --task ({audio_task(config).name}, three graphs), or "
+        f"audio path; build it without --task ({audio_task(config).name}: its encoders, "
+        "embedding and decoder), or "
         "add --features text-only for its text decoder alone"
     )

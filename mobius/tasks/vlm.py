@@ -26,7 +26,7 @@ from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask, cache_argument, returned_cache
 from mobius.tasks.head import VLM_MAPPING, auto_mapping
-from mobius.tasks.modality import scatter_features
+from mobius.tasks.modality import Modality, scatter_features
 from mobius.tasks.vlm_canvas import position_manifest
 from mobius.tasks.vlm_deepstack import FEATURES as DEEPSTACK_FEATURES
 from mobius.tasks.vlm_deepstack import NAME as DEEPSTACK
@@ -66,6 +66,8 @@ from mobius.tasks.vlm_prepend import (
 IMAGE_TOKENS = "num_image_tokens"
 # example sizes: distinct from the base task's (2, 7, 4, 11) so export never unifies two axes
 _SIZES = {IMAGE_TOKENS: 6, IMAGES: 3, PATCHES: 16}
+# the image side of the modality split (``modality.py``): what a model with audio too adds it as
+IMAGE = Modality("image", "vision_encoder", "image_features", IMAGE_TOKENS, image_token_id)
 TEXT_ONLY = "text-only"
 
 
