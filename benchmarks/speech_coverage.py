@@ -50,6 +50,7 @@ TYPES = (
     "qwen2_5_omni_thinker",
     "qwen3_omni_moe_thinker",
     "phi4_multimodal",
+    "dots3_note",
 )
 CONTRACT = {"audio_encoder.onnx", "embedding.onnx", "decoder_model.onnx"}
 

@@ -185,6 +185,7 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     frames: str | int = FRAMES
     if isinstance(getattr(audio, "max_source_positions", None), int):
         frames = 2 * audio.max_source_positions
+    _check_known(hf, params)  # before any input is shaped: the unknown argument is the reason
     specs = []
     for name, p in params.items():
         if name == "self" or p.kind in _VARIADIC:
@@ -200,16 +201,27 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             specs.append(TensorSpec(name, torch.int64, (BATCH, frames), multiple_of=unit))
         elif name == "input_ids":  # the prompts, one per row: not one per clip (or window)
             specs.append(TensorSpec(name, torch.int64, (PROMPTS, SEQUENCE)))
-        elif p.default is inspect.Parameter.empty:
-            raise UnsupportedError(
-                f"{hf.model_type}: the audio features method takes '{name}', which the audio "
-                "graph has no contract for"
-            )
     if not any(s.name in ("input_features", "input_values") for s in specs):  # (*args, **kwargs)
         specs = [TensorSpec("input_features", None, _feature_dims(audio, frames))]
     if masks_rows(hf):
         specs.append(TensorSpec(ROW_MASK, torch.int64, (BATCH, AUDIO_ROWS)))
     return specs
+
+
+_KNOWN = ("input_features", "input_values", "input_ids", *MASKS)
+
+
+def _check_known(hf: Any, params: dict[str, inspect.Parameter]) -> None:
+    """Refuses a features method with a required argument the audio graph has no input for
+    (dots.ocr-3's ``chunk_sample_lengths``), naming it."""
+    for name, p in params.items():
+        if name == "self" or p.kind in _VARIADIC or name in _KNOWN:
+            continue
+        if p.default is inspect.Parameter.empty:
+            raise UnsupportedError(
+                f"{hf.model_type}: the audio features method takes '{name}', which the audio "
+                "graph has no contract for"
+            )
 
 
 def masks_rows(hf: Any) -> bool:
@@ -416,15 +428,18 @@ class AudioLanguageTask(VisionLanguageTask):
         hf = config.hf_config
         if self.text_only:
             return {"layout": "text-only", "eos_token_id": text_config_of(hf).eos_token_id}
-        manifest: dict[str, Any] = {"layout": "audio-llm"}
-        manifest["modalities"] = [m.name for m in self.modalities]
         if IMAGE in self.modalities:
-            manifest.update(super().manifest(config))
+            manifest = super().manifest(config)
         else:
-            manifest["position_ids"] = "sequence"
-            manifest["eos_token_id"] = getattr(text_config_of(hf), "eos_token_id", None)
-        manifest["audio_token_id"] = audio_token_id(hf)
-        return manifest
+            eos = getattr(text_config_of(hf), "eos_token_id", None)
+            manifest = {"position_ids": "sequence", "eos_token_id": eos}
+        modalities = [m.name for m in self.modalities]
+        return {
+            "layout": "audio-llm",
+            **manifest,
+            "modalities": modalities,
+            "audio_token_id": audio_token_id(hf),
+        }
 
     def runtime_files(
         self, models: dict[str, Any], config: ArchitectureConfig, checkpoint_dir: Any

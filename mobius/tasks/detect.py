@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from mobius.errors import ConfigError, UnsupportedError
 from mobius.sources import remote_code
 from mobius.sources.config import ArchitectureConfig
@@ -17,6 +19,7 @@ from mobius.tasks.audio_llm import (
 from mobius.tasks.head import AUDIO, VISION, HeadTask, class_names
 
 _DECODER_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
+log = logging.getLogger("mobius")
 
 
 def supported_tasks(config: ArchitectureConfig) -> list[str]:
@@ -149,13 +152,23 @@ def get_task(name: str | None, config: ArchitectureConfig) -> Task:
 
 
 def _speech_llm_task(name: str, config: ArchitectureConfig) -> Task:
-    """A speech LLM converts as its three graphs, under either audio task name; any other task
-    would leave its audio path out, which only ``--features text-only`` asks for."""
+    """A speech LLM converts with every encoder under either audio task name. Asked for
+    ``image-text-to-text``, one that takes images too converts its image path alone, as asked,
+    saying the audio is left out; any other task would leave its audio path out, which only
+    ``--features text-only`` asks for."""
     if name in (ASR, AUDIO_TEXT):
         return audio_task(config, name)
+    images = TASKS["image-text-to-text"]
+    if name == images.name and images.supports(config):
+        log.warning(
+            "%s: --task image-text-to-text converts its image path alone, without its audio "
+            "path (build without --task for both encoders)",
+            config.model_type,
+        )
+        return images
+    both = ASR if in_speech_mapping(config.hf_config) else AUDIO_TEXT
     raise ConfigError(
         f"'{config.model_type}' is a speech LLM: --task {name} would convert it without its "
-        f"audio path; build it without --task ({audio_task(config).name}: its encoders, "
-        "embedding and decoder), or "
-        "add --features text-only for its text decoder alone"
+        f"audio path; build it without --task ({both}: its encoders, embedding and decoder), "
+        "or add --features text-only for its text decoder alone"
     )

@@ -443,7 +443,9 @@ class VisionLanguageTask(Task):
     def manifest(self, config: ArchitectureConfig) -> dict[str, Any]:
         """What mobius.json says beyond the graphs: the image token and the position scheme."""
         hf = config.hf_config
+        has_images = any(graph.name == IMAGE.encoder for graph in self.graphs)
         manifest = {
+            "modalities": [IMAGE.name] if has_images else [],
             "image_token_id": image_token_id(hf),
             "position_ids": "multi-axis" if multi_axis_positions(hf) else "sequence",
             "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),

@@ -41,9 +41,10 @@ OMNI_OVERRIDES: dict[str, dict[str, Any]] = {
         }
     },
 }
-# the types swept with both modalities (benchmarks/speech_coverage.py): the thinkers, and
-# Phi-4-multimodal, whose model embeds both inside its forward (no features methods to split out)
-BOTH = (*OMNI_OVERRIDES, "phi4_multimodal")
+# the types swept with both modalities (benchmarks/speech_coverage.py): the thinkers;
+# Phi-4-multimodal, whose model embeds both inside its forward (no features methods to split out);
+# dots.ocr-3, whose audio features method takes chunk_sample_lengths (no contract yet)
+BOTH = (*OMNI_OVERRIDES, "phi4_multimodal", "dots3_note")
 
 
 def tiny_omni(model_type: str, directory: Path, *, seed: int = 0, **overrides: Any):

@@ -70,11 +70,18 @@ def test_parity_with_pytorch(thinker):
     assert result["tokens_equal"], (result["tokens"], result["hf_tokens"])
 
 
-def test_image_task_alone_is_refused(thinker):
-    """``--task image-text-to-text`` would leave the audio path out: refused in one line."""
+def test_detection_gives_both_and_the_image_task_only_when_asked(thinker, caplog):
+    """No --task: both encoders. ``--task image-text-to-text`` converts the image path alone, as
+    asked, and says the audio is left out; a task with neither encoder is refused."""
     model, _ = thinker
-    with pytest.raises(ConfigError, match="audio path"):
-        get_task("image-text-to-text", from_hf(model.config))
+    arch = from_hf(model.config)
+    assert detect_task(arch).name == "audio-text-to-text"
+    with caplog.at_level("WARNING", logger="mobius"):
+        task = get_task("image-text-to-text", arch)
+    assert task.name == "image-text-to-text" and "without its audio path" in caplog.text
+    assert [graph.name for graph in task.graphs][0] == "vision_encoder"
+    with pytest.raises(ConfigError, match="without its audio path"):
+        get_task("text-generation", arch)
 
 
 def test_both_towers_without_features_methods_are_refused_not_built_as_text():
