@@ -6,7 +6,9 @@ with a timeout:
 2. convert it with ``mobius.build`` and no task (detection must give the three audio graphs);
 3. ``mobius.testing.audio_llm.audio_parity``: audio features of a batch of two clips of different
    lengths (with their masks), prefill logits of both prompts left-padded, one cached step, 12
-   greedy tokens (and each step's logits) against HF ``generate``; atol 1e-4.
+   greedy tokens (and each step's logits) against HF ``generate``; atol 1e-4. Models with images
+   too (``mobius.testing.omni.BOTH``) are built by ``tiny_omni`` and checked by ``omni_parity``:
+   image and audio features, one image and a clip in the first prompt, another clip in the second.
 
 Results: ``benchmarks/results/speech_coverage.json`` (merged by type) and a table on stdout.
 
