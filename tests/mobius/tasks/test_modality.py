@@ -8,16 +8,33 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from mobius.cli import main
 from mobius.errors import ConfigError, UnsupportedError
 from mobius.sources.config import from_hf
 from mobius.tasks.detect import detect_task, get_task
+from mobius.tasks.modality import place_features, scatter_features
 from mobius.testing.configs import tiny_config_for
 from mobius.testing.omni import omni_parity, tiny_omni
 
 ATOL = 1e-4
 TYPE = "qwen2_5_omni_thinker"
+
+
+def test_each_modality_lands_at_its_own_token():
+    """Two modalities in one embedding: each modality's rows where HF's two ``masked_scatter``
+    calls put them, whichever goes first."""
+    torch.manual_seed(0)
+    embed = torch.nn.Embedding(10, 4)
+    ids = torch.tensor([[1, 7, 8, 7, 2], [8, 8, 3, 7, 0]])
+    image, audio = torch.randn(3, 4), torch.randn(3, 4)
+    with torch.no_grad():
+        expected = embed(ids).masked_scatter((ids == 7)[..., None], image)
+        expected = expected.masked_scatter((ids == 8)[..., None], audio)
+        image_first = place_features(scatter_features(embed, ids, image, 7), ids, audio, 8)
+        audio_first = place_features(scatter_features(embed, ids, audio, 8), ids, image, 7)
+    assert torch.equal(image_first, expected) and torch.equal(audio_first, expected)
 
 
 @pytest.fixture(scope="module")
