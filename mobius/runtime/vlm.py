@@ -153,25 +153,29 @@ class OnnxVisionLanguageModel:
         features: np.ndarray | None,
         deepstack_features: np.ndarray | None = None,
         position_mask: np.ndarray | None = None,
+        more: dict[str, np.ndarray] | None = None,
     ) -> dict[str, np.ndarray]:
         """``embedding``'s outputs by name: ``inputs_embeds`` with ``features`` at the
         placeholder-token positions (and ``deepstack_visual_embeds``, the vision graph's
-        ``deepstack_features`` placed likewise, where the family has them). No features: a
-        text-only step (zero rows). ``position_mask``: the processor's
-        ``image_embeds_position_mask``, where the graph places by it (zeros if not given)."""
+        ``deepstack_features`` placed likewise, where the family has them). ``position_mask``:
+        the processor's ``image_embeds_position_mask``, where the graph places by it (zeros if
+        not given). ``more``: another modality's rows by input name (``image_features`` for a
+        speech LLM that takes images). A modality not given is fed as zero rows: a text-only
+        step, or a prompt without it."""
         session = self.sessions["embedding"]
-        specs = {i.name: i for i in session.get_inputs()}
-        hidden = self.decoder_inputs["inputs_embeds"].shape[-1]
-        if features is None:
-            features = np.zeros((0, hidden), dtype=np.float32)
-        feeds = {"input_ids": np.asarray(ids, np.int64), self.features_input: features}
-        if POSITION_MASK in specs:
-            feeds[POSITION_MASK] = _position_mask(position_mask, ids)
-        if DEEPSTACK_FEATURES in specs:
-            if deepstack_features is None:
-                layers = specs[DEEPSTACK_FEATURES].shape[0]
-                deepstack_features = np.zeros((layers, 0, hidden), dtype=features.dtype)
-            feeds[DEEPSTACK_FEATURES] = deepstack_features
+        given = {self.features_input: features, DEEPSTACK_FEATURES: deepstack_features}
+        feeds = {"input_ids": np.asarray(ids, np.int64)}
+        for spec in session.get_inputs():
+            if spec.name == "input_ids":
+                continue
+            if spec.name == POSITION_MASK:
+                feeds[spec.name] = _position_mask(position_mask, ids)
+                continue
+            value = (more or {}).get(spec.name, given.get(spec.name))
+            if value is None:  # zero rows on the dynamic axis
+                shape = [d if isinstance(d, int) else 0 for d in spec.shape]
+                value = np.zeros(shape, dtype=_NUMPY_TYPES.get(spec.type, np.float32))
+            feeds[spec.name] = value
         run = session.run(None, feeds)
         return dict(zip([o.name for o in session.get_outputs()], run, strict=True))
 
@@ -238,15 +242,17 @@ class OnnxVisionLanguageModel:
         token_type_ids: np.ndarray | None = None,
         deepstack: np.ndarray | None = None,
         position_mask: np.ndarray | None = None,
+        more: dict[str, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Greedy tokens ``[batch, new_tokens]`` and each step's last logits; ``positions``
         defaults to the mask's count (multi-axis models pass :func:`multi_axis_positions`);
         ``deepstack``: the vision graph's ``deepstack_features``, where it has them;
-        ``position_mask``: the prompt's ``image_embeds_position_mask`` (Kosmos)."""
+        ``position_mask``: the prompt's ``image_embeds_position_mask`` (Kosmos); ``more``:
+        another modality's rows for the prompt, by input name (``embedding``)."""
         ids, mask = np.asarray(ids, np.int64), np.asarray(mask, np.int64)
         if positions is None:
             positions = sequence_positions(mask)
-        embedded = self.embedding(ids, features, deepstack, position_mask)
+        embedded = self.embedding(ids, features, deepstack, position_mask, more)
         logits, cache = self.decode(
             embedded["inputs_embeds"],
             mask,

@@ -26,7 +26,7 @@ from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask, cache_argument, returned_cache
 from mobius.tasks.head import VLM_MAPPING, auto_mapping
-from mobius.tasks.modality import scatter_features
+from mobius.tasks.modality import Modality, scatter_features
 from mobius.tasks.vlm_canvas import position_axes, position_manifest
 from mobius.tasks.vlm_deepstack import FEATURES as DEEPSTACK_FEATURES
 from mobius.tasks.vlm_deepstack import NAME as DEEPSTACK
@@ -74,6 +74,8 @@ from mobius.tasks.vlm_prepend import (
 IMAGE_TOKENS = "num_image_tokens"
 # example sizes: distinct from the base task's (2, 7, 4, 11) so export never unifies two axes
 _SIZES = {IMAGE_TOKENS: 6, IMAGES: 3, PATCHES: 16}
+# the image side of the modality split (``modality.py``): what a model with audio too adds it as
+IMAGE = Modality("image", "vision_encoder", "image_features", IMAGE_TOKENS, image_token_id)
 TEXT_ONLY = "text-only"
 
 
@@ -460,7 +462,9 @@ class VisionLanguageTask(Task):
     def manifest(self, config: ArchitectureConfig) -> dict[str, Any]:
         """What mobius.json says beyond the graphs: the image token and the position scheme."""
         hf = config.hf_config
+        has_images = any(graph.name == IMAGE.encoder for graph in self.graphs)
         manifest = {
+            "modalities": [IMAGE.name] if has_images else [],
             "image_token_id": image_token_id(hf),
             "position_ids": "multi-axis" if multi_axis_positions(hf) else "sequence",
             "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),

@@ -40,6 +40,7 @@ from mobius.synth.overrides import (
     prophetnet,
     qwen3_asr,
     qwen4_exp,
+    qwen_omni,
     reformer,
     rwkv,
     step3p7,
@@ -159,6 +160,12 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     "transformers.models.qwen3_asr.modeling_qwen3_asr.Qwen3ASREncoder": (
         qwen3_asr.windows_by_segment
+    ),
+    "transformers.models.qwen2_5_omni.modeling_qwen2_5_omni.Qwen2_5OmniThinkerModel": (
+        qwen_omni.qwen2_5_chunks_on_grid
+    ),
+    "transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe.Qwen3OmniMoeThinkerModel": (
+        qwen_omni.qwen3_windows_on_grid
     ),
     "transformers.models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpTextQSAIndexer": (
         qwen4_exp.batched_selection
