@@ -41,6 +41,7 @@ FAN_IN_SCALED = frozenset(
         "lfm3_vl",
         "cosmos3_edge",
         "deepseek_vl_hybrid",  # both towers: the SigLIP one and the SAM high-resolution one
+        "unlimited_ocr",  # SAM then CLIP: features up to 320, HF's float32 1.7e-4 off its float64
     }
 )
 
