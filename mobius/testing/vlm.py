@@ -35,6 +35,11 @@ from mobius.testing.vlm_position_mask import (
     uncached_reference,
     with_position_mask,
 )
+from mobius.testing.vlm_row_reference import (
+    batched_agreement,
+    misreads_padding_when_cached,
+    rows_alone,
+)
 from mobius.testing.vlm_scale import fan_in_scaled
 from mobius.testing.vlm_tiny_configs import MORE_VLM_OVERRIDES
 from mobius.verification.pairs import Comparison, Pair, Tokens, for_session, for_torch, to_numpy
@@ -411,6 +416,10 @@ def vlm_pairs(
     if reference is not None:  # generate reported beside the reference (vlm_position_mask)
         note = hf_generate_agreement((tokens, hf_logits), reference, mask.numpy())
         tokens, hf_logits = reference
+    elif misreads_padding_when_cached(model):  # R-SWA: see vlm_row_reference
+        alone = rows_alone(model, hf_inputs, new_tokens, hf_generate)
+        note = batched_agreement((tokens, hf_logits), alone, mask.numpy())
+        tokens, hf_logits = alone
     ours, our_logits = runner.generate(
         ids.numpy(),
         mask.numpy(),

@@ -18,7 +18,9 @@ MiniCPM-V 4.6 (features up to 24) is the same case one step later: its text mode
 gated delta rule) amplifies the features' float32 rounding at the prompt's last position. Against
 HF's float64 forward (measured): the graph's features 1.4e-5 off, its prefill logits 1.7e-4 (HF's
 own float32 logits 4.8e-5); the graph's decoder given the float64 features 6.2e-5. So the excess
-is the features' rounding, not the conversion.
+is the features' rounding, not the conversion. Qwen4-Exp likewise (features up to 32; one input's
+prefill logits 1.07e-4 off HF's float64 at one position where HF's float32 is 7.4e-6 off; the
+graph's decoder given HF's float32 or float64 features 1.3e-5 and 1.9e-5 there).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ FAN_IN_SCALED = frozenset(
         "lfm3_vl",
         "cosmos3_edge",
         "deepseek_vl_hybrid",  # both towers: the SigLIP one and the SAM high-resolution one
+        "unlimited_ocr",  # SAM then CLIP: features up to 320, HF's float32 1.7e-4 off its float64
+        "qwen4_exp",  # features up to 32, their rounding amplified by the text model (as minicpmv4_6)
     }
 )
 
