@@ -94,12 +94,20 @@ KNOWN_CAUSES: dict[str, str] = {
 
 # Why some types' long check is over the tolerance, from a float64 copy of the same tiny model
 # (HF's float32 forward against its float64 forward, and the graph against the float64 forward,
-# over the same 80 tokens): the long check's size of float32 rounding in recurrent layers.
+# over the same 80 tokens; every float32 cast inside HF's forward raised to float64): the long
+# check's size of float32 rounding in recurrent layers.
 _ROUNDING = (
     "float32 rounding over 80 tokens of recurrent layers, not a wrong graph: against HF in "
     "float64, HF's own float32 forward is {hf} off and the graph {graph}"
 )
+_QWEN3_5_ROUNDING = _ROUNDING.format(hf="2.5e-4", graph="2.8e-4") + (
+    ", both at the same token of the unpadded row; the check's 1.0e-4 is in the left-padded row, "
+    "where HF's float32 forward is 1.1e-4 off float64 and the graph 3.7e-5; mean |diff| 2.9e-6 "
+    "(HF) and 2.4e-6 (the graph); the check gives the same 1.0e-4 with transformers 5.24.0"
+)
 KNOWN_LONG_CAUSES: dict[str, str] = {
+    "qwen3_5": _QWEN3_5_ROUNDING,
+    "qwen3_5_text": _QWEN3_5_ROUNDING,
     "qwen3_next": _ROUNDING.format(hf="2.1e-4", graph="1.1e-4"),
     "qwen3_5_moe": _ROUNDING.format(hf="1.5e-4", graph="1.1e-4") + " (by its text model)",
     "qwen3_5_moe_text": _ROUNDING.format(hf="1.5e-4", graph="1.1e-4"),

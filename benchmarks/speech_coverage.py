@@ -6,7 +6,9 @@ with a timeout:
 2. convert it with ``mobius.build`` and no task (detection must give the three audio graphs);
 3. ``mobius.testing.audio_llm.audio_parity``: audio features of a batch of two clips of different
    lengths (with their masks), prefill logits of both prompts left-padded, one cached step, 12
-   greedy tokens (and each step's logits) against HF ``generate``; atol 1e-4.
+   greedy tokens (and each step's logits) against HF ``generate``; atol 1e-4. Models with images
+   too (``mobius.testing.omni.BOTH``) are built by ``tiny_omni`` and checked by ``omni_parity``:
+   image and audio features, one image and a clip in the first prompt, another clip in the second.
 
 Results: ``benchmarks/results/speech_coverage.json`` (merged by type) and a table on stdout.
 
@@ -46,6 +48,11 @@ TYPES = (
     "omniasr",
     "nemo_speechlm",
     "moss_transcribe_diarize",
+    # images and audio (mobius.testing.omni): a vision encoder too, one embedding for both
+    "qwen2_5_omni_thinker",
+    "qwen3_omni_moe_thinker",
+    "phi4_multimodal",
+    "dots3_note",
 )
 CONTRACT = {"audio_encoder.onnx", "embedding.onnx", "decoder_model.onnx"}
 
@@ -58,13 +65,16 @@ def done(status, **extra):
     sys.exit(0)
 def first_line(exc):
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:300]
+from mobius.testing.omni import BOTH
+if model_type in BOTH:  # images and audio
+    from mobius.testing.omni import omni_parity as parity, tiny_omni as tiny
+else:
+    from mobius.testing.audio_llm import audio_parity as parity, tiny_audio_llm as tiny
 try:
-    from mobius.testing.audio_llm import tiny_audio_llm
-    model, _ = tiny_audio_llm(model_type, work / "hf")
+    model, _ = tiny(model_type, work / "hf")
 except Exception as exc:
     done("hf-build-error", error=first_line(exc))
 import mobius
-from mobius.testing.audio_llm import audio_parity
 try:
     package = mobius.build(work / "hf")
     graphs = sorted(package.graphs())
@@ -75,12 +85,12 @@ manifest = json.loads((out / "mobius.json").read_text())
 if manifest.get("layout") != "audio-llm":
     done("convert-error", error=f"built as {manifest.get('task')} ({graphs}), not audio-llm")
 try:
-    r = audio_parity(model, out)
+    r = parity(model, out)
 except Exception as exc:
     done("run-error", error=first_line(exc), graphs=graphs)
 worst = max(r["features_diff"], r["prefill_diff"], r["decode_diff"], r["generate_logits_diff"])
 status = "pass" if worst <= float(sys.argv[3]) and r["tokens_equal"] else "mismatch"
-done(status, task=manifest["task"], **{k: v for k, v in r.items() if k not in ("tokens", "hf_tokens")})
+done(status, task=manifest["task"], modalities=manifest.get("modalities"), **{k: v for k, v in r.items() if k not in ("tokens", "hf_tokens")})
 """
 
 

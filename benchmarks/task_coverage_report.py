@@ -66,6 +66,8 @@ FAIL_CAUSES = {
     "convnext": "the early layer-count check read ConvNeXt's per-stage layer indices as one stack "
     "(fixed in e584f25: the check is for text stacks only)",
     "convnextv2": "as convnext: per-stage layer indices (fixed in e584f25)",
+    "qwen3_asr": "refused since d635006: a speech LLM converts as its three graphs; a head would "
+    "leave out the audio path that Qwen3ASRModel runs on (its text path alone passed at 5bad28b)",
     "omniasr_ctc": "takes `input_values` `[batch, 1, num_samples]` with a `padding_mask`, not the "
     "wav2vec2 layout of CONTRACTS.md",
     "pp_lcnet": "its classifier returns the scores as `last_hidden_state`, not `logits`",

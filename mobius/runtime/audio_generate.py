@@ -88,11 +88,11 @@ def transcribe(
 
 def greedy_tokens(runner: Any, inputs: dict[str, np.ndarray], max_new_tokens: int) -> Iterator[int]:
     """Greedy tokens of one prompt through the three graphs, the cache fed back at each step."""
-    from mobius.runtime.vlm import next_positions, sequence_positions
+    from mobius.runtime.vlm import next_positions
 
     ids, mask = inputs["input_ids"].astype(np.int64), inputs["attention_mask"].astype(np.int64)
     features = runner.audio_features(**inputs)
-    positions = sequence_positions(mask)
+    positions = runner.positions(ids, mask)  # multi-axis where the decoder takes them
     logits, cache = runner.decode(
         runner.embed(ids, features), mask, positions, runner.empty_cache(len(ids))
     )

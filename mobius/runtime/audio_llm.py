@@ -1,7 +1,8 @@
-"""Run a converted speech LLM with plain onnxruntime: the three graphs of CONTRACTS.md ("Speech
-and audio LLMs"), the audio instance of ``runtime/vlm.py``'s loop: ``audio_encoder`` once per
-prompt's clips, ``embedding`` on the prompt with those rows, ``decoder_model`` with the cache fed
-back; later steps embed the new token alone."""
+"""Run a converted speech LLM with plain onnxruntime: the graphs of CONTRACTS.md ("Speech and
+audio LLMs"), the audio instance of ``runtime/vlm.py``'s loop: ``audio_encoder`` once per
+prompt's clips (and ``vision_encoder`` once per prompt's images, for a model that takes both),
+``embedding`` on the prompt with those rows, ``decoder_model`` with the cache fed back; later
+steps embed the new token alone."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ import numpy as np
 
 from mobius.runtime.vlm import OnnxVisionLanguageModel
 
-GRAPHS = ("audio_encoder", "embedding", "decoder_model")
+# the graphs a package of this layout may hold: vision_encoder only where the model takes images
+GRAPHS = ("vision_encoder", "audio_encoder", "embedding", "decoder_model")
 
 
 class OnnxAudioLanguageModel(OnnxVisionLanguageModel):
-    """The three graphs of a converted speech LLM (``mobius.json`` ``"layout": "audio-llm"``)."""
+    """The graphs of a converted speech LLM (``mobius.json`` ``"layout": "audio-llm"``; its
+    ``modalities`` say which encoders there are). The image side (``vision``, multi-axis
+    ``positions``) is the VLM runner's; ``embedding``'s ``more`` takes the image rows."""
 
     graph_names = GRAPHS
     features_input = "audio_features"

@@ -18,6 +18,7 @@ from mobius.runtime.causal_lm import _NUMPY_TYPES
 GRAPHS = ("vision_encoder", "embedding", "decoder_model")
 DEEPSTACK = "deepstack_visual_embeds"  # the embedding graph's per-position rows
 DEEPSTACK_FEATURES = "deepstack_features"  # the vision graph's rows, per image token
+POSITION_MASK = "image_embeds_position_mask"  # Kosmos: where the features go (no image token)
 
 
 def _session(path: Path, threads: int):
@@ -40,13 +41,15 @@ def multi_axis_positions(
     image_grid_thw: np.ndarray | None,
     image_token_id: int,
     spatial_merge_size: int,
+    newline: bool = False,
 ) -> np.ndarray:
     """The decoder's ``position_ids`` ``[3, batch, sequence]`` for the Qwen2-VL family (its
     ``get_rope_index`` for images): over each row's real tokens, text counts on from the last
     position on all three axes; a run of image tokens takes the next image's grid (in order over
     the batch) merged by ``spatial_merge_size`` and gets ``(start, start + row, start + column)``
     for its (temporal, height, width) axes, after which text goes on from
-    ``start + max(grid rows, grid columns)``. Pads get 0."""
+    ``start + max(grid rows, grid columns)``. Pads get 0. ``newline``: each row of the grid ends
+    with one more token (HY-V4-VL's newline feature), positioned as one more column."""
     ids, mask = np.asarray(ids), np.asarray(mask).astype(bool)
     out = np.zeros((3, *ids.shape), dtype=np.int64)
     grids = iter(np.asarray(image_grid_thw).tolist() if image_grid_thw is not None else [])
@@ -60,7 +63,7 @@ def multi_axis_positions(
                 current, i = current + 1, i + 1
                 continue
             t, h, w = next(grids)
-            h, w = h // spatial_merge_size, w // spatial_merge_size
+            h, w = h // spatial_merge_size, w // spatial_merge_size + int(newline)
             tt, hh, ww = np.meshgrid(np.arange(t), np.arange(h), np.arange(w), indexing="ij")
             block = np.stack([tt.ravel(), hh.ravel(), ww.ravel()], axis=1) + current
             rows.extend(block)
@@ -106,20 +109,29 @@ class OnnxVisionLanguageModel:
         target_sizes: np.ndarray | None = None,
     ) -> np.ndarray:
         """The prompt's ``position_ids`` in the layout the decoder takes (``mobius.json``'s
-        ``position_ids``: ``sequence`` or ``multi-axis``, by the grid or the canvas recipe:
-        ``position_recipe``)."""
+        ``position_ids``: ``sequence`` or ``multi-axis``, by ``position_recipe``: the Qwen2-VL
+        grid when absent, ``grid-newline`` (the grid with a newline column), ``image-index``
+        (``runtime.image_index``) or ``canvas`` (``runtime.canvas``))."""
         if self.manifest.get("position_ids") != "multi-axis":
             return sequence_positions(np.asarray(mask))
-        if self.manifest.get("position_recipe") == "canvas":
+        recipe = self.manifest.get("position_recipe")
+        if recipe == "canvas":
             from mobius.runtime.canvas import canvas_positions
 
             return canvas_positions(ids, mask, target_sizes, self.manifest["canvas"])
+        merge = self.manifest.get("spatial_merge_size", 1)
+        if recipe == "image-index":
+            from mobius.runtime.image_index import image_index_positions
+
+            token, axes = self.manifest["image_token_id"], self.manifest.get("position_axes", 3)
+            return image_index_positions(ids, mask, image_grid_thw, token, merge, axes)
         return multi_axis_positions(
             ids,
             mask,
             image_grid_thw,
             self.manifest["image_token_id"],
-            self.manifest.get("spatial_merge_size", 1),
+            merge,
+            newline=recipe == "grid-newline",
         )
 
     def vision(self, **pixels: np.ndarray) -> dict[str, np.ndarray]:
@@ -140,22 +152,30 @@ class OnnxVisionLanguageModel:
         ids: np.ndarray,
         features: np.ndarray | None,
         deepstack_features: np.ndarray | None = None,
+        position_mask: np.ndarray | None = None,
+        more: dict[str, np.ndarray] | None = None,
     ) -> dict[str, np.ndarray]:
         """``embedding``'s outputs by name: ``inputs_embeds`` with ``features`` at the
         placeholder-token positions (and ``deepstack_visual_embeds``, the vision graph's
-        ``deepstack_features`` placed likewise, where the family has them). No features: a
-        text-only step (zero rows)."""
+        ``deepstack_features`` placed likewise, where the family has them). ``position_mask``:
+        the processor's ``image_embeds_position_mask``, where the graph places by it (zeros if
+        not given). ``more``: another modality's rows by input name (``image_features`` for a
+        speech LLM that takes images). A modality not given is fed as zero rows: a text-only
+        step, or a prompt without it."""
         session = self.sessions["embedding"]
-        specs = {i.name: i for i in session.get_inputs()}
-        hidden = self.decoder_inputs["inputs_embeds"].shape[-1]
-        if features is None:
-            features = np.zeros((0, hidden), dtype=np.float32)
-        feeds = {"input_ids": np.asarray(ids, np.int64), self.features_input: features}
-        if DEEPSTACK_FEATURES in specs:
-            if deepstack_features is None:
-                layers = specs[DEEPSTACK_FEATURES].shape[0]
-                deepstack_features = np.zeros((layers, 0, hidden), dtype=features.dtype)
-            feeds[DEEPSTACK_FEATURES] = deepstack_features
+        given = {self.features_input: features, DEEPSTACK_FEATURES: deepstack_features}
+        feeds = {"input_ids": np.asarray(ids, np.int64)}
+        for spec in session.get_inputs():
+            if spec.name == "input_ids":
+                continue
+            if spec.name == POSITION_MASK:
+                feeds[spec.name] = _position_mask(position_mask, ids)
+                continue
+            value = (more or {}).get(spec.name, given.get(spec.name))
+            if value is None:  # zero rows on the dynamic axis
+                shape = [d if isinstance(d, int) else 0 for d in spec.shape]
+                value = np.zeros(shape, dtype=_NUMPY_TYPES.get(spec.type, np.float32))
+            feeds[spec.name] = value
         run = session.run(None, feeds)
         return dict(zip([o.name for o in session.get_outputs()], run, strict=True))
 
@@ -180,9 +200,12 @@ class OnnxVisionLanguageModel:
         cache: dict[str, np.ndarray],
         token_type_ids: np.ndarray | None = None,
         deepstack: np.ndarray | None = None,
+        position_mask: np.ndarray | None = None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """``decoder_model``: logits for ``embeds`` on top of ``cache``, and the cache after
-        (``deepstack``: the embedding graph's ``deepstack_visual_embeds``)."""
+        (``deepstack``: the embedding graph's ``deepstack_visual_embeds``; ``position_mask``:
+        the new tokens' ``image_embeds_position_mask`` where the decoder reads it, zeros if not
+        given)."""
         feeds = {
             "inputs_embeds": embeds,
             "attention_mask": np.asarray(mask, np.int64),
@@ -197,6 +220,8 @@ class OnnxVisionLanguageModel:
             if deepstack is None:
                 raise ValueError(f"the decoder takes {DEEPSTACK}: pass the embedding graph's")
             feeds[DEEPSTACK] = deepstack
+        if POSITION_MASK in self.decoder_inputs:
+            feeds[POSITION_MASK] = _position_mask(position_mask, embeds.shape[:2])
         run = self.sessions["decoder_model"].run(None, feeds)
         outputs = dict(zip(self.decoder_outputs, run, strict=True))
         present = {
@@ -216,14 +241,18 @@ class OnnxVisionLanguageModel:
         positions: np.ndarray | None = None,
         token_type_ids: np.ndarray | None = None,
         deepstack: np.ndarray | None = None,
+        position_mask: np.ndarray | None = None,
+        more: dict[str, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Greedy tokens ``[batch, new_tokens]`` and each step's last logits; ``positions``
         defaults to the mask's count (multi-axis models pass :func:`multi_axis_positions`);
-        ``deepstack``: the vision graph's ``deepstack_features``, where it has them."""
+        ``deepstack``: the vision graph's ``deepstack_features``, where it has them;
+        ``position_mask``: the prompt's ``image_embeds_position_mask`` (Kosmos); ``more``:
+        another modality's rows for the prompt, by input name (``embedding``)."""
         ids, mask = np.asarray(ids, np.int64), np.asarray(mask, np.int64)
         if positions is None:
             positions = sequence_positions(mask)
-        embedded = self.embedding(ids, features, deepstack)
+        embedded = self.embedding(ids, features, deepstack, position_mask, more)
         logits, cache = self.decode(
             embedded["inputs_embeds"],
             mask,
@@ -231,6 +260,7 @@ class OnnxVisionLanguageModel:
             self.empty_cache(len(ids)),
             token_type_ids,
             embedded.get(DEEPSTACK),
+            position_mask,
         )
         tokens, seen = [], []
         for step in range(new_tokens):
@@ -246,3 +276,11 @@ class OnnxVisionLanguageModel:
                 embedded["inputs_embeds"], mask, positions, cache, None, embedded.get(DEEPSTACK)
             )
         return np.concatenate(tokens, axis=1), np.stack(seen, 1)
+
+
+def _position_mask(given: np.ndarray | None, like: np.ndarray | tuple[int, ...]) -> np.ndarray:
+    """``image_embeds_position_mask`` as the graphs take it: the given one, else zeros (a step
+    with no image) shaped as ``like`` (token ids, or a ``[batch, sequence]`` shape)."""
+    if given is not None:
+        return np.asarray(given, np.int64)
+    return np.zeros(np.shape(like) if not isinstance(like, tuple) else like, dtype=np.int64)

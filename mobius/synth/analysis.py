@@ -21,7 +21,7 @@ from mobius.sources.config import read
 from mobius.synth.chain import Prepared
 from mobius.synth.emit import blocked_op_name, module_of, node_handler, regions, strip_prefix
 from mobius.synth.graphs import PreparedGraphs
-from mobius.tasks.vlm_unsplit import image_path_left_out
+from mobius.tasks.vlm_unsplit import image_path_left_out, image_path_task
 from patterns import match_all, rotary, seq2seq_attention
 from patterns.base import NO_OPS, Claim, is_op
 
@@ -124,7 +124,7 @@ def analyze(prepared: Prepared) -> Analysis:
         token_loop=bool(prepared.traced.loop_inputs),
         fallbacks=[f.to_dict() for f in prepared.fallbacks],
         modules=[modules[p] for p in sorted(modules, key=_tree_order)],
-        image_path_left_out=image_path_left_out(prepared.arch, prepared.task.name),
+        image_path_left_out=image_path_left_out(prepared.arch, image_path_task(prepared.task)),
     )
 
 
@@ -214,7 +214,7 @@ def analyze_graphs(prepared: PreparedGraphs) -> Any:
         cache_blocker=blocker,
         traced_cache_layers=traced_layers,
         fallbacks=[f.to_dict() for p in prepared.graphs.values() for f in p.fallbacks],
-        image_path_left_out=image_path_left_out(prepared.arch, prepared.task.name),
+        image_path_left_out=image_path_left_out(prepared.arch, image_path_task(prepared.task)),
         genai_left_out=(
             genai_pipeline_missing(prepared.arch.model_type)
             if "vision_encoder" in prepared.graphs

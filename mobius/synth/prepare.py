@@ -24,7 +24,7 @@ from mobius.synth.graphs import PreparedGraphs, is_multi_graph, prepare_graphs
 from mobius.tasks import Task
 from mobius.tasks.detect import get_task
 from mobius.tasks.vlm import apply_features
-from mobius.tasks.vlm_unsplit import warn_text_only, why_not_split
+from mobius.tasks.vlm_unsplit import image_path_task, warn_text_only, why_not_split
 
 log = logging.getLogger("mobius")
 
@@ -53,7 +53,7 @@ def prepare(
         if weights and _stacks_of_layers(the_task, arch):
             # before the trace: a config claiming thousands of layers takes minutes
             check_layer_count(arch, source.tensors)
-        warn_text_only(hf_config, source.directory, the_task.name)
+        warn_text_only(hf_config, source.directory, image_path_task(the_task))
     if is_multi_graph(the_task):  # encoder-decoder: one trace per graph (synth/graphs.py)
         with failures.phase(f"tracing {arch.model_type}"):
             return prepare_graphs(source, arch, the_task, dtype)

@@ -24,6 +24,13 @@ import torch
 
 from mobius import failures
 from mobius.errors import UnsupportedError
+from mobius.synth.state_reference import (
+    PREFILL_LENGTH,
+    fill_prefill_length,
+    is_reference_layer,
+    read_prefill_length,
+    reference_slots,
+)
 from mobius.tasks.base import BATCH, PAST, TensorSpec, accepted
 from mobius.tasks.causal_lm import cache_input_name, cache_output_name
 
@@ -100,7 +107,9 @@ class TransformersCache:
                 getattr(cache, slot.attribute)[slot.layer] = tensor
                 continue
             layer = layers[slot.layer]
-            if slot.index is None:
+            if slot.index == PREFILL_LENGTH:
+                fill_prefill_length(layer, tensor)
+            elif slot.index is None:
                 setattr(layer, slot.attribute, tensor)
                 layer.device = tensor.device
             else:  # recurrent layers update these in place: give them their own copy
@@ -115,6 +124,9 @@ class TransformersCache:
             if slot.index == ON_CACHE:
                 out.append(getattr(returned, slot.attribute)[slot.layer])
                 continue
+            if slot.index == PREFILL_LENGTH:
+                out.append(read_prefill_length(layers[slot.layer]))
+                continue
             held = getattr(layers[slot.layer], slot.attribute)
             out.append(held if slot.index is None else held[slot.index])
         return out
@@ -126,6 +138,9 @@ class TransformersCache:
             return None
         slots: list[StateSlot] = []
         for i, layer in enumerate(layers):
+            if is_reference_layer(layer):  # the prompt's keys kept apart: state_reference.py
+                slots += reference_slots(i, layer, StateSlot)
+                continue
             for attribute, kind, batch_axis, token_axis in _GROWING:
                 held = getattr(layer, attribute, None)
                 if isinstance(held, torch.Tensor) and held.dim() > token_axis:

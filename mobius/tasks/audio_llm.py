@@ -1,13 +1,14 @@
-"""Speech and audio LLMs (automatic-speech-recognition, audio-text-to-text): three graphs
-(CONTRACTS.md, "Speech and audio LLMs").
+"""Speech and audio LLMs (automatic-speech-recognition, audio-text-to-text): three graphs, four
+for models that also take images (CONTRACTS.md, "Speech and audio LLMs").
 
-The audio instance of the modality-encoder → embedding → decoder split of ``vlm.py``:
+The audio instance of the modality-encoder → embedding → decoder split (``modality.py``):
 
 - ``audio_encoder``: the model's ``get_audio_features`` (the audio tower and the projector) on the
   processor's audio inputs under their HF names, flattened to ``audio_features``
   ``[num_audio_tokens, hidden]``: every clip's rows in batch order, as the HF forward scatters them.
-- ``embedding``: ``get_input_embeddings()`` on ``input_ids`` with the audio rows placed at the
-  audio-token positions (``modality.scatter_features``).
+- ``vision_encoder`` (models with a vision tower too: Qwen-Omni thinkers): ``vlm.VisionGraph``.
+- ``embedding``: ``get_input_embeddings()`` on ``input_ids`` with each modality's rows placed at
+  its own placeholder token (``modality.place_features``; the image side is ``vlm.EmbeddingGraph``).
 - ``decoder_model``: ``vlm.DecoderGraph`` on this model: the whole model called with
   ``inputs_embeds`` and no audio, under the causal-LM cache contract.
 """
@@ -22,12 +23,17 @@ import torch
 from mobius.errors import UnsupportedError
 from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
-from mobius.tasks.modality import scatter_features
+from mobius.tasks.modality import Modality, place_features, scatter_features
 from mobius.tasks.vlm import (
+    IMAGE,
+    IMAGE_TOKENS,
     DecoderGraph,
+    EmbeddingGraph,
+    VisionGraph,
     VisionLanguageTask,
     _features,
     _whole_when_iterated,
+    supports_image_text,
     text_config,
     text_config_of,
 )
@@ -41,8 +47,9 @@ PROMPTS = "prompt_batch"  # MusicFlamingo's tower reads the prompts beside its c
 AUDIO_ROWS = "num_audio_rows"  # Granite Speech's mask of the projector's rows per clip
 # the mappings transformers lists decoder-only speech LLMs in (none holds all of them)
 MAPPINGS = ("SPEECH_SEQ_2_SEQ", "MULTIMODAL_LM", "SEQ_TO_SEQ_CAUSAL_LM", "CAUSAL_LM")
-# example sizes: distinct from the base task's (2, 7, 4, 11) and each other
-_SIZES = {AUDIO_TOKENS: 6, FRAMES: 200, SAMPLES: 3200, PROMPTS: 3, AUDIO_ROWS: 9}
+# example sizes: distinct from the base task's (2, 7, 4, 11) and each other (the image rows too:
+# the embedding graph of a model with both takes both)
+_SIZES = {AUDIO_TOKENS: 6, FRAMES: 200, SAMPLES: 3200, PROMPTS: 3, AUDIO_ROWS: 9, IMAGE_TOKENS: 8}
 # mask names the processors give beside input_features
 MASKS = ("input_features_mask", "feature_attention_mask", "attention_mask", "padding_mask")
 ROW_MASK = "input_features_mask"
@@ -107,6 +114,42 @@ def audio_token_id(hf: Any) -> int | None:
     return None
 
 
+AUDIO = Modality("audio", "audio_encoder", "audio_features", AUDIO_TOKENS, audio_token_id)
+
+
+def modalities(config: ArchitectureConfig) -> tuple[Modality, ...]:
+    """The encoders a speech LLM's package has: audio, and images before it where the config
+    has a vision tower too (``vision_config``: Qwen-Omni thinkers). Never the audio alone for such
+    a model: one whose image path mobius cannot split out is refused."""
+    hf = config.hf_config
+    if getattr(hf, "vision_config", None) is None:
+        return (AUDIO,)
+    if not supports_image_text(config):
+        raise UnsupportedError(
+            f"'{hf.model_type}' has a vision tower (vision_config) beside its audio tower, and no "
+            "image features method mobius splits out: converting the audio alone would drop its "
+            "images; --features text-only converts its text decoder alone"
+        )
+    return (IMAGE, AUDIO)
+
+
+def unsplit_audio_and_images(config: ArchitectureConfig) -> str | None:
+    """Why a decoder with both an audio and a vision tower (``audio_config``, ``vision_config``)
+    is not converted with its encoders: its model has no audio features method to split out
+    (Phi-4-multimodal embeds both inside its forward). None for any other model. Detection
+    refuses such a model rather than writing its text decoder alone."""
+    hf = config.hf_config
+    if config.is_encoder_decoder or is_audio_llm(config):
+        return None
+    if audio_config(hf) is None or getattr(hf, "vision_config", None) is None:
+        return None
+    return (
+        f"'{hf.model_type}' takes images and audio (vision_config, audio_config), but its model "
+        "has no audio features method (get_audio_features) mobius splits out of the forward; "
+        "--task text-generation converts its text decoder alone, without either"
+    )
+
+
 class _Auto:
     """What ``auto_class`` returns: builds the speech LLM's class (``model_class``)."""
 
@@ -142,6 +185,7 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     frames: str | int = FRAMES
     if isinstance(getattr(audio, "max_source_positions", None), int):
         frames = 2 * audio.max_source_positions
+    _check_known(hf, params)  # before any input is shaped: the unknown argument is the reason
     specs = []
     for name, p in params.items():
         if name == "self" or p.kind in _VARIADIC:
@@ -157,16 +201,27 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             specs.append(TensorSpec(name, torch.int64, (BATCH, frames), multiple_of=unit))
         elif name == "input_ids":  # the prompts, one per row: not one per clip (or window)
             specs.append(TensorSpec(name, torch.int64, (PROMPTS, SEQUENCE)))
-        elif p.default is inspect.Parameter.empty:
-            raise UnsupportedError(
-                f"{hf.model_type}: the audio features method takes '{name}', which the audio "
-                "graph has no contract for"
-            )
     if not any(s.name in ("input_features", "input_values") for s in specs):  # (*args, **kwargs)
         specs = [TensorSpec("input_features", None, _feature_dims(audio, frames))]
     if masks_rows(hf):
         specs.append(TensorSpec(ROW_MASK, torch.int64, (BATCH, AUDIO_ROWS)))
     return specs
+
+
+_KNOWN = ("input_features", "input_values", "input_ids", *MASKS)
+
+
+def _check_known(hf: Any, params: dict[str, inspect.Parameter]) -> None:
+    """Refuses a features method with a required argument the audio graph has no input for
+    (dots.ocr-3's ``chunk_sample_lengths``), naming it."""
+    for name, p in params.items():
+        if name == "self" or p.kind in _VARIADIC or name in _KNOWN:
+            continue
+        if p.default is inspect.Parameter.empty:
+            raise UnsupportedError(
+                f"{hf.model_type}: the audio features method takes '{name}', which the audio "
+                "graph has no contract for"
+            )
 
 
 def masks_rows(hf: Any) -> bool:
@@ -282,17 +337,27 @@ def audio_features(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> t
 
 
 class AudioEmbeddingGraph(_AudioGraph):
+    """``input_ids`` and the audio rows (and, for a model with images too, the image side's
+    inputs: ``vlm.EmbeddingGraph``'s) → ``inputs_embeds``, each modality's rows at its own token."""
+
     name = "embedding"
+
+    def _image_side(self) -> EmbeddingGraph | None:
+        return EmbeddingGraph(self.parent) if IMAGE in self.parent.modalities else None
 
     def inputs(self, config: ArchitectureConfig, model: torch.nn.Module) -> list[TensorSpec]:
         hidden = text_config(config).hidden_size
-        return [
-            TensorSpec("input_ids", torch.int64, (BATCH, SEQUENCE)),
-            TensorSpec("audio_features", None, (AUDIO_TOKENS, hidden)),
-        ]
+        images = self._image_side()
+        first = (
+            images.inputs(config, model)
+            if images
+            else [TensorSpec("input_ids", torch.int64, (BATCH, SEQUENCE))]
+        )
+        return [*first, TensorSpec(AUDIO.features, None, (AUDIO_TOKENS, hidden))]
 
     def outputs(self, config: ArchitectureConfig) -> list[str]:
-        return ["inputs_embeds"]
+        images = self._image_side()
+        return images.outputs(config) if images else ["inputs_embeds"]
 
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
@@ -303,8 +368,12 @@ class AudioEmbeddingGraph(_AudioGraph):
                 f"{model.config.model_type}: the config names no audio token (audio_token_id), "
                 "so the embedding graph cannot place the audio features"
             )
-        embed = model.get_input_embeddings()
-        return (scatter_features(embed, inputs["input_ids"], inputs["audio_features"], token),)
+        ids, audio = inputs["input_ids"], inputs[AUDIO.features]
+        images = self._image_side()
+        if images is None:
+            return (scatter_features(model.get_input_embeddings(), ids, audio, token),)
+        out = images.call(model, {k: v for k, v in inputs.items() if k != AUDIO.features})
+        return (place_features(out[0], ids, audio, token), *out[1:])
 
 
 class AudioDecoderGraph(DecoderGraph):
@@ -321,19 +390,24 @@ class AudioDecoderGraph(DecoderGraph):
 
 
 class AudioLanguageTask(VisionLanguageTask):
-    """``audio_encoder``, ``embedding`` and ``decoder_model``; ``name`` is the pipeline name
+    """One encoder per modality (``vision_encoder`` where the model takes images too, then
+    ``audio_encoder``), ``embedding`` and ``decoder_model``; ``name`` is the pipeline name
     (speech-to-text for the speech mapping's models, audio-text-to-text for the others)."""
 
     alternative = "to convert its text decoder alone, pass --features text-only"
 
-    def __init__(self, name: str, text_only: bool = False) -> None:
+    def __init__(
+        self, name: str, text_only: bool = False, modalities: tuple[Modality, ...] = (AUDIO,)
+    ) -> None:
         self.name = name
         self.text_only = text_only
+        self.modalities = modalities
         if text_only:
             self.graphs: list[Task] = [AudioDecoderGraph(self, text_only=True)]
         else:
+            encoders = {IMAGE: VisionGraph, AUDIO: AudioEncoderGraph}
             self.graphs = [
-                AudioEncoderGraph(self),
+                *(encoders[m](self) for m in modalities),
                 AudioEmbeddingGraph(self),
                 AudioDecoderGraph(self),
             ]
@@ -346,17 +420,25 @@ class AudioLanguageTask(VisionLanguageTask):
 
     @property
     def text_only_task(self) -> AudioLanguageTask:
-        return AudioLanguageTask(self.name, text_only=True)
+        return AudioLanguageTask(self.name, text_only=True, modalities=self.modalities)
 
     def manifest(self, config: ArchitectureConfig) -> dict[str, Any]:
+        """The layout, the modalities in encoder order, each placeholder token and the position
+        scheme (for a model with images, the image task's: ``VisionLanguageTask.manifest``)."""
         hf = config.hf_config
         if self.text_only:
             return {"layout": "text-only", "eos_token_id": text_config_of(hf).eos_token_id}
+        if IMAGE in self.modalities:
+            manifest = super().manifest(config)
+        else:
+            eos = getattr(text_config_of(hf), "eos_token_id", None)
+            manifest = {"position_ids": "sequence", "eos_token_id": eos}
+        modalities = [m.name for m in self.modalities]
         return {
             "layout": "audio-llm",
+            **manifest,
+            "modalities": modalities,
             "audio_token_id": audio_token_id(hf),
-            "position_ids": "sequence",
-            "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),
         }
 
     def runtime_files(
@@ -379,4 +461,4 @@ def audio_task(config: ArchitectureConfig, name: str | None = None) -> AudioLang
     mapping's models and audio-text-to-text for the others."""
     if name is None:
         name = ASR if in_speech_mapping(config.hf_config) else AUDIO_TEXT
-    return AudioLanguageTask(name)
+    return AudioLanguageTask(name, modalities=modalities(config))

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import logging
+
 from mobius.errors import ConfigError, UnsupportedError
 from mobius.sources import remote_code
 from mobius.sources.config import ArchitectureConfig
 from mobius.tasks import ALIASES, SEQ2SEQ_TASKS, TASKS, Task
-from mobius.tasks.audio_llm import ASR, AUDIO_TEXT, audio_task, in_speech_mapping, is_audio_llm
+from mobius.tasks.audio_llm import (
+    ASR,
+    AUDIO_TEXT,
+    audio_task,
+    in_speech_mapping,
+    is_audio_llm,
+    unsplit_audio_and_images,
+)
 from mobius.tasks.head import AUDIO, VISION, HeadTask, class_names
 
 _DECODER_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel")
+log = logging.getLogger("mobius")
 
 
 def supported_tasks(config: ArchitectureConfig) -> list[str]:
@@ -59,6 +69,9 @@ def detect_task(config: ArchitectureConfig) -> Task:
             "(no audio tower config with an audio features method feeding the embeddings); "
             "--task text-generation converts its text decoder alone, without audio"
         )
+    unsplit = unsplit_audio_and_images(config)
+    if unsplit:  # neither encoder can be split out: never a silent text-only graph
+        raise UnsupportedError(unsplit)
     vlm = TASKS["image-text-to-text"]
     if any(a in class_names(vlm.mapping, model_type) for a in config.architectures):
         if vlm.supports(config):  # before text generation, whose mapping lists some VLMs too
@@ -139,12 +152,23 @@ def get_task(name: str | None, config: ArchitectureConfig) -> Task:
 
 
 def _speech_llm_task(name: str, config: ArchitectureConfig) -> Task:
-    """A speech LLM converts as its three graphs, under either audio task name; any other task
-    would leave its audio path out, which only ``--features text-only`` asks for."""
+    """A speech LLM converts with every encoder under either audio task name. Asked for
+    ``image-text-to-text``, one that takes images too converts its image path alone, as asked,
+    saying the audio is left out; any other task would leave its audio path out, which only
+    ``--features text-only`` asks for."""
     if name in (ASR, AUDIO_TEXT):
         return audio_task(config, name)
+    images = TASKS["image-text-to-text"]
+    if name == images.name and images.supports(config):
+        log.warning(
+            "%s: --task image-text-to-text converts its image path alone, without its audio "
+            "path (build without --task for both encoders)",
+            config.model_type,
+        )
+        return images
+    both = ASR if in_speech_mapping(config.hf_config) else AUDIO_TEXT
     raise ConfigError(
         f"'{config.model_type}' is a speech LLM: --task {name} would convert it without its "
-        f"audio path; build it without --task ({audio_task(config).name}, three graphs), or "
-        "add --features text-only for its text decoder alone"
+        f"audio path; build it without --task ({both}: its encoders, embedding and decoder), "
+        "or add --features text-only for its text decoder alone"
     )

@@ -1,14 +1,34 @@
-"""What the image and audio three-graph tasks share: a modality encoder's rows placed at the
-placeholder tokens of the prompt (``embedding.onnx``), as the HF models' ``masked_scatter`` does.
+"""What the image and audio tasks share: modality encoders whose rows are placed at the
+placeholder tokens of the prompt (``embedding.onnx``), as the HF models' ``masked_scatter`` does,
+then the causal decoder on ``inputs_embeds``.
 
-``vlm.py`` (images) and ``audio_llm.py`` (audio) are the two instances: each has an encoder graph
-that outputs ``<modality>_features`` ``[num_tokens, hidden]``, an embedding graph that takes
-``input_ids`` and those features, and the causal decoder on ``inputs_embeds``.
+A model has one or more modalities (``Modality``): each an encoder graph that outputs
+``<modality>_features`` ``[num_tokens, hidden]`` and an input of the one embedding graph, which
+places every modality's rows at that modality's own placeholder token. ``vlm.py`` is the image
+instance, ``audio_llm.py`` the audio instance and, for models with both (Qwen-Omni thinkers),
+the two together.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 import torch
+
+
+@dataclass(frozen=True)
+class Modality:
+    """One encoder → embedding path: its name (``mobius.json``'s ``modalities``), its encoder
+    graph, the features that graph outputs and the embedding graph takes, the axis of their rows,
+    and the placeholder token the config names for it."""
+
+    name: str
+    encoder: str
+    features: str
+    rows: str
+    token: Callable[[Any], int | None]
 
 
 def at_placeholders(
@@ -27,6 +47,23 @@ def at_placeholders(
     return picked.reshape(*lead, *is_placeholder.shape, hidden), placed
 
 
+def place_features(
+    embeds: torch.Tensor, input_ids: torch.Tensor, features: torch.Tensor, token: int
+) -> torch.Tensor:
+    """``embeds`` with the i-th ``token`` position holding the i-th feature row; placeholder
+    tokens beyond the features (all of them with no features: a decode step) keep their rows."""
+    return placed_rows(embeds, input_ids == token, features)
+
+
+def placed_rows(
+    embeds: torch.Tensor, is_placeholder: torch.Tensor, rows: torch.Tensor
+) -> torch.Tensor:
+    """``embeds`` ``[batch, sequence, hidden]`` with the i-th placeholder position holding the
+    i-th row of ``rows`` (``at_placeholders``); placeholders beyond the rows keep their own."""
+    picked, placed = at_placeholders(is_placeholder, rows.to(embeds.dtype))
+    return torch.where(placed.unsqueeze(-1), picked, embeds)
+
+
 def scatter_features(
     embed: torch.nn.Module, input_ids: torch.Tensor, features: torch.Tensor, token: int
 ) -> torch.Tensor:
@@ -34,10 +71,7 @@ def scatter_features(
     (``masked_scatter``'s order). Placeholder tokens beyond the features (all of them with no
     features: a decode step) keep their own embeddings, as in the HF forward without the
     modality's inputs."""
-    is_placeholder = input_ids == token
     ids = input_ids
     if token >= embed.num_embeddings:  # Gemma 3: the image token lies past the table
-        ids = torch.where(is_placeholder, torch.zeros_like(input_ids), input_ids)
-    embeds = embed(ids)
-    picked, placed = at_placeholders(is_placeholder, features.to(embeds.dtype))
-    return torch.where(placed.unsqueeze(-1), picked, embeds)
+        ids = torch.where(input_ids == token, torch.zeros_like(input_ids), input_ids)
+    return place_features(embed(ids), input_ids, features, token)

@@ -26,8 +26,8 @@ from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, TOTAL, Task, TensorSpec
 from mobius.tasks.causal_lm import CausalLMTask, cache_argument, returned_cache
 from mobius.tasks.head import VLM_MAPPING, auto_mapping
-from mobius.tasks.modality import scatter_features
-from mobius.tasks.vlm_canvas import position_manifest
+from mobius.tasks.modality import Modality, scatter_features
+from mobius.tasks.vlm_canvas import position_axes, position_manifest
 from mobius.tasks.vlm_deepstack import FEATURES as DEEPSTACK_FEATURES
 from mobius.tasks.vlm_deepstack import NAME as DEEPSTACK
 from mobius.tasks.vlm_deepstack import (
@@ -56,6 +56,14 @@ from mobius.tasks.vlm_inputs import (
     vision_inputs,
 )
 from mobius.tasks.vlm_masks import _as_first_call, _model_positions, masks_without_vmap
+from mobius.tasks.vlm_position_mask import NAME as POSITION_MASK
+from mobius.tasks.vlm_position_mask import (
+    decoder_reads_position_mask,
+    mask_manifest,
+    place_by_mask,
+    places_by_position_mask,
+    position_mask_spec,
+)
 from mobius.tasks.vlm_prepend import (
     TEXT_SEQUENCE,
     placement_manifest,
@@ -66,6 +74,8 @@ from mobius.tasks.vlm_prepend import (
 IMAGE_TOKENS = "num_image_tokens"
 # example sizes: distinct from the base task's (2, 7, 4, 11) so export never unifies two axes
 _SIZES = {IMAGE_TOKENS: 6, IMAGES: 3, PATCHES: 16}
+# the image side of the modality split (``modality.py``): what a model with audio too adds it as
+IMAGE = Modality("image", "vision_encoder", "image_features", IMAGE_TOKENS, image_token_id)
 TEXT_ONLY = "text-only"
 
 
@@ -134,7 +144,11 @@ def _inner(model: torch.nn.Module) -> torch.nn.Module:
 
 def language_model(model: torch.nn.Module) -> torch.nn.Module:
     """What the decoder graph runs: the model, or where its forward cannot run without images
-    (InstructBLIP's requires ``pixel_values``), its ``language_model`` (a causal LM with its head)."""
+    (InstructBLIP's requires ``pixel_values``), its ``language_model`` (a causal LM with its head);
+    a model placing features by ``image_embeds_position_mask`` (Kosmos-2, whose forward raises
+    without the image or its embeddings), its ``text_model`` (``vlm_position_mask``)."""
+    if places_by_position_mask(model) and hasattr(model, "text_model"):
+        return model.text_model
     pixels = inspect.signature(model.forward).parameters.get("pixel_values")
     required = pixels is not None and pixels.default is inspect.Parameter.empty
     return model.language_model if required else model
@@ -281,6 +295,8 @@ class EmbeddingGraph(_VLMGraph):
         ]
         if layers := deepstack_layers(config):  # placed per position too (vlm_deepstack)
             specs.append(TensorSpec(DEEPSTACK_FEATURES, None, (layers, IMAGE_TOKENS, hidden)))
+        if places_by_position_mask(model):  # Kosmos: no image token (vlm_position_mask)
+            specs.append(position_mask_spec())
         return specs
 
     def outputs(self, config: ArchitectureConfig) -> list[str]:
@@ -290,6 +306,8 @@ class EmbeddingGraph(_VLMGraph):
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
         ids = inputs["input_ids"]
+        if POSITION_MASK in inputs:
+            return (place_by_mask(model, ids, inputs[POSITION_MASK], inputs["image_features"]),)
         embeds = merge_image_features(model, ids, inputs["image_features"])
         if DEEPSTACK_FEATURES not in inputs:
             return (embeds,)
@@ -357,7 +375,8 @@ class DecoderGraph(CausalLMTask):
         else:
             hidden = text_config(config).hidden_size
             first = TensorSpec("inputs_embeds", None, (BATCH, SEQUENCE, hidden))
-        positions = (3, BATCH, SEQUENCE) if multi_axis_positions(config.hf_config) else None
+        hf = config.hf_config
+        positions = (position_axes(hf), BATCH, SEQUENCE) if multi_axis_positions(hf) else None
         if prepends_image(config) and not self.text_only:  # the text rows' only (vlm_prepend)
             positions = (BATCH, TEXT_SEQUENCE)
         specs = [
@@ -370,6 +389,8 @@ class DecoderGraph(CausalLMTask):
         if deepstack_layers(config) and not self.text_only:
             layers, hidden = deepstack_layers(config), text_config(config).hidden_size
             specs.append(TensorSpec(DEEPSTACK, None, (layers, BATCH, SEQUENCE, hidden)))
+        if decoder_reads_position_mask(model) and not self.text_only:  # Kosmos-2.5's segments
+            specs.append(position_mask_spec())
         return specs
 
     def call(
@@ -441,13 +462,16 @@ class VisionLanguageTask(Task):
     def manifest(self, config: ArchitectureConfig) -> dict[str, Any]:
         """What mobius.json says beyond the graphs: the image token and the position scheme."""
         hf = config.hf_config
+        has_images = any(graph.name == IMAGE.encoder for graph in self.graphs)
         manifest = {
+            "modalities": [IMAGE.name] if has_images else [],
             "image_token_id": image_token_id(hf),
             "position_ids": "multi-axis" if multi_axis_positions(hf) else "sequence",
             "eos_token_id": getattr(text_config_of(hf), "eos_token_id", None),
         }
         manifest.update(images_per_call(hf, image_features_method(config)))
         manifest.update(placement_manifest(hf))  # GIT: its image rows before the text
+        manifest.update(mask_manifest(model_class(config)))  # Kosmos: placed by a mask
         if multi_axis_positions(hf):  # the recipe runtime.vlm computes them by (vlm_canvas)
             manifest.update(position_manifest(hf))
         return manifest

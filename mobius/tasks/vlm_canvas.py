@@ -1,7 +1,8 @@
 """What ``mobius.json`` says of a VLM's multi-axis positions: the Qwen2-VL grid recipe's
-``spatial_merge_size``, or MiniCPM-V 4.7's canvas recipe (``runtime.canvas``), chosen by what
-the family's ``get_rope_index`` reads: ``target_sizes`` (each crop's size in patches) and the
-image markers of the config (``image_start_id``, ...) make the canvas."""
+``spatial_merge_size`` (with a ``position_recipe`` where a family departs from that grid:
+``GRID_RECIPES``), or MiniCPM-V 4.7's canvas recipe (``runtime.canvas``), chosen by what the
+family's ``get_rope_index`` reads: ``target_sizes`` (each crop's size in patches) and the image
+markers of the config (``image_start_id``, ...) make the canvas."""
 
 from __future__ import annotations
 
@@ -31,11 +32,35 @@ def canvas_recipe(hf: Any) -> bool:
     return "target_sizes" in _rope_index_arguments(hf) and hasattr(hf, MARKERS[0])
 
 
+# families whose get_rope_index departs from Qwen2-VL's grid without a config field saying so
+GRID_RECIPES = {
+    # a newline feature ends each row of merged tokens: one more column (runtime.vlm)
+    "hy_v4_vl": "grid-newline",
+    # (column, row, image ordinal) on image tokens, text positions unshifted (runtime.image_index)
+    "hunyuan_vl": "image-index",
+}
+
+
+def position_axes(hf: Any) -> int:
+    """Rows of the decoder's multi-axis ``position_ids``: 3, or HunYuan-VL's one per
+    ``mrope_section`` entry (3, or 4 with a sequence axis first)."""
+    if GRID_RECIPES.get(getattr(hf, "model_type", None)) != "image-index":
+        return 3
+    rope = getattr(hf.get_text_config(decoder=True), "rope_parameters", None) or {}
+    return len(rope.get("mrope_section") or ()) or 3
+
+
 def position_manifest(hf: Any) -> dict[str, Any]:
     """The multi-axis recipe's settings for ``runtime.vlm`` (called for multi-axis models)."""
     if not canvas_recipe(hf):
         vision = getattr(hf, "vision_config", None)
-        return {"spatial_merge_size": getattr(vision, "spatial_merge_size", 1)}
+        manifest = {"spatial_merge_size": getattr(vision, "spatial_merge_size", 1)}
+        recipe = GRID_RECIPES.get(getattr(hf, "model_type", None))
+        if recipe is not None:
+            manifest["position_recipe"] = recipe
+        if position_axes(hf) != 3:
+            manifest["position_axes"] = position_axes(hf)
+        return manifest
     merge = 2 if getattr(hf, "downsample_mode", "16x") == "4x" else 4  # patches per token side
     canvas = {
         "image_token_id": image_token_id(hf),

@@ -10,10 +10,14 @@ from typing import Any
 
 import torch
 
+from mobius.tasks.positions import position_offset
+
 
 def _model_positions(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> dict:
-    """The contract's ``position_ids`` (from 0) as the model reads them."""
-    offset = generation_position_offset(model)
+    """The contract's ``position_ids`` (from 0) as the model reads them: shifted by what its
+    ``prepare_inputs_for_generation`` adds, and by the first real position of embeddings that
+    number positions from ``padding_idx + 1`` (Kosmos-2's sinusoidal table: ``tasks/positions``)."""
+    offset = generation_position_offset(model) + position_offset(model)
     if not offset or "position_ids" not in inputs:
         return inputs
     return {**inputs, "position_ids": inputs["position_ids"] + offset}

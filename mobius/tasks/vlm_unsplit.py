@@ -102,3 +102,12 @@ def warn_text_only(hf_config: Any, directory: Path, task: str) -> None:
         f"; {left_out}" if left_out else "",
         processor,
     )
+
+
+def image_path_task(task: Any) -> str:
+    """The task name the image-path checks above read: ``image-text-to-text`` for any task whose
+    graphs include the vision encoder (a speech LLM that takes images too), else the task's own
+    (a text-only build of either says it leaves the images out)."""
+    graphs = getattr(task, "graphs", None) or []
+    has_images = any(graph.name == "vision_encoder" for graph in graphs)
+    return "image-text-to-text" if has_images else task.name

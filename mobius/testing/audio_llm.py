@@ -173,7 +173,7 @@ def _waveforms(specs: list, lengths: tuple[float, ...], gen: torch.Generator) ->
     return out
 
 
-def _features_per_clip(model: Any, audio: dict) -> list[int]:
+def features_per_clip(model: Any, audio: dict) -> list[int]:
     """How many audio tokens each clip makes: HF's features of each clip alone (for a tower that
     reads the prompt, which needs these counts first, its own output-length rule on the mask)."""
     from mobius.tasks.audio_llm import MASKS, audio_features
@@ -232,7 +232,7 @@ def audio_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dic
 
     runner = OnnxAudioLanguageModel(package)
     audio = audio_batch(model)
-    ids, mask = audio_prompt(model, _features_per_clip(model, audio))
+    ids, mask = audio_prompt(model, features_per_clip(model, audio))
     if _reads_prompt(model):
         audio["input_ids"] = ids
     with torch.no_grad():

@@ -58,3 +58,30 @@ def tiny_causal_lm(model_type: str, *, is_decoder: bool = True, seed: int = 0, *
     else:
         model = causal_lm_class(composite)._from_config(config, attn_implementation="eager")
     return randomize(model.float().eval(), seed=seed), config
+
+
+# DeepSeek-V4 with HCA windows of 8 tokens (the default 128 is longer than any test length) and
+# an indexer top-k of 3, so short prompts cover no window, one, several, and more visible windows
+# than the indexer keeps
+DEEPSEEK_V4_SMALL_WINDOWS = {
+    "index_topk": 3,
+    "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
+}
+
+
+def blt_with_varied_patches() -> tuple[Any, Any]:
+    """The tiny BLT with its entropy threshold between two of its entropies on a 30-byte prompt,
+    so that patches have different lengths and the two rows different patch counts (the tiny
+    config's threshold lies below every entropy of a random model: one byte per patch)."""
+    import torch
+
+    from mobius.testing.parity import decoder_inputs
+
+    model, config = tiny_causal_lm("blt")
+    ids = decoder_inputs(config.vocab_size, length=30)["input_ids"]
+    with torch.no_grad():
+        entropies = model.model.patcher(ids, patch_size=config.patch_size, threshold=0.0)[0]
+    ranked = entropies[:, 1:].flatten().sort().values
+    middle = len(ranked) // 2
+    config.patching_threshold = float(ranked[middle] + ranked[middle + 1]) / 2
+    return model, config

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from mobius.runtime.seq2seq import Seq2SeqRunner
-from mobius.tasks.seq2seq import features_as_embeddings, speech_features
+from mobius.tasks.seq2seq import ONE_TOKEN_DECODERS, features_as_embeddings, speech_features
 from mobius.tasks.seq2seq_images import takes_images
 from mobius.testing.seq2seq_images import IMAGE_OVERRIDES, image_encoder_inputs
 from mobius.testing.tiny import randomize
@@ -202,7 +202,7 @@ def seq2seq_pairs(
         hf_encoded = hf_encode(model, inputs, start)
         hidden = hf_encoded[0].clone()  # the decoder may add to it in place (Moonshine Streaming)
         extra = {} if mask is None else {"attention_mask": mask}
-        first = model(encoder_outputs=hf_encoded, decoder_input_ids=prefix, use_cache=True, **extra)
+        first = _hf_prefill(model, hf_encoded, prefix, extra)
         second = model(
             encoder_outputs=hf_encoded,
             decoder_input_ids=step,
@@ -227,6 +227,32 @@ def seq2seq_pairs(
         ],
         Tokens(decoder, ours, tokens),
     )
+
+
+def _hf_prefill(model: Any, encoded: Any, prefix: torch.Tensor, extra: dict) -> Any:
+    """HF's decoder on ``prefix`` with an empty cache: one call, or, for a decoder that takes one
+    token per cached call (``tasks/seq2seq.ONE_TOKEN_DECODERS``: ProphetNet), one call per token
+    as ``generate`` runs it, the logits concatenated and the last call's cache kept. ProphetNet's
+    one-call multi-token forward is not that decoding: its predict stream's relative-position
+    bias (``get_predict_relative_pos_embeddings``) is permuted as ``(sequence, ngram, head)``
+    while its buckets run ``(ngram, head, sequence)``, so with more than one token each
+    position's bias comes from other positions' states, later ones included."""
+    from types import SimpleNamespace
+
+    if model.config.model_type not in ONE_TOKEN_DECODERS:
+        return model(encoder_outputs=encoded, decoder_input_ids=prefix, use_cache=True, **extra)
+    cache, logits = None, []
+    for t in range(prefix.shape[1]):
+        out = model(
+            encoder_outputs=encoded,
+            decoder_input_ids=prefix[:, t : t + 1],
+            past_key_values=cache,
+            use_cache=True,
+            **extra,
+        )
+        cache = out.past_key_values
+        logits.append(out.logits)
+    return SimpleNamespace(logits=torch.cat(logits, 1), past_key_values=cache)
 
 
 def hf_encode(model: Any, inputs: dict, start: torch.Tensor) -> Any:

@@ -38,7 +38,7 @@ PATCHES = 8  # Pix2Struct: patches per image, the last three of the second row p
 def image_encoder_inputs(model: Any, batch: int, length: int, gen: torch.Generator) -> dict:
     specs = {s.name: s for s in image_inputs(from_hf(model.config), model)}
     if "flattened_patches" in specs:
-        return _flattened_patches(specs["flattened_patches"].dims[-1], batch, gen)
+        return flattened_patches(specs["flattened_patches"].dims[-1], batch, gen)
     side = OWN_SIDE.get(model.config.model_type, SIDE)
     dims = [d if isinstance(d, int) else side for d in specs["pixel_values"].dims[1:]]
     out = {"pixel_values": torch.randn(batch, *dims, generator=gen)}
@@ -51,17 +51,18 @@ def image_encoder_inputs(model: Any, batch: int, length: int, gen: torch.Generat
     return out
 
 
-def _flattened_patches(width: int, batch: int, gen: torch.Generator) -> dict:
-    """Patches of a 2 x 4 grid: (row, column) from 1, then the pixels; padding patches are zeros
-    with a zero mask, as the processor pads them."""
+def flattened_patches(width: int, batch: int, gen: torch.Generator) -> dict:
+    """Patches of a 2 x 4 grid: (row, column) from 1, then the pixels; the second image's last
+    three patches padding (zeros with a zero mask, as the processor pads them)."""
     rows = torch.arange(PATCHES) // 4 + 1
     columns = torch.arange(PATCHES) % 4 + 1
     pixels = torch.randn(batch, PATCHES, width - 2, generator=gen)
     grid = torch.stack([rows, columns], -1).float().expand(batch, -1, -1)
     patches = torch.cat([grid, pixels], -1)
     mask = torch.ones(batch, PATCHES, dtype=torch.int64)
-    mask[1, PATCHES - 3 :] = 0
-    patches[1, PATCHES - 3 :] = 0.0
+    if batch > 1:
+        mask[1, PATCHES - 3 :] = 0
+        patches[1, PATCHES - 3 :] = 0.0
     return {"flattened_patches": patches, "attention_mask": mask}
 
 

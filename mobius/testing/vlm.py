@@ -24,9 +24,22 @@ from mobius.tasks.vlm import (
 )
 from mobius.tasks.vlm_canvas import MARKERS, canvas_recipe
 from mobius.tasks.vlm_inputs import image_token_id
+from mobius.tasks.vlm_position_mask import NAME as POSITION_MASK
+from mobius.tasks.vlm_position_mask import places_by_position_mask
 from mobius.tasks.vlm_prepend import image_rows, prepends_image
 from mobius.testing.tiny import randomize
 from mobius.testing.vlm_pixels import image_runs, images_fed, pixel_inputs
+from mobius.testing.vlm_position_mask import (
+    derives_own_positions,
+    hf_generate_agreement,
+    uncached_reference,
+    with_position_mask,
+)
+from mobius.testing.vlm_row_reference import (
+    batched_agreement,
+    misreads_padding_when_cached,
+    rows_alone,
+)
 from mobius.testing.vlm_scale import fan_in_scaled
 from mobius.testing.vlm_tiny_configs import MORE_VLM_OVERRIDES
 from mobius.verification.pairs import Comparison, Pair, Tokens, for_session, for_torch, to_numpy
@@ -290,6 +303,7 @@ def vlm_parity(
         "tokens_equal": compared.tokens.equal(),
         "tokens": compared.tokens.actual.tolist(),
         "hf_tokens": compared.tokens.expected.tolist(),
+        **({"reference": compared.note} if compared.note else {}),
     }
 
 
@@ -319,12 +333,16 @@ def vlm_pairs(
     # GIT puts the image before the text itself (vlm_prepend): no placeholder, HF repeats the
     # one image over the batch, so both rows carry it (the second left-padded by two)
     prepended = image_rows(model.config) if prepends_image(model) else 0
+    position_mask = None
     if text is not None:
         ids, mask = text
     else:
-        ids, mask = prompt(model, 0 if prepended else image_runs(model, pixels))
+        runs = 0 if prepended else image_runs(model, pixels)
+        ids, mask = prompt(model, runs)
         if prepended:
             ids[1, :2], mask[1, :2] = getattr(model.config, "pad_token_id", None) or 0, 0
+        if places_by_position_mask(model):  # Kosmos: the processor's ids, and their mask
+            ids, position_mask = with_position_mask(ids, runs)
     grid, sizes = pixels.get("image_grid_thw"), pixels.get("target_sizes")
     positions = torch.from_numpy(
         runner.positions(
@@ -341,6 +359,8 @@ def vlm_pairs(
         extra["mm_token_type_ids"] = (ids == image_token_id(model.config)).int()
     # the image belongs to the first row: HF's processor sends pixels for the batch's images
     hf_inputs = {"input_ids": ids, "attention_mask": mask, **for_torch(model, pixels), **extra}
+    if position_mask is not None:
+        hf_inputs[POSITION_MASK] = position_mask
     gen = torch.Generator().manual_seed(2)
     step = torch.randint(3, 100, (2, 1), generator=gen)
     step_mask = torch.cat([mask, torch.ones_like(step)], 1)
@@ -351,17 +371,27 @@ def vlm_pairs(
     # a forward with no position_ids (the BLIP family) hands its kwargs to the Q-Former as well,
     # whose own positions they are not: its language model counts positions from the mask
     own = own or "position_ids" not in inspect.signature(model.forward).parameters
-    with torch.no_grad():
-        first = model(**hf_inputs, **({} if own else {"position_ids": positions}), use_cache=True)
-        second = language_model(model)(
-            input_ids=step,
-            attention_mask=step_mask,
-            position_ids=step_positions,
-            past_key_values=_cache_of(first),
-            use_cache=True,
+    reference = None  # HF's uncached forward, where its cached steps count pads (Kosmos)
+    if derives_own_positions(model):
+        first_logits, second_logits, *reference = uncached_reference(
+            model, hf_inputs, step, new_tokens
         )
+    else:
+        with torch.no_grad():
+            first = model(
+                **hf_inputs, **({} if own else {"position_ids": positions}), use_cache=True
+            )
+            second = language_model(model)(
+                input_ids=step,
+                attention_mask=step_mask,
+                position_ids=step_positions,
+                past_key_values=_cache_of(first),
+                use_cache=True,
+            )
+        first_logits, second_logits = first.logits, second.logits
     types = {k: v.numpy() for k, v in extra.items()}
-    embedded = runner.embedding(ids.numpy(), features, deepstack)
+    placed = None if position_mask is None else position_mask.numpy()
+    embedded = runner.embedding(ids.numpy(), features, deepstack, placed)
     logits, cache = runner.decode(
         embedded["inputs_embeds"],
         mask.numpy(),
@@ -369,6 +399,7 @@ def vlm_pairs(
         runner.empty_cache(2),
         types.get("token_type_ids", types.get("mm_token_type_ids")),
         embedded.get(DEEPSTACK),
+        placed,
     )
     embedded = runner.embedding(step.numpy(), None)
     step_logits, _ = runner.decode(
@@ -381,6 +412,14 @@ def vlm_pairs(
     )
     real = np.concatenate([np.ones((2, prepended), bool), mask.numpy().astype(bool)], 1)
     tokens, hf_logits = hf_generate(model, hf_inputs, new_tokens)
+    note = ""
+    if reference is not None:  # generate reported beside the reference (vlm_position_mask)
+        note = hf_generate_agreement((tokens, hf_logits), reference, mask.numpy())
+        tokens, hf_logits = reference
+    elif misreads_padding_when_cached(model):  # R-SWA: see vlm_row_reference
+        alone = rows_alone(model, hf_inputs, new_tokens, hf_generate)
+        note = batched_agreement((tokens, hf_logits), alone, mask.numpy())
+        tokens, hf_logits = alone
     ours, our_logits = runner.generate(
         ids.numpy(),
         mask.numpy(),
@@ -389,11 +428,12 @@ def vlm_pairs(
         positions=positions.numpy(),
         token_type_ids=types.get("token_type_ids", types.get("mm_token_type_ids")),
         deepstack=deepstack,
+        position_mask=placed,
     )
     decoder = "decoder_model.onnx"
     pairs += [
-        Pair(decoder, "logits", "prefill", logits, to_numpy(first.logits), real, True),
-        Pair(decoder, "logits", "cached step", step_logits, to_numpy(second.logits), None, True),
+        Pair(decoder, "logits", "prefill", logits, to_numpy(first_logits), real, True),
+        Pair(decoder, "logits", "cached step", step_logits, to_numpy(second_logits), None, True),
         Pair(decoder, "logits", "generation", our_logits, hf_logits, None, True),
     ]
-    return Comparison(pairs, Tokens(decoder, ours, tokens))
+    return Comparison(pairs, Tokens(decoder, ours, tokens), note=note)

@@ -39,6 +39,12 @@ def pixel_inputs(model: Any, images: int = 1, seed: int = 3) -> dict[str, torch.
         return _packed_pixels(specs["pixel_values"], model, images, gen)
     if "spatial_shapes" in specs:  # patch rows padded to 16: images of 2 x 6 patches
         return _patch_rows(specs["pixel_values"], images, gen)
+    if "flattened_patches" in specs:  # Kosmos-2.5: Pix2Struct-style (row, column, pixels) rows
+        from mobius.testing.seq2seq_images import flattened_patches
+
+        # the tower finds padding patches by their zeros itself: no mask input
+        patches = flattened_patches(specs["flattened_patches"].dims[-1], images, gen)
+        return {"flattened_patches": patches["flattened_patches"]}
     sizes = {
         "num_images": images,
         "batch": 1,

@@ -7,8 +7,10 @@ compound it, and the tiny model's image features reach 1e3–1e5. There float32 
 1e-4: HF's own float32 forward differs from its float64 forward by as much as the ONNX graph
 does (measured: got_ocr2 3.3e-4, cohere2_vision 6.2e-4, minimax_m3_vl 6.5e-2), so a comparison at
 atol 1e-4 measures rounding, not conversion (also step3p7, whose two un-normed stride-2
-downsampling convolutions make features of 2.4e3: HF's float32 vs float64 1.7e-3). Trained models
-keep activations O(1). For these types the vision side's matrices (everything outside the
+downsampling convolutions make features of 2.4e3: HF's float32 vs float64 1.7e-3; and
+deepseek_vl_hybrid, whose high-resolution SAM tower ends in two un-normed stride-2 3 x 3
+convolutions before the aligner: features of 8.6e3, HF's float32 vs float64 1.9e-2, the graph
+2.1e-2). Trained models keep activations O(1). For these types the vision side's matrices (everything outside the
 language model) are redrawn with std ``1 / sqrt(fan_in)``, the scale that keeps activations
 O(1), so features stay where float32 holds 1e-4. The tolerance is unchanged.
 
@@ -16,7 +18,9 @@ MiniCPM-V 4.6 (features up to 24) is the same case one step later: its text mode
 gated delta rule) amplifies the features' float32 rounding at the prompt's last position. Against
 HF's float64 forward (measured): the graph's features 1.4e-5 off, its prefill logits 1.7e-4 (HF's
 own float32 logits 4.8e-5); the graph's decoder given the float64 features 6.2e-5. So the excess
-is the features' rounding, not the conversion.
+is the features' rounding, not the conversion. Qwen4-Exp likewise (features up to 32; one input's
+prefill logits 1.07e-4 off HF's float64 at one position where HF's float32 is 7.4e-6 off; the
+graph's decoder given HF's float32 or float64 features 1.3e-5 and 1.9e-5 there).
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ import math
 import torch
 
 # types whose tiny features exceed float32's 1e-4 resolution with std-0.3 weights (measured above;
-# lfm3_vl with two images: features up to 126, HF's float32 1.05e-4 off its float64)
+# lfm3_vl with two images: features up to 126, HF's float32 1.05e-4 off its float64; cosmos3_edge
+# with two images: features up to 170, HF's float32 1.3e-4 off its float64, the graph 1.4e-4)
 FAN_IN_SCALED = frozenset(
     {
         "cohere2_vision",
@@ -36,6 +41,10 @@ FAN_IN_SCALED = frozenset(
         "minicpmv4_6",
         "step3p7",
         "lfm3_vl",
+        "cosmos3_edge",
+        "deepseek_vl_hybrid",  # both towers: the SigLIP one and the SAM high-resolution one
+        "unlimited_ocr",  # SAM then CLIP: features up to 320, HF's float32 1.7e-4 off its float64
+        "qwen4_exp",  # features up to 32, their rounding amplified by the text model (as minicpmv4_6)
     }
 )
 

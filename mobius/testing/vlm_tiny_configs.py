@@ -18,7 +18,12 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
             },
         }
     },
+    # the default mrope_section fails the config's check against the shrunk rotary head; and
+    # shrinking the vocabulary puts the image token (120120) on the text config's pad token
+    # (120002): the padded text-only row would count as image tokens. Distinct ids below
     "hy_v4_vl": {
+        "image_token_id": 250,
+        "video_token_id": 249,
         "text_config": {
             "qk_rope_head_dim": 16,
             "rope_parameters": {
@@ -26,7 +31,7 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
                 "rope_theta": 1e4,
                 "mrope_section": [4, 2, 2],
             },
-        }
+        },
     },
     # Aria's projector picks its number of queries by the tower's patch count from this table
     # (1225 and 4900 patches for the real 490- and 980-pixel images); the tiny tower makes 16
@@ -42,6 +47,11 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
     # Gemma 4 unified embeds merged patches straight to mm_embed_dim and output_proj_dims (3840
     # each in the real config, not shrunk with the other widths)
     "gemma4_unified": {"vision_config": {"mm_embed_dim": 64, "output_proj_dims": 64}},
+    # the Kosmos text configs name their depth `layers` (24), which the shrinking does not know;
+    # Kosmos-2.5 also resamples every image to latent_query_num features (2048 in the real
+    # config, the processor's placeholders likewise): 16 keep the prompt short
+    "kosmos-2": {"text_config": {"layers": 2}},
+    "kosmos-2.5": {"latent_query_num": 16, "text_config": {"layers": 2}},
     # Kimi-K2.5's projector norms the merged vision tokens with projection_hidden_size features,
     # the vision width (1152 in the real config); the shrunk tower is 64 wide
     "kimi_k25": {"projection_hidden_size": 64},

@@ -14,13 +14,16 @@ import torch
 from mobius.synth.overrides import (
     blt,
     canine,
+    cosmos3_edge,
     cpmant,
     deepseek_v4,
     funnel,
     gemma4,
     git,
     granite_speech,
+    hunyuan_vl,
     kimi_k25,
+    kosmos2,
     led,
     lfm3_vl,
     llama4,
@@ -37,6 +40,7 @@ from mobius.synth.overrides import (
     prophetnet,
     qwen3_asr,
     qwen4_exp,
+    qwen_omni,
     reformer,
     rwkv,
     step3p7,
@@ -52,6 +56,21 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.canine.modeling_canine.CanineAttention": canine.dense_local_chunks,
     "transformers.models.canine.modeling_canine.CanineModel": canine.molecules_gathered,
     "transformers.models.cpmant.modeling_cpmant.CpmAntModel": cpmant.padding_by_arange,
+    "transformers.models.cosmos3_edge.modeling_cosmos3_edge.Cosmos3EdgeVisionEmbeddings": (
+        cosmos3_edge.positions_per_patch
+    ),
+    "transformers.models.hunyuan_vl.modeling_hunyuan_vl.HunYuanVLVisionPatchEmbed": (
+        hunyuan_vl.positions_per_patch
+    ),
+    "transformers.models.hunyuan_vl.modeling_hunyuan_vl.HunYuanVLVisionTransformer": (
+        hunyuan_vl.merged_per_token
+    ),
+    "transformers.models.hy_v4_vl.modeling_hy_v4_vl.HYV4VLVisionPatchEmbed": (
+        hunyuan_vl.shifted_positions_per_patch
+    ),
+    "transformers.models.hy_v4_vl.modeling_hy_v4_vl.HYV4VLVisionModel": (
+        hunyuan_vl.newline_rows_per_token
+    ),
     "transformers.models.deepseek_v4.modeling_deepseek_v4.DeepseekV4HCACompressor": (
         deepseek_v4.hca_padded_windows
     ),
@@ -98,6 +117,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
         minicpmv.full_windows
     ),
     "transformers.models.lfm3_vl.modeling_lfm3_vl.Lfm3VlVisionModel": (lfm3_vl.conv_by_neighbours),
+    "transformers.models.kosmos2.modeling_kosmos2.Kosmos2ForConditionalGeneration": (
+        kosmos2.text_call_without_image
+    ),
     "transformers.models.llama4.modeling_llama4.Llama4ForConditionalGeneration": (
         llama4.projected_features
     ),
@@ -138,6 +160,12 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     "transformers.models.qwen3_asr.modeling_qwen3_asr.Qwen3ASREncoder": (
         qwen3_asr.windows_by_segment
+    ),
+    "transformers.models.qwen2_5_omni.modeling_qwen2_5_omni.Qwen2_5OmniThinkerModel": (
+        qwen_omni.qwen2_5_chunks_on_grid
+    ),
+    "transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe.Qwen3OmniMoeThinkerModel": (
+        qwen_omni.qwen3_windows_on_grid
     ),
     "transformers.models.qwen4_exp.modeling_qwen4_exp.Qwen4ExpTextQSAIndexer": (
         qwen4_exp.batched_selection

@@ -47,7 +47,7 @@ def test_three_graphs_by_the_contract(tiny_glmasr):
     decoder = graphs["decoder_model.onnx"]
     assert decoder["inputs"][:3] == ["inputs_embeds", "attention_mask", "position_ids"]
     assert "past_key_values.1.value" in decoder["inputs"] and "present.1.key" in decoder["outputs"]
-    assert manifest["layout"] == "audio-llm"
+    assert manifest["layout"] == "audio-llm" and manifest["modalities"] == ["audio"]
     assert manifest["task"] == "audio-text-to-text"  # not in the speech mapping
     assert manifest["audio_token_id"] == model.config.audio_token_id
     assert "onnxruntime-genai" in manifest["genai"] and not (out / "genai_config.json").exists()

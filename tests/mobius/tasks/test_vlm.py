@@ -103,12 +103,13 @@ def test_detected_from_the_architecture(model_type, architecture):
 
 
 def test_a_split_that_cannot_be_traced_names_the_text_only_way(tmp_path, capsys):
-    """HunyuanVL's vision tower loops over each image's grid in Python (its feature count comes
-    from the grid's values), which the trace cannot follow: detected as image-text-to-text, the
-    build is refused in one line that says how to convert its text decoder instead."""
+    """A HunyuanVL whose position table is resized bicubically keeps HF's per-image loop (the
+    per-patch override covers bilinear resizes only), which the trace cannot follow: detected as
+    image-text-to-text, the build is refused in one line that says how to convert its text
+    decoder instead."""
     from mobius.testing.vlm import tiny_vlm
 
-    tiny_vlm("hunyuan_vl", tmp_path / "ckpt")
+    tiny_vlm("hunyuan_vl", tmp_path / "ckpt", vision_config={"interpolate_mode": "bicubic"})
     capsys.readouterr()  # transformers' own progress output while saving
     args = ["build", "--model", str(tmp_path / "ckpt"), "--output", str(tmp_path / "onnx")]
     assert main(args) == 2

@@ -1,0 +1,215 @@
+"""Tiny models that take images and audio (Qwen-Omni thinkers: ``tasks/audio_llm.py`` with both
+modalities) and their parity against HF: image and audio features, prefill logits of a padded
+batch of two prompts (one image and one clip in the first, another clip in the second), one
+cached step, and greedy tokens against HF ``generate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mobius.testing.config_tables import HIDDEN
+
+NEW_TOKENS = 12
+# per type, the audio tower beyond tiny_config_for, each with its reason. Both towers take
+# 2 * max_source_positions frames (a fixed window, as Whisper-style towers do: audio_inputs),
+# cut into chunks of 2 * n_window; their projections write output_dim features, which must be the
+# shrunk text width (3584 and 2048 in the real configs).
+OMNI_OVERRIDES: dict[str, dict[str, Any]] = {
+    # 84 frames in chunks of 14: 7 frames per chunk after the stride-2 convolution, so the
+    # average pooling pairs frames across chunk boundaries; the shorter clip (52 frames) ends in
+    # a partial chunk
+    "qwen2_5_omni_thinker": {
+        "audio_config": {
+            "num_mel_bins": 16,
+            "max_source_positions": 42,
+            "n_window": 7,
+            "output_dim": HIDDEN,
+        }
+    },
+    # HF's output-length rule counts 13 rows per full chunk (of 100 frames: n_window 50, kept);
+    # 200 frames, and attention windows of one chunk (n_window_infer 100), so a clip spans two
+    "qwen3_omni_moe_thinker": {
+        "audio_config": {
+            "num_mel_bins": 16,
+            "max_source_positions": 100,
+            "n_window_infer": 100,
+            "output_dim": HIDDEN,
+        }
+    },
+}
+# the types swept with both modalities (benchmarks/speech_coverage.py): the thinkers;
+# Phi-4-multimodal, whose model embeds both inside its forward (no features methods to split out);
+# dots.ocr-3, whose audio features method takes chunk_sample_lengths (no contract yet)
+BOTH = (*OMNI_OVERRIDES, "phi4_multimodal", "dots3_note")
+
+
+def tiny_omni(model_type: str, directory: Path, *, seed: int = 0, **overrides: Any):
+    """A tiny random-weight model with a vision and an audio tower saved in ``directory``:
+    (HF model, config). The thinkers are built as the VLM sweep builds them (``tiny_vlm``), with
+    the audio tower of ``OMNI_OVERRIDES``; other types as their multimodal-LM class."""
+    from mobius.testing.vlm import tiny_vlm
+
+    if model_type not in OMNI_OVERRIDES:
+        return _tiny_multimodal_lm(model_type, directory, seed, overrides)
+    return tiny_vlm(model_type, directory, seed=seed, **{**OMNI_OVERRIDES[model_type], **overrides})
+
+
+def _tiny_multimodal_lm(model_type: str, directory: Path, seed: int, overrides: dict) -> tuple:
+    """``model_type`` built tiny as transformers' multimodal-LM mapping's class, every parameter
+    random, saved and loaded back."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MULTIMODAL_LM_MAPPING
+
+    from mobius.testing.configs import tiny_config_for
+    from mobius.testing.tiny import randomize
+
+    config = tiny_config_for(model_type, **overrides)
+    cls = MODEL_FOR_MULTIMODAL_LM_MAPPING[type(config)]
+    torch.manual_seed(seed)
+    model = cls._from_config(config, attn_implementation="eager").eval()
+    randomize(model, seed)
+    model.save_pretrained(directory)
+    return cls.from_pretrained(directory, attn_implementation="eager").eval(), config
+
+
+def _special_ids(config: Any) -> set[int]:
+    """Every special token id the config names (none may appear as prompt text)."""
+    ids = set()
+    for key, value in config.to_dict().items():
+        if ("token_id" in key or "token_index" in key) and isinstance(value, int):
+            ids.add(value)
+    return ids
+
+
+def omni_prompt(model: Any, image_tokens: int, audio_tokens: list[int], seed: int = 1):
+    """Two rows, as the processor lays them out: the first text, one image's tokens between
+    the vision start and end tokens, text, the first clip's tokens between the audio start and
+    end tokens, text; the second text, the second clip's tokens, text, left-padded.
+    (input_ids, attention_mask)."""
+    config = model.config
+    special = _special_ids(config)
+    vocab = model.get_input_embeddings().num_embeddings
+    plain = next(t for t in range(3, vocab) if t not in special)
+    gen = torch.Generator().manual_seed(seed)
+    text = torch.randint(3, vocab - 3, (12,), generator=gen)
+    text[torch.isin(text, torch.tensor(sorted(special)))] = plain
+
+    def run(token: int, count: int, start: str, end: str) -> list[int]:
+        """``count`` placeholders between the start and end tokens the config names."""
+        opened = [getattr(config, start, None), *[token] * count, getattr(config, end, None)]
+        return [t for t in opened if t is not None]
+
+    image = run(config.image_token_id, image_tokens, "vision_start_token_id", "vision_end_token_id")
+    audio = [
+        run(config.audio_token_id, n, "audio_start_token_id", "audio_end_token_id")
+        for n in audio_tokens
+    ]
+    words = text.tolist()
+    rows = [
+        words[:2] + image + words[2:3] + audio[0] + words[3:5],
+        words[5:7] + audio[1] + words[7:8],
+    ]
+    width = max(len(r) for r in rows)
+    pad = getattr(config.get_text_config(), "pad_token_id", None) or 0
+    ids = torch.full((2, width), pad, dtype=torch.int64)
+    mask = torch.zeros((2, width), dtype=torch.int64)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r) :], mask[i, width - len(r) :] = torch.tensor(r), 1
+    return ids, mask
+
+
+def omni_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict[str, Any]:
+    """Max abs differences (image and audio features, prefill, cached step, generation logits)
+    and whether the greedy tokens equal HF ``generate``'s, on one image and two clips of
+    different lengths in a padded batch of two prompts."""
+    from mobius.runtime.audio_llm import OnnxAudioLanguageModel
+    from mobius.runtime.vlm import DEEPSTACK, DEEPSTACK_FEATURES, next_positions
+    from mobius.tasks.audio_llm import audio_features
+    from mobius.tasks.vlm import language_model, vision_outputs
+    from mobius.testing.audio_llm import audio_batch, features_per_clip
+    from mobius.testing.vlm import _cache_of, hf_generate
+    from mobius.testing.vlm_pixels import image_runs, pixel_inputs
+    from mobius.verification.pairs import for_session, for_torch, to_numpy
+
+    runner = OnnxAudioLanguageModel(package)
+    pixels = pixel_inputs(model, 1)
+    audio = audio_batch(model)
+    # noise in the clips' padding: HF drops those frames, so the graph must not read them either
+    real = audio["feature_attention_mask"][:, None, :] > 0
+    noise = torch.randn(audio["input_features"].shape, generator=torch.Generator().manual_seed(5))
+    audio["input_features"] = torch.where(real, audio["input_features"], noise)
+    clips = features_per_clip(model, audio)
+    ids, mask = omni_prompt(model, sum(image_runs(model, pixels)), clips)
+    with torch.no_grad():
+        hf_image, hf_deepstack = vision_outputs(model, for_torch(model, pixels))
+        hf_audio = audio_features(model, audio)
+    vision = runner.vision(**for_session(runner.sessions["vision_encoder"], pixels))
+    image, deepstack = vision["image_features"], vision.get(DEEPSTACK_FEATURES)
+    rows = runner.audio_features(**{k: v.numpy() for k, v in audio.items()})
+    grid = pixels.get("image_grid_thw")
+    positions = runner.positions(ids.numpy(), mask.numpy(), None if grid is None else grid.numpy())
+    hf_inputs = {"input_ids": ids, "attention_mask": mask, **for_torch(model, pixels), **audio}
+    step = torch.randint(3, 100, (2, 1), generator=torch.Generator().manual_seed(2))
+    step_mask = torch.cat([mask, torch.ones_like(step)], 1)
+    step_positions = next_positions(positions)
+    with torch.no_grad():  # the prompt's multi-axis positions are HF's own (get_rope_index)
+        first = model(**hf_inputs, use_cache=True)
+        second = language_model(model)(
+            input_ids=step,
+            attention_mask=step_mask,
+            position_ids=torch.from_numpy(step_positions),
+            past_key_values=_cache_of(first),
+            use_cache=True,
+        )
+    images = {"image_features": image}
+    embedded = runner.embedding(ids.numpy(), rows, deepstack, more=images)
+    logits, cache = runner.decode(
+        embedded["inputs_embeds"],
+        mask.numpy(),
+        positions,
+        runner.empty_cache(2),
+        None,
+        embedded.get(DEEPSTACK),
+    )
+    embedded = runner.embedding(step.numpy(), None)
+    step_logits, _ = runner.decode(
+        embedded["inputs_embeds"],
+        step_mask.numpy(),
+        step_positions,
+        cache,
+        None,
+        embedded.get(DEEPSTACK),
+    )
+    tokens, hf_logits = hf_generate(model, hf_inputs, new_tokens)
+    ours, our_logits = runner.generate(
+        ids.numpy(),
+        mask.numpy(),
+        rows,
+        new_tokens,
+        positions=positions,
+        deepstack=deepstack,
+        more=images,
+    )
+    real = mask.numpy().astype(bool)
+    diff = lambda a, b: float(np.abs(np.asarray(a) - to_numpy(b)).max())  # noqa: E731
+    image_diff = diff(image, hf_image)
+    if hf_deepstack is not None:
+        image_diff = max(image_diff, diff(deepstack, hf_deepstack))
+    audio_diff = diff(rows, hf_audio)
+    return {
+        "images": 1,
+        "image_tokens": int(hf_image.shape[0]),
+        "audio_tokens": int(hf_audio.shape[0]),
+        "image_features_diff": image_diff,
+        "audio_features_diff": audio_diff,
+        "features_diff": max(image_diff, audio_diff),
+        "prefill_diff": float(np.abs(logits[real] - to_numpy(first.logits)[real]).max()),
+        "decode_diff": diff(step_logits, second.logits),
+        "generate_logits_diff": float(np.abs(our_logits - hf_logits).max()),
+        "tokens_equal": bool(np.array_equal(ours, tokens)),
+        "tokens": ours.tolist(),
+        "hf_tokens": tokens.tolist(),
+    }
