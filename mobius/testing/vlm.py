@@ -27,17 +27,17 @@ from mobius.tasks.vlm_inputs import image_token_id
 from mobius.tasks.vlm_position_mask import NAME as POSITION_MASK
 from mobius.tasks.vlm_position_mask import places_by_position_mask
 from mobius.tasks.vlm_prepend import image_rows, prepends_image
+from mobius.testing import vlm_position_mask, vlm_row_reference
 from mobius.testing.tiny import randomize
 from mobius.testing.vlm_pixels import image_runs, images_fed, pixel_inputs
 from mobius.testing.vlm_position_mask import (
     derives_own_positions,
-    hf_generate_agreement,
     uncached_reference,
     with_position_mask,
 )
 from mobius.testing.vlm_row_reference import (
-    batched_agreement,
     misreads_padding_when_cached,
+    reference_agreement,
     rows_alone,
 )
 from mobius.testing.vlm_scale import fan_in_scaled
@@ -414,11 +414,15 @@ def vlm_pairs(
     tokens, hf_logits = hf_generate(model, hf_inputs, new_tokens)
     note = ""
     if reference is not None:  # generate reported beside the reference (vlm_position_mask)
-        note = hf_generate_agreement((tokens, hf_logits), reference, mask.numpy())
+        note = reference_agreement(
+            (tokens, hf_logits), reference, mask.numpy(), vlm_position_mask.REFERENCE
+        )
         tokens, hf_logits = reference
     elif misreads_padding_when_cached(model):  # R-SWA: see vlm_row_reference
         alone = rows_alone(model, hf_inputs, new_tokens, hf_generate)
-        note = batched_agreement((tokens, hf_logits), alone, mask.numpy())
+        note = reference_agreement(
+            (tokens, hf_logits), alone, mask.numpy(), vlm_row_reference.REFERENCE
+        )
         tokens, hf_logits = alone
     ours, our_logits = runner.generate(
         ids.numpy(),

@@ -10,7 +10,7 @@ on a left-padded row HF ``generate``'s positions jump by the number of pads afte
 its own cached decoding disagrees with its own forward there. The reference for these models is
 therefore HF's forward over the whole sequence (no cache, no ``position_ids``: HF's own
 numbering) for the prefill, the cached step and each greedy step; HF ``generate`` is compared with
-it row by row and reported beside (``hf_generate_agreement``).
+it row by row and reported beside (``vlm_row_reference.reference_agreement``).
 """
 
 from __future__ import annotations
@@ -76,20 +76,5 @@ def uncached_reference(
     return prefill, stepped, torch.cat(tokens, 1).numpy(), to_numpy(torch.stack(seen, 1))
 
 
-def hf_generate_agreement(
-    generated: tuple[np.ndarray, np.ndarray], reference: tuple[np.ndarray, np.ndarray], mask: Any
-) -> str:
-    """HF ``generate``'s tokens and logits against the uncached reference, for the unpadded rows
-    and the left-padded ones: whether the tokens are equal and the largest logit difference."""
-    (tokens, logits), (ref_tokens, ref_logits) = generated, reference
-    padded = ~np.asarray(mask).astype(bool).all(-1)
-    said = []
-    for name, rows in (("unpadded", ~padded), ("left-padded", padded)):
-        if rows.any():
-            equal = "equal" if (tokens[rows] == ref_tokens[rows]).all() else "differ"
-            worst = float(np.abs(logits[rows] - ref_logits[rows]).max())
-            said.append(f"{name} rows: tokens {equal}, logits {worst:.1e} off")
-    return (
-        "generation reference: HF's forward over the whole sequence (its cached steps count "
-        "pads as positions); HF generate against it: " + "; ".join(said)
-    )
+# what this module's reference is, as vlm_row_reference.reference_agreement reports it
+REFERENCE = "HF's forward over the whole sequence (its cached steps count pads as positions)"

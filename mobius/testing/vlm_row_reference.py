@@ -48,10 +48,22 @@ def rows_alone(
     return np.stack(tokens), np.stack(logits)
 
 
-def batched_agreement(
-    generated: tuple[np.ndarray, np.ndarray], reference: tuple[np.ndarray, np.ndarray], mask: Any
+# what this module's reference is, as reference_agreement reports it
+REFERENCE = (
+    "HF generate on each row alone (its batched cached steps look the padding mask up at "
+    "shifted indices)"
+)
+
+
+def reference_agreement(
+    generated: tuple[np.ndarray, np.ndarray],
+    reference: tuple[np.ndarray, np.ndarray],
+    mask: Any,
+    reference_is: str,
 ) -> str:
-    """HF's batched ``generate`` against the row-by-row reference, per row."""
+    """HF's batched ``generate`` (tokens, logits) against a reference generation, for the
+    unpadded rows and the left-padded ones: whether the tokens are equal and the largest logit
+    difference; ``reference_is`` says what the reference is."""
     (tokens, logits), (ref_tokens, ref_logits) = generated, reference
     padded = ~np.asarray(mask).astype(bool).all(-1)
     said = []
@@ -60,7 +72,6 @@ def batched_agreement(
             equal = "equal" if (tokens[rows] == ref_tokens[rows]).all() else "differ"
             worst = float(np.abs(logits[rows] - ref_logits[rows]).max())
             said.append(f"{name} rows: tokens {equal}, logits {worst:.1e} off")
-    return (
-        "generation reference: HF generate on each row alone (its batched cached steps look the "
-        "padding mask up at shifted indices); HF's batched generate against it: " + "; ".join(said)
+    return f"generation reference: {reference_is}; HF's batched generate against it: " + "; ".join(
+        said
     )
