@@ -21,20 +21,16 @@ from typing import Any
 
 import numpy as np
 
+from mobius.runtime.token_runs import runs
+
 
 def _frames(ids: list[int], is_image: list[bool], markers: set[int], slice_start: Any) -> list:
     """The image runs as frames ``(open, start, end, close_end, joined)``: the opening marker's
     index, the thumbnail's span, one past its closing markers, and whether only markers separate
     it from the frame before (one group)."""
     frames: list[tuple[int, int, int, int, bool]] = []
-    i, previous_end = 0, 0
-    while i < len(ids):
-        if not is_image[i]:
-            i += 1
-            continue
-        start = i
-        while i < len(ids) and is_image[i]:
-            i += 1
+    previous_end = 0
+    for start, i in runs(is_image):
         if frames and start > 0 and ids[start - 1] == slice_start:
             raise ValueError(
                 "runtime.vlm: a MiniCPM-V slice layout (<slice> crops) is not computed yet; "

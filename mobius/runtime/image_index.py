@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mobius.runtime.token_runs import runs
+
 
 def image_index_positions(
     ids: np.ndarray,
@@ -32,14 +34,7 @@ def image_index_positions(
         real = np.flatnonzero(mask[b])
         is_image = ids[b, real] == image_token_id
         rows = np.tile(np.arange(len(real), dtype=np.int64), (axes, 1))
-        i = 0
-        while i < len(real):
-            if not is_image[i]:
-                i += 1
-                continue
-            end = i
-            while end < len(real) and is_image[end]:
-                end += 1
+        for i, end in runs(is_image):
             _, h, w = next(grids)
             h, w = h // spatial_merge_size, w // spatial_merge_size
             grid = h * (w + 1)
@@ -51,6 +46,6 @@ def image_index_positions(
             start = i + (end - i - grid) // 2
             row, column = np.meshgrid(np.arange(h), np.arange(w + 1), indexing="ij")
             rows[-3:, start : start + grid] = [column.ravel(), row.ravel(), np.full(grid, image)]
-            image, i = image + 1, end
+            image += 1
         out[:, b, real] = rows
     return out

@@ -70,6 +70,7 @@ from mobius.tasks.vlm_prepend import (
     prepend_image_features,
     prepends_image,
 )
+from mobius.tasks.vlm_type_ids import own_type_ids, takes_token_type_ids
 
 IMAGE_TOKENS = "num_image_tokens"
 # example sizes: distinct from the base task's (2, 7, 4, 11) so export never unifies two axes
@@ -101,33 +102,6 @@ def multi_axis_positions(hf: Any) -> bool:
 
 def text_config_of(hf: Any) -> Any:
     return hf.get_text_config(decoder=True)
-
-
-def type_ids_argument(model: torch.nn.Module | type, hf: Any = None) -> str | None:
-    """Where the model reads which tokens are an image's, to attend both ways within them: Gemma 3
-    and PaliGemma's ``token_type_ids``; Gemma 4's ``mm_token_type_ids`` where its text config
-    says ``use_bidirectional_attention="vision"``. The graph's input is ``token_type_ids``."""
-    params = inspect.signature(model.forward).parameters
-    if "token_type_ids" in params:
-        return "token_type_ids"
-    hf = hf if hf is not None or isinstance(model, type) else model.config
-    both_ways = getattr(text_config_of(hf), "use_bidirectional_attention", None) if hf else None
-    return "mm_token_type_ids" if "mm_token_type_ids" in params and both_ways == "vision" else None
-
-
-def takes_token_type_ids(model: torch.nn.Module | type, hf: Any = None) -> bool:
-    """Whether the model attends bidirectionally within an image's tokens (``type_ids_argument``)."""
-    return type_ids_argument(model, hf) is not None
-
-
-def _own_type_ids(model: torch.nn.Module, inputs: dict[str, Any]) -> dict[str, Any]:
-    """The graph's ``token_type_ids`` under the name the model reads them by."""
-    name = type_ids_argument(model)
-    if "token_type_ids" not in inputs or name in (None, "token_type_ids"):
-        return inputs
-    inputs = dict(inputs)
-    inputs[name] = inputs.pop("token_type_ids")
-    return inputs
 
 
 def _auto() -> Any:
@@ -396,7 +370,7 @@ class DecoderGraph(CausalLMTask):
     def call(
         self, model: torch.nn.Module, inputs: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
-        inputs = dict(_own_type_ids(model, inputs))
+        inputs = dict(own_type_ids(model, inputs))
         deepstack = inputs.pop(DEEPSTACK, None)
         model = language_model(model)
         with masks_without_vmap(), added_deepstack(model, deepstack):
@@ -413,7 +387,7 @@ class DecoderGraph(CausalLMTask):
         if not mask_spans_past:
             new = inputs["position_ids"].shape[-1]
             inputs = {**inputs, "attention_mask": inputs["attention_mask"][:, -new:]}
-        inputs = _own_type_ids(model, inputs)
+        inputs = own_type_ids(model, inputs)
         model = language_model(model)
         inputs = dict(_model_positions(model, inputs))
         deepstack = inputs.pop(DEEPSTACK, None)

@@ -17,16 +17,13 @@ from mobius.runtime.vlm import (
     OnnxVisionLanguageModel,
     next_positions,
 )
-from mobius.tasks.vlm import (
-    language_model,
-    type_ids_argument,
-    vision_outputs,
-)
+from mobius.tasks.vlm import language_model, vision_outputs
 from mobius.tasks.vlm_canvas import MARKERS, canvas_recipe
 from mobius.tasks.vlm_inputs import image_token_id
 from mobius.tasks.vlm_position_mask import NAME as POSITION_MASK
 from mobius.tasks.vlm_position_mask import places_by_position_mask
 from mobius.tasks.vlm_prepend import image_rows, prepends_image
+from mobius.tasks.vlm_type_ids import type_ids_argument
 from mobius.testing import vlm_position_mask, vlm_row_reference
 from mobius.testing.tiny import randomize
 from mobius.testing.vlm_pixels import image_runs, images_fed, pixel_inputs

@@ -1,0 +1,40 @@
+"""Which tokens are an image's, as the text model reads them: image-text models that attend both
+ways within an image's tokens take the graph's ``token_type_ids`` under their own name."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+
+def type_ids_argument(model: torch.nn.Module | type, hf: Any = None) -> str | None:
+    """Where the model reads which tokens are an image's, to attend both ways within them: Gemma 3
+    and PaliGemma's ``token_type_ids``; Gemma 4's ``mm_token_type_ids`` where its text config
+    says ``use_bidirectional_attention="vision"``. The graph's input is ``token_type_ids``."""
+    params = inspect.signature(model.forward).parameters
+    if "token_type_ids" in params:
+        return "token_type_ids"
+    hf = hf if hf is not None or isinstance(model, type) else model.config
+    both_ways = (
+        getattr(hf.get_text_config(decoder=True), "use_bidirectional_attention", None)
+        if hf
+        else None
+    )
+    return "mm_token_type_ids" if "mm_token_type_ids" in params and both_ways == "vision" else None
+
+
+def takes_token_type_ids(model: torch.nn.Module | type, hf: Any = None) -> bool:
+    """Whether the model attends bidirectionally within an image's tokens (``type_ids_argument``)."""
+    return type_ids_argument(model, hf) is not None
+
+
+def own_type_ids(model: torch.nn.Module, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The graph's ``token_type_ids`` under the name the model reads them by."""
+    name = type_ids_argument(model)
+    if "token_type_ids" not in inputs or name in (None, "token_type_ids"):
+        return inputs
+    inputs = dict(inputs)
+    inputs[name] = inputs.pop("token_type_ids")
+    return inputs
