@@ -29,3 +29,14 @@ def onnx_dtype(dtype: torch.dtype) -> ir.DataType:
 
 def is_float(dtype: torch.dtype) -> bool:
     return dtype.is_floating_point
+
+
+ONNX_TO_TORCH: dict[ir.DataType, torch.dtype] = {v: k for k, v in TORCH_TO_ONNX.items()}
+
+
+def torch_dtype(dtype: ir.DataType) -> torch.dtype:
+    """The torch dtype of an ONNX data type (the inverse of ``onnx_dtype``)."""
+    try:
+        return ONNX_TO_TORCH[dtype]
+    except KeyError:
+        raise NotImplementedError(f"no torch dtype for ONNX type {dtype}") from None

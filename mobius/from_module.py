@@ -30,7 +30,7 @@ from mobius.output.weights import Checkpoint
 from mobius.report import ExplainReport
 from mobius.sources.config import ArchitectureConfig, plain_architecture
 from mobius.sources.resolve import Source
-from mobius.sources.safetensors_header import TensorEntry
+from mobius.sources.safetensors_header import TensorEntry, stored_name
 from mobius.synth.chain import Prepared
 from mobius.synth.prepare import trace_task
 from mobius.tasks import ALIASES, TASKS, Task
@@ -89,7 +89,10 @@ class ModuleWeights(Checkpoint):
         self.tensors = {k: v.detach() for k, v in module.state_dict().items()}
         where = Path(f"<{type(module).__name__}>")
         super().__init__(
-            {k: TensorEntry(k, where, v.dtype, tuple(v.shape)) for k, v in self.tensors.items()}
+            {
+                k: TensorEntry(k, where, stored_name(v.dtype), tuple(v.shape))
+                for k, v in self.tensors.items()
+            }
         )
 
     def load(self, key: str) -> torch.Tensor:

@@ -58,9 +58,7 @@ class GGUFCheckpoint(Checkpoint):
     def __init__(self, info: GGUFInfo, refs: dict[str, GGUFRef], processor, mapping) -> None:
         self.info, self.refs = info, refs
         self.processor, self.mapping = processor, mapping
-        entries = {
-            key: TensorEntry(key, info.path, torch.float32, ref.shape) for key, ref in refs.items()
-        }
+        entries = {key: TensorEntry(key, info.path, "F32", ref.shape) for key, ref in refs.items()}
         super().__init__(entries)
 
     def layout(self, key: str) -> Layout | None:

@@ -72,7 +72,7 @@ def _tensors(source: Any) -> list[list[Any]]:
     rows = []
     for key in sorted(entries):
         entry = entries[key]
-        row = [key, str(entry.dtype).removeprefix("torch."), list(entry.shape)]
+        row = [key, entry.dtype_name, list(entry.shape)]
         if type_name is not None:
             row.append(type_name(key))
         rows.append(row)

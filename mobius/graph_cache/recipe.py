@@ -84,7 +84,7 @@ class _Pickler(pickle.Pickler):
             return ("checkpoint",)
         if isinstance(obj, TensorEntry):
             self.bound = True
-            return ("entry", obj.key, str(obj.dtype), tuple(obj.shape))
+            return ("entry", obj.key, obj.stored, tuple(obj.shape))
         if isinstance(obj, (str, PurePath)) and self._under_source(str(obj)):
             raise Unsafe(f"a weight recipe refers to {obj} in the checkpoint")
         if type(obj).__name__ == "memmap":
@@ -159,16 +159,18 @@ class _Unpickler(pickle.Unpickler):
             return self.checkpoint
         if kind == "entry":
             from mobius.errors import WeightsError
+            from mobius.sources.safetensors_header import SAFETENSORS_DTYPES
 
-            key, dtype, shape = pid[1:]
+            key, stored, shape = pid[1:]
             entry = self.checkpoint.entries.get(key)
             if entry is None:
                 raise WeightsError(f"the checkpoint has no tensor '{key}', which the graph reads")
-            if (str(entry.dtype), tuple(entry.shape)) != (dtype, shape):
+            if (entry.stored, tuple(entry.shape)) != (stored, shape):
+                built = SAFETENSORS_DTYPES[stored][0]
                 raise WeightsError(
-                    f"tensor '{key}' is {str(entry.dtype).removeprefix('torch.')} "
-                    f"{list(entry.shape)} in the checkpoint, the graph was built for "
-                    f"{dtype.removeprefix('torch.')} {list(shape)}; the checkpoints differ in shape"
+                    f"tensor '{key}' is {entry.dtype_name} {list(entry.shape)} in the "
+                    f"checkpoint, the graph was built for {built} {list(shape)}; the "
+                    "checkpoints differ in shape"
                 )
             return entry
         raise pickle.UnpicklingError(f"unknown placeholder {kind!r}")

@@ -1,6 +1,6 @@
 """Fold a LoRA adapter into the base weights while they are written: ``W + B @ A * scale``.
 
-The binder (``mobius.output.weights.WeightBinder``) asks ``folds`` for each parameter it binds to a
+The binder (``mobius.output.weight_binder.WeightBinder``) asks ``folds`` for each parameter it binds to a
 checkpoint tensor; an adapted one is loaded, the delta added in float32 and the sum cast to the
 output dtype when the package is saved, one weight at a time, so no second copy of the model is
 ever held. Quantization (``--precision``) reads the folded weight: fold first, then quantize.

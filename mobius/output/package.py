@@ -19,7 +19,11 @@ import onnx_ir as ir
 from mobius import failures
 from mobius.errors import OutputError, UnsupportedError
 from mobius.output.disk_form import elided_on_disk
-from mobius.output.saving import collecting_nonfinite, release_scratch
+from mobius.output.saving import (
+    collecting_nonfinite,
+    one_kernel_thread_while_saving,
+    release_scratch,
+)
 
 log = logging.getLogger("mobius")
 
@@ -264,7 +268,7 @@ class ModelPackage:
                 spread_packings(model.graph, writers)
             with (
                 _progress_callback(model, progress) as callback,
-                _one_kernel_thread(),
+                one_kernel_thread_while_saving(),
                 elided_on_disk(model),
             ):
                 ir.save(
@@ -354,21 +358,6 @@ def spread_packings(graph: ir.Graph, width: int) -> None:
         graph.initializers.pop(value.name)
     for value in ordered:
         graph.initializers[value.name] = value
-
-
-@contextlib.contextmanager
-def _one_kernel_thread() -> Iterator[None]:
-    """torch's intra-op pool at one thread while saving: the kernels run there (a cast, the NaN/Inf
-    sum) are memory bound, and on a busy machine the pool's barriers cost more than the kernel
-    (a 64 MiB sum measured 3.5x slower with two threads than with one at load 10)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _output_error(target: Path, exc: OSError) -> OutputError:

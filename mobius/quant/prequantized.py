@@ -81,7 +81,7 @@ class PrequantizedCheckpoint(Checkpoint):
             key = f"{module}.weight"
             self.linears[key] = linear
             first = entries[keys["qweight"]]
-            plain[key] = TensorEntry(key, first.file, torch.float32, (linear.n, linear.k))
+            plain[key] = TensorEntry(key, first.file, "F32", (linear.n, linear.k))
             if f"{module}.bias" in entries:
                 plain[f"{module}.bias"] = entries[f"{module}.bias"]
         super().__init__(plain)

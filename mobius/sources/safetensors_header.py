@@ -10,36 +10,84 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from mobius.errors import WeightsError
 
-SAFETENSORS_DTYPES: dict[str, torch.dtype] = {
-    "F64": torch.float64,
-    "F32": torch.float32,
-    "F16": torch.float16,
-    "BF16": torch.bfloat16,
-    "I64": torch.int64,
-    "I32": torch.int32,
-    "I16": torch.int16,
-    "I8": torch.int8,
-    "U8": torch.uint8,
-    "BOOL": torch.bool,
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx_ir as ir
+    import torch
+
+# the dtypes mobius reads, by their safetensors names: (the name torch and numpy give it, its
+# bytes, its ONNX name)
+SAFETENSORS_DTYPES: dict[str, tuple[str, int, str]] = {
+    "F64": ("float64", 8, "DOUBLE"),
+    "F32": ("float32", 4, "FLOAT"),
+    "F16": ("float16", 2, "FLOAT16"),
+    "BF16": ("bfloat16", 2, "BFLOAT16"),
+    "I64": ("int64", 8, "INT64"),
+    "I32": ("int32", 4, "INT32"),
+    "I16": ("int16", 2, "INT16"),
+    "I8": ("int8", 1, "INT8"),
+    "U8": ("uint8", 1, "UINT8"),
+    "BOOL": ("bool", 1, "BOOL"),
 }
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 
 
+def stored_name(dtype: torch.dtype) -> str:
+    """The safetensors name of a torch dtype (``torch.bfloat16`` -> ``BF16``)."""
+    name = str(dtype).removeprefix("torch.")
+    for stored, (readable, _, _) in SAFETENSORS_DTYPES.items():
+        if readable == name:
+            return stored
+    raise WeightsError(f"mobius cannot store tensors of dtype {name}")
+
+
 @dataclass(frozen=True)
 class TensorEntry:
-    """Where one tensor lives in a safetensors file, read from the header alone."""
+    """Where one tensor lives in a safetensors file, read from the header alone.
+
+    Its dtype is kept as the header names it (``stored``), so that reading the headers and
+    writing tensors as they are stored never import torch; ``dtype`` is the torch dtype, for the
+    transforms that need torch."""
 
     key: str
     file: Path
-    dtype: torch.dtype
+    stored: str  # the safetensors dtype name: "F32", "BF16", ...
     shape: tuple[int, ...]
     offset: int = -1  # of the first data byte in the file; -1: unknown
+
+    @property
+    def dtype_name(self) -> str:
+        """The dtype as torch and numpy name it: ``float32``, ``bfloat16``, ..."""
+        return SAFETENSORS_DTYPES[self.stored][0]
+
+    @property
+    def itemsize(self) -> int:
+        return SAFETENSORS_DTYPES[self.stored][1]
+
+    @property
+    def is_floating_point(self) -> bool:
+        return self.stored.startswith(("F", "BF"))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        import torch
+
+        return getattr(torch, self.dtype_name)
+
+    @property
+    def ir_dtype(self) -> ir.DataType:
+        import onnx_ir as ir
+
+        return ir.DataType[SAFETENSORS_DTYPES[self.stored][2]]
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        """The numpy dtype of the stored bytes (bfloat16 through ml_dtypes)."""
+        return self.ir_dtype.numpy()
 
 
 def read_header(path: Path) -> dict[str, TensorEntry]:
@@ -86,7 +134,7 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
                 f"(supported: {', '.join(SAFETENSORS_DTYPES)}); re-save the checkpoint in one of them"
             )
         try:
-            dtype = SAFETENSORS_DTYPES[info["dtype"]]
+            stored, itemsize = info["dtype"], SAFETENSORS_DTYPES[info["dtype"]][1]
             shape = tuple(int(s) for s in info["shape"])
             begin, end = (int(o) for o in info["data_offsets"])
         except (KeyError, TypeError, ValueError):
@@ -99,13 +147,13 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
                 f"{path.name} is truncated: tensor '{key}' needs {end} data bytes but the file holds {data_size}; "
                 "re-download or re-save it"
             )
-        expected = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        expected = math.prod(shape) * itemsize
         if min(shape, default=0) < 0 or begin < 0 or end - begin != expected:
             raise WeightsError(
                 f"{path.name} has a corrupt header: tensor '{key}' has {end - begin} bytes for "
                 f"shape {list(shape)} {info['dtype']}; re-download or re-save it"
             )
-        entries[key] = TensorEntry(key, path, dtype, shape, 8 + header_len + begin)
+        entries[key] = TensorEntry(key, path, stored, shape, 8 + header_len + begin)
     return entries
 
 

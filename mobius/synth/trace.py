@@ -11,7 +11,8 @@ import torch
 
 from mobius import failures
 from mobius.errors import ConfigError, UnsupportedError
-from mobius.output.weights import Checkpoint, WeightBinder
+from mobius.output.weight_binder import WeightBinder
+from mobius.output.weights import Checkpoint
 from mobius.sources.config import ArchitectureConfig
 from mobius.sources.key_mapping import KeyMapping
 from mobius.synth import replicate
