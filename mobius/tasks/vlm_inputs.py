@@ -31,6 +31,7 @@ QFORMER_SEQUENCE = "qformer_sequence_length"
 HEIGHT, WIDTH = "image_height", "image_width"
 PACKED_WIDTH = "packed_patches_width"
 TILES = "num_tiles"
+CROPS = "num_crops"  # Phi-4-multimodal: an image's global view and its sub-crops
 FRAMES = "num_frames"
 # where a model makes the features it scatters into its placeholder tokens, in order of preference
 FEATURE_METHODS = ("get_image_features", "get_video_features")
@@ -95,7 +96,22 @@ def _qformer_ids(name: str, config: ArchitectureConfig) -> TensorSpec:
     return TensorSpec(name, torch.int64, (IMAGES, QFORMER_SEQUENCE))
 
 
+def _crops(name: str, config: ArchitectureConfig) -> TensorSpec:
+    """Each image's crops (Phi-4-multimodal: the global view, then the sub-crops, padded to
+    the most crops of any image) at the tower's size."""
+    return TensorSpec(name, None, (IMAGES, CROPS, *_image_shape(config.hf_config.vision_config)))
+
+
+def _crop_masks(name: str, config: ArchitectureConfig) -> TensorSpec:
+    """Each crop's mask of real patches (1: real), as its crops are laid out (``_crops``)."""
+    vision = config.hf_config.vision_config
+    side = _image_shape(vision)[1] // vision.patch_size
+    return TensorSpec(name, None, (IMAGES, CROPS, side, side))
+
+
 EXTRA_INPUTS: dict[str, Callable[[str, ArchitectureConfig], TensorSpec]] = {
+    "image_pixel_values": _crops,
+    "image_attention_mask": _crop_masks,
     "pixel_values": _pixels,
     "high_res_pixel_values": _pixels,
     "image_sizes": _per_image_pair(torch.int64),
@@ -126,9 +142,9 @@ def sized_by_pixels(hf: Any, method: Any) -> bool:
     """``get_image_features`` takes ``image_sizes`` and the images are not tiled (no anyres
     ``image_grid_pinpoints``): Pixtral's towers, whose images are the processor's batch padded
     to the largest, each cropped to its ``image_sizes`` (``synth/overrides/pixtral.py``)."""
-    return "image_sizes" in required_arguments(method) and not getattr(
-        hf, "image_grid_pinpoints", None
-    )
+    required = required_arguments(method)
+    plain = "pixel_values" in required  # not Phi-4-multimodal's crops (image_pixel_values)
+    return plain and "image_sizes" in required and not getattr(hf, "image_grid_pinpoints", None)
 
 
 def padded_images_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
@@ -282,9 +298,12 @@ def image_feature_arguments(config: ArchitectureConfig) -> list[str]:
 
 
 def model_class(config: ArchitectureConfig) -> Any:
-    """The image-text-to-text head class for the config."""
-
-    return auto_mapping(VLM_MAPPING)[type(config.hf_config)]
+    """The image-text-to-text head class for the config; for a model listed only as a
+    multimodal LM (Phi-4-multimodal, images and audio), that class."""
+    heads = auto_mapping(VLM_MAPPING)
+    if type(config.hf_config) not in heads:
+        return auto_mapping("MODEL_FOR_MULTIMODAL_LM")[type(config.hf_config)]
+    return heads[type(config.hf_config)]
 
 
 def grid_merge_size(vision: Any) -> int:
@@ -444,7 +463,22 @@ def features_method(owner: Any) -> Any:
         method = getattr(owner, name, None)
         if method is not None:
             return method
+    if (own := own_image_features(owner)) is not None:
+        return own
     return prepended_features_method(owner)
+
+
+def own_image_features(owner: Any) -> Any:
+    """The image features method mobius writes for a family whose model has none
+    (``phi4_multimodal.OWN_IMAGE_FEATURES``, by the owner's config type): bound to ``owner``
+    where it is a model."""
+    from mobius.tasks.phi4_multimodal import OWN_IMAGE_FEATURES
+
+    config_class = getattr(owner, "config_class", None)
+    own = OWN_IMAGE_FEATURES.get(getattr(config_class, "model_type", None))
+    if own is None or isinstance(owner, type):
+        return own
+    return own.__get__(owner)
 
 
 def takes_videos(method: Any) -> bool:
@@ -475,9 +509,11 @@ def image_features_method(config: ArchitectureConfig) -> Any:
 
 
 def image_token_id(hf: Any) -> int | None:
-    """The placeholder token the processor repeats once per image feature."""
-    for name in ("image_token_id", "image_token_index"):
-        value = getattr(hf, name, None)
-        if isinstance(value, int):
-            return value
+    """The placeholder token the processor repeats once per image feature (on the vision
+    sub-config where the config names none: Phi-4-multimodal)."""
+    for owner in (hf, getattr(hf, "vision_config", None)):
+        for name in ("image_token_id", "image_token_index"):
+            value = getattr(owner, name, None)
+            if isinstance(value, int):
+                return value
     return video_token_id(hf)  # a model that takes videos only: its video token

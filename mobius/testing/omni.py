@@ -54,6 +54,10 @@ def tiny_omni(model_type: str, directory: Path, *, seed: int = 0, **overrides: A
     from mobius.testing.vlm import tiny_vlm
 
     if model_type not in OMNI_OVERRIDES:
+        if model_type == "phi4_multimodal":
+            from mobius.testing.phi4_multimodal import OVERRIDES
+
+            overrides = {**OVERRIDES, **overrides}
         return _tiny_multimodal_lm(model_type, directory, seed, overrides)
     return tiny_vlm(model_type, directory, seed=seed, **{**OMNI_OVERRIDES[model_type], **overrides})
 
@@ -76,12 +80,19 @@ def _tiny_multimodal_lm(model_type: str, directory: Path, seed: int, overrides: 
 
 
 def _special_ids(config: Any) -> set[int]:
-    """Every special token id the config names (none may appear as prompt text)."""
-    ids = set()
-    for key, value in config.to_dict().items():
-        if ("token_id" in key or "token_index" in key) and isinstance(value, int):
-            ids.add(value)
-    return ids
+    """Every special token id the config names, its sub-configs' too (none may appear as
+    prompt text)."""
+
+    def named(values: dict) -> set[int]:
+        ids = set()
+        for key, value in values.items():
+            if isinstance(value, dict):
+                ids |= named(value)
+            elif ("token_id" in str(key) or "token_index" in str(key)) and isinstance(value, int):
+                ids.add(value)
+        return ids
+
+    return named(config.to_dict())
 
 
 def omni_prompt(model: Any, image_tokens: int, audio_tokens: list[int], seed: int = 1):
@@ -89,6 +100,9 @@ def omni_prompt(model: Any, image_tokens: int, audio_tokens: list[int], seed: in
     the vision start and end tokens, text, the first clip's tokens between the audio start and
     end tokens, text; the second text, the second clip's tokens, text, left-padded.
     (input_ids, attention_mask)."""
+    from mobius.tasks.audio_llm import audio_token_id
+    from mobius.tasks.vlm_inputs import image_token_id
+
     config = model.config
     special = _special_ids(config)
     vocab = model.get_input_embeddings().num_embeddings
@@ -102,9 +116,11 @@ def omni_prompt(model: Any, image_tokens: int, audio_tokens: list[int], seed: in
         opened = [getattr(config, start, None), *[token] * count, getattr(config, end, None)]
         return [t for t in opened if t is not None]
 
-    image = run(config.image_token_id, image_tokens, "vision_start_token_id", "vision_end_token_id")
+    image = run(
+        image_token_id(config), image_tokens, "vision_start_token_id", "vision_end_token_id"
+    )
     audio = [
-        run(config.audio_token_id, n, "audio_start_token_id", "audio_end_token_id")
+        run(audio_token_id(config), n, "audio_start_token_id", "audio_end_token_id")
         for n in audio_tokens
     ]
     words = text.tolist()
@@ -135,28 +151,44 @@ def omni_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict
     from mobius.verification.pairs import for_session, for_torch, to_numpy
 
     runner = OnnxAudioLanguageModel(package)
-    pixels = pixel_inputs(model, 1)
-    audio = audio_batch(model)
-    # noise in the clips' padding: HF drops those frames, so the graph must not read them either
-    real = audio["feature_attention_mask"][:, None, :] > 0
-    noise = torch.randn(audio["input_features"].shape, generator=torch.Generator().manual_seed(5))
-    audio["input_features"] = torch.where(real, audio["input_features"], noise)
-    clips = features_per_clip(model, audio)
-    ids, mask = omni_prompt(model, sum(image_runs(model, pixels)), clips)
-    with torch.no_grad():
-        hf_image, hf_deepstack = vision_outputs(model, for_torch(model, pixels))
-        hf_audio = audio_features(model, audio)
+    if model.config.model_type == "phi4_multimodal":
+        pixels, audio, ids, mask, hf_image, hf_deepstack, hf_audio, hf_audio_in = _phi4_inputs(
+            model
+        )
+    else:
+        pixels = pixel_inputs(model, 1)
+        audio = audio_batch(model)
+        # noise in the clips' padding: HF drops those frames, so the graph must not read them
+        real = audio["feature_attention_mask"][:, None, :] > 0
+        noise = torch.randn(
+            audio["input_features"].shape, generator=torch.Generator().manual_seed(5)
+        )
+        audio["input_features"] = torch.where(real, audio["input_features"], noise)
+        clips = features_per_clip(model, audio)
+        ids, mask = omni_prompt(model, sum(image_runs(model, pixels)), clips)
+        with torch.no_grad():
+            hf_image, hf_deepstack = vision_outputs(model, for_torch(model, pixels))
+            hf_audio = audio_features(model, audio)
+        hf_audio_in = audio
     vision = runner.vision(**for_session(runner.sessions["vision_encoder"], pixels))
     image, deepstack = vision["image_features"], vision.get(DEEPSTACK_FEATURES)
     rows = runner.audio_features(**{k: v.numpy() for k, v in audio.items()})
     grid = pixels.get("image_grid_thw")
     positions = runner.positions(ids.numpy(), mask.numpy(), None if grid is None else grid.numpy())
-    hf_inputs = {"input_ids": ids, "attention_mask": mask, **for_torch(model, pixels), **audio}
+    hf_inputs = {
+        "input_ids": ids,
+        "attention_mask": mask,
+        **for_torch(model, pixels),
+        **hf_audio_in,
+    }
+    given = {}  # HF's positions where the model takes plain ones: as generate makes them
+    if runner.manifest.get("position_ids") == "sequence":
+        given = {"position_ids": torch.from_numpy(positions)}
     step = torch.randint(3, 100, (2, 1), generator=torch.Generator().manual_seed(2))
     step_mask = torch.cat([mask, torch.ones_like(step)], 1)
     step_positions = next_positions(positions)
     with torch.no_grad():  # the prompt's multi-axis positions are HF's own (get_rope_index)
-        first = model(**hf_inputs, use_cache=True)
+        first = model(**hf_inputs, **given, use_cache=True)
         second = language_model(model)(
             input_ids=step,
             attention_mask=step_mask,
@@ -213,3 +245,22 @@ def omni_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict
         "tokens": ours.tolist(),
         "hf_tokens": tokens.tolist(),
     }
+
+
+def _phi4_inputs(model: Any) -> tuple:
+    """Phi-4-multimodal's image, clips, prompt and HF's rows for them (``testing.phi4_multimodal``):
+    (pixels, audio graph inputs, ids, mask, image rows, None, audio rows, HF's audio inputs)."""
+    from mobius.testing.phi4_multimodal import (
+        hf_audio_inputs,
+        hf_audio_rows,
+        hf_image_rows,
+        image_tokens,
+        phi4_audio,
+        phi4_pixels,
+    )
+
+    pixels, audio = phi4_pixels(model), phi4_audio(model)
+    clips = [int(n) for n in audio["audio_embed_sizes"]]
+    ids, mask = omni_prompt(model, image_tokens(model), clips)
+    hf_image, hf_audio = hf_image_rows(model, pixels), hf_audio_rows(model, audio)
+    return pixels, audio, ids, mask, hf_image, None, hf_audio, hf_audio_inputs(audio)
