@@ -22,7 +22,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 MODEL_TYPE = "phi4_multimodal"
 MODE = "audio_projection_mode"  # the audio graph's input: 1 where the call has images
-UNFOLD = 500  # the conformer's longest sequence (HF's max_seq_len): longer ones in windows
+UNFOLD = 500  # the conformer's window (HF's max_seq_len): longer clips run in windows of it
 
 
 def _extend(owner: Any) -> Any:
@@ -112,27 +112,38 @@ def phi4_audio_features(
 
 
 def conformer(encoder: Any, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``Phi4MultimodalAudioModel.forward``: the frames subsampled, then windows of at most
-    ``UNFOLD`` steps (one window where the clips are shorter, as HF runs them unwindowed), each
-    attending within its streaming chunks (``chunk_size``, ``left_chunk`` chunks back) under
-    HF's mask plus the relative bias (HF adds the boolean mask to the bias: 1 where allowed)."""
+    """``Phi4MultimodalAudioModel.forward``: the frames subsampled, then windows of ``UNFOLD``
+    steps, each attending within its streaming chunks (``chunk_size``, ``left_chunk`` chunks
+    back) under HF's mask plus the relative bias (HF adds the boolean mask to the bias: 1 where
+    allowed, so padding is attended to, less). HF pads longer clips to whole windows and runs
+    shorter ones unpadded: here one window's padding steps are kept out of every attention, so
+    its real steps see what HF's do (the convolutions are causal: no real step reads a later
+    one)."""
     config = encoder.config
     hidden, pad = encoder.embed(encoder.encoder_embedding(features), mask)
     batch, steps, width = hidden.shape
-    window = torch.sym_min(steps, UNFOLD)
-    windows = (steps + window - 1) // window
-    padding = windows * window - steps
-    hidden = F.pad(hidden, (0, 0, 0, padding)).reshape(batch * windows, window, width)
-    real = F.pad(pad.reshape(batch, steps), (0, padding)).reshape(batch * windows, 1, window)
-    chunk = torch.arange(window, device=hidden.device) // config.chunk_size
+    # the count of windows as a value: torch.export writes the reshape to windows of a shape
+    # derived length as valid for the example's one window only
+    count = (hidden.new_zeros((), dtype=torch.int64) + steps + UNFOLD - 1) // UNFOLD
+    windows = count.item()
+    torch._check(windows >= 1)
+    torch._check(windows * UNFOLD >= steps)
+    padding = windows * UNFOLD - steps
+    hidden = F.pad(hidden, (0, 0, 0, padding)).reshape(batch * windows, UNFOLD, width)
+    real = F.pad(pad.reshape(batch, steps), (0, padding)).reshape(batch * windows, 1, UNFOLD)
+    chunk = torch.arange(UNFOLD, device=hidden.device) // config.chunk_size
     stream = (chunk[None, :] >= chunk[:, None] - config.left_chunk) & (
         chunk[None, :] <= chunk[:, None]
     )
     allowed = real & stream[None]
-    attention = allowed.unsqueeze(1) + encoder.relative_attention_bias_layer(hidden)
+    bias = encoder.relative_attention_bias_layer(hidden)
+    beyond = torch.arange(UNFOLD, device=hidden.device) >= steps
+    outside = beyond & (count == 1)
+    lowest = torch.finfo(bias.dtype).min
+    attention = allowed.unsqueeze(1) + bias + torch.where(outside, lowest, 0.0).to(bias.dtype)
     for layer in encoder.encoders:
         hidden = layer(hidden, attention)
-    return hidden.reshape(batch, windows * window, width)[:, :steps]
+    return hidden.reshape(batch, windows * UNFOLD, width)[:, :steps]
 
 
 # model type -> the features method of a model with none of its own (vlm_inputs.features_method)
