@@ -149,9 +149,9 @@ def modalities(config: ArchitectureConfig) -> tuple[Modality, ...]:
 
 def unsplit_audio_and_images(config: ArchitectureConfig) -> str | None:
     """Why a decoder with both an audio and a vision tower (``audio_config``, ``vision_config``)
-    is not converted with its encoders: its model has no audio features method to split out
-    (Phi-4-multimodal embeds both inside its forward). None for any other model. Detection
-    refuses such a model rather than writing its text decoder alone."""
+    is not converted with its encoders: its model has no audio features method to split out,
+    nor one mobius writes for it (``audio_qwen2.OWN_FEATURES``). None for any other model.
+    Detection refuses such a model rather than writing its text decoder alone."""
     hf = config.hf_config
     if config.is_encoder_decoder or is_audio_llm(config):
         return None

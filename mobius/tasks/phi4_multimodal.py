@@ -20,8 +20,11 @@ import torch
 import torch.nn.functional as F
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 
+from mobius.tasks.base import TensorSpec
+
 MODEL_TYPE = "phi4_multimodal"
 MODE = "audio_projection_mode"  # the audio graph's input: 1 where the call has images
+CROPS = "num_crops"  # the vision graph's axis of an image's crops
 UNFOLD = 500  # the conformer's window (HF's max_seq_len): longer clips run in windows of it
 
 
@@ -146,5 +149,24 @@ def conformer(encoder: Any, features: torch.Tensor, mask: torch.Tensor) -> torch
     return hidden.reshape(batch, windows * UNFOLD, width)[:, :steps]
 
 
+def _crops(name: str, config: Any) -> TensorSpec:
+    """Each image's crops (the global view, then the sub-crops, padded to the most crops of any
+    image) at the tower's size."""
+    from mobius.tasks.vlm_inputs import IMAGES, _image_shape
+
+    return TensorSpec(name, None, (IMAGES, CROPS, *_image_shape(config.hf_config.vision_config)))
+
+
+def _crop_masks(name: str, config: Any) -> TensorSpec:
+    """Each crop's mask of real patches (1: real), as its crops are laid out (``_crops``)."""
+    from mobius.tasks.vlm_inputs import IMAGES, _image_shape
+
+    vision = config.hf_config.vision_config
+    side = _image_shape(vision)[1] // vision.patch_size
+    return TensorSpec(name, None, (IMAGES, CROPS, side, side))
+
+
 # model type -> the features method of a model with none of its own (vlm_inputs.features_method)
 OWN_IMAGE_FEATURES = {MODEL_TYPE: phi4_image_features}
+# the vision graph's inputs for its arguments (vlm_inputs.extra_vision_inputs)
+IMAGE_INPUTS = {"image_pixel_values": _crops, "image_attention_mask": _crop_masks}

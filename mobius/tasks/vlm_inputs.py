@@ -31,7 +31,6 @@ QFORMER_SEQUENCE = "qformer_sequence_length"
 HEIGHT, WIDTH = "image_height", "image_width"
 PACKED_WIDTH = "packed_patches_width"
 TILES = "num_tiles"
-CROPS = "num_crops"  # Phi-4-multimodal: an image's global view and its sub-crops
 FRAMES = "num_frames"
 # where a model makes the features it scatters into its placeholder tokens, in order of preference
 FEATURE_METHODS = ("get_image_features", "get_video_features")
@@ -96,22 +95,7 @@ def _qformer_ids(name: str, config: ArchitectureConfig) -> TensorSpec:
     return TensorSpec(name, torch.int64, (IMAGES, QFORMER_SEQUENCE))
 
 
-def _crops(name: str, config: ArchitectureConfig) -> TensorSpec:
-    """Each image's crops (Phi-4-multimodal: the global view, then the sub-crops, padded to
-    the most crops of any image) at the tower's size."""
-    return TensorSpec(name, None, (IMAGES, CROPS, *_image_shape(config.hf_config.vision_config)))
-
-
-def _crop_masks(name: str, config: ArchitectureConfig) -> TensorSpec:
-    """Each crop's mask of real patches (1: real), as its crops are laid out (``_crops``)."""
-    vision = config.hf_config.vision_config
-    side = _image_shape(vision)[1] // vision.patch_size
-    return TensorSpec(name, None, (IMAGES, CROPS, side, side))
-
-
 EXTRA_INPUTS: dict[str, Callable[[str, ArchitectureConfig], TensorSpec]] = {
-    "image_pixel_values": _crops,
-    "image_attention_mask": _crop_masks,
     "pixel_values": _pixels,
     "high_res_pixel_values": _pixels,
     "image_sizes": _per_image_pair(torch.int64),
@@ -125,10 +109,11 @@ EXTRA_INPUTS: dict[str, Callable[[str, ArchitectureConfig], TensorSpec]] = {
 def extra_vision_inputs(config: ArchitectureConfig, method: Any) -> list[TensorSpec]:
     """One input per required argument of ``get_image_features`` (``method``), by its name."""
     from mobius.errors import UnsupportedError
+    from mobius.tasks.phi4_multimodal import IMAGE_INPUTS
 
     specs = []
     for name in required_arguments(method):
-        make = EXTRA_INPUTS.get(name)
+        make = EXTRA_INPUTS.get(name) or IMAGE_INPUTS.get(name)
         if make is None:
             raise UnsupportedError(
                 f"{config.hf_config.model_type}: get_image_features takes {name!r}, which the "
