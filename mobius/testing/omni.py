@@ -270,16 +270,21 @@ def _phi4_inputs(model: Any) -> tuple:
 
 
 def _phi4_audio_cases(model: Any, runner: Any) -> dict[str, float]:
-    """Phi-4-multimodal's other audio paths against HF's rows: the projection of a call without
-    images (``audio_projection_mode`` 0), and a clip of more than the conformer's 500 steps (HF
-    runs it in windows of 500; one clip: HF's windowing raises on a batch of such clips, its
+    """Phi-4-multimodal's other audio paths against HF's rows: one clip as its processor gives
+    it (no mask, and no projection mode: the runner's defaults, a call without images, HF's
+    ``speech`` projection), and a clip of more than the conformer's 500 steps (HF runs it in
+    windows of 500; one clip: HF's windowing raises on a batch of such clips, its
     ``unfold_tensor`` views a permuted tensor)."""
     from mobius.testing.phi4_multimodal import hf_audio_rows, phi4_audio
 
-    speech = {**phi4_audio(model), "audio_projection_mode": torch.zeros(1, dtype=torch.int64)}
+    speech = {**phi4_audio(model, lengths=(1.0,)), "audio_projection_mode": torch.zeros(1)}
+    given = ("audio_input_features", "audio_embed_sizes")  # what the processor gives
     long = phi4_audio(model, frames=4100, lengths=(1.0,))
     out = {}
-    for name, audio in (("speech_features_diff", speech), ("long_audio_features_diff", long)):
-        rows = runner.audio_features(**{k: v.numpy() for k, v in audio.items()})
+    for name, audio, names in (
+        ("speech_features_diff", speech, given),
+        ("long_audio_features_diff", long, tuple(long)),
+    ):
+        rows = runner.audio_features(**{k: audio[k].numpy() for k in names})
         out[name] = float(np.abs(rows - hf_audio_rows(model, audio).numpy()).max())
     return out
