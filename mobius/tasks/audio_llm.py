@@ -62,7 +62,8 @@ MASKS = (
 )
 # the log-mel features under the processors' names (Phi-4-multimodal's: audio_input_features)
 FEATURES = ("input_features", "audio_input_features")
-CLIP_ROWS = "audio_embed_sizes"  # Phi-4-multimodal: each clip's number of audio tokens
+# one count per clip: Phi-4-multimodal's audio tokens, dots.ocr-3's waveform samples per chunk
+PER_CLIP = ("audio_embed_sizes", "chunk_sample_lengths")
 ROW_MASK = "input_features_mask"
 
 
@@ -215,7 +216,7 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             specs.append(TensorSpec(name, torch.int64, (BATCH, frames), multiple_of=unit))
         elif name == "input_ids":  # the prompts, one per row: not one per clip (or window)
             specs.append(TensorSpec(name, torch.int64, (PROMPTS, SEQUENCE)))
-        elif name == CLIP_ROWS:
+        elif name in PER_CLIP:
             specs.append(TensorSpec(name, torch.int64, (BATCH,)))
         elif name == MODE:  # 1 where the call has images too (phi4_multimodal)
             specs.append(TensorSpec(name, torch.int64, (1,)))
@@ -226,12 +227,12 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     return specs
 
 
-_KNOWN = (*FEATURES, "input_values", "input_ids", CLIP_ROWS, MODE, *MASKS)
+_KNOWN = (*FEATURES, "input_values", "input_ids", *PER_CLIP, MODE, *MASKS)
 
 
 def _check_known(hf: Any, params: dict[str, inspect.Parameter]) -> None:
-    """Refuses a features method with a required argument the audio graph has no input for
-    (dots.ocr-3's ``chunk_sample_lengths``), naming it."""
+    """Refuses a features method with a required argument the audio graph has no input for,
+    naming it."""
     for name, p in params.items():
         if name == "self" or p.kind in _VARIADIC or name in _KNOWN:
             continue
@@ -264,11 +265,18 @@ def _frame_multiple(audio: Any) -> int:
 
 def _mel_first(audio: Any) -> bool:
     """``input_features`` is ``[batch, mel, frames]`` (Whisper-style towers, by
-    ``num_mel_bins``), not ``[batch, frames, width]`` (``_frame_width``; FastConformer towers
-    under an ``asr_config``: Nemotron 3.5 Transcribe)."""
+    ``num_mel_bins``; dots.ocr-3's by ``feature_size``), not ``[batch, frames, width]``
+    (``_frame_width``; FastConformer towers under an ``asr_config``: Nemotron 3.5 Transcribe)."""
     has_width = any(isinstance(getattr(audio, n, None), int) for n in _WIDTHS)
     has_width = has_width or getattr(audio, "asr_config", None) is not None
-    return isinstance(getattr(audio, "num_mel_bins", None), int) and not has_width
+    return _mel_bins(audio) is not None and not has_width
+
+
+def _mel_bins(audio: Any) -> int | None:
+    for name in ("num_mel_bins", "feature_size"):
+        if isinstance(getattr(audio, name, None), int):
+            return getattr(audio, name)
+    return None
 
 
 _WIDTHS = ("input_dim", "num_stacked_frames", "input_size")
@@ -276,7 +284,7 @@ _WIDTHS = ("input_dim", "num_stacked_frames", "input_size")
 
 def _feature_dims(audio: Any, frames: str | int) -> tuple:
     if _mel_first(audio):
-        return (BATCH, audio.num_mel_bins, frames)
+        return (BATCH, _mel_bins(audio), frames)
     return (BATCH, frames, _frame_width(audio))
 
 

@@ -40,11 +40,13 @@ OMNI_OVERRIDES: dict[str, dict[str, Any]] = {
             "output_dim": HIDDEN,
         }
     },
+    # built as the VLM sweep builds it (distinct image, video and audio tokens); 16 mel bins
+    # (feature_size), and the tower's sample counts: 160 per frame, 8 frames per token
+    "dots3_note": {"audio_config": {"feature_size": 16}},
 }
-# the types swept with both modalities (benchmarks/speech_coverage.py): the thinkers;
-# Phi-4-multimodal, whose features methods mobius writes (testing.phi4_multimodal);
-# dots.ocr-3, whose audio features method takes chunk_sample_lengths (no contract yet)
-BOTH = (*OMNI_OVERRIDES, "phi4_multimodal", "dots3_note")
+# the types swept with both modalities (benchmarks/speech_coverage.py): the thinkers and
+# dots.ocr-3; Phi-4-multimodal, whose features methods mobius writes (testing.phi4_multimodal)
+BOTH = (*OMNI_OVERRIDES, "phi4_multimodal")
 
 
 def tiny_omni(model_type: str, directory: Path, *, seed: int = 0, **overrides: Any):
@@ -145,7 +147,7 @@ def omni_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict
     from mobius.runtime.vlm import DEEPSTACK, DEEPSTACK_FEATURES, next_positions
     from mobius.tasks.audio_llm import audio_features
     from mobius.tasks.vlm import language_model, vision_outputs
-    from mobius.testing.audio_llm import audio_batch, features_per_clip
+    from mobius.testing.audio_llm import audio_batch, features_per_clip, real_frames
     from mobius.testing.vlm import _cache_of, hf_generate
     from mobius.testing.vlm_pixels import image_runs, pixel_inputs
     from mobius.verification.pairs import for_session, for_torch, to_numpy
@@ -159,7 +161,7 @@ def omni_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict
         pixels = pixel_inputs(model, 1)
         audio = audio_batch(model)
         # noise in the clips' padding: HF drops those frames, so the graph must not read them
-        real = audio["feature_attention_mask"][:, None, :] > 0
+        real = real_frames(model, audio)[:, None, :] > 0
         noise = torch.randn(
             audio["input_features"].shape, generator=torch.Generator().manual_seed(5)
         )
