@@ -68,3 +68,18 @@ def test_parity_with_pytorch(phi4):
     assert result["decode_diff"] < ATOL
     assert result["generate_logits_diff"] < ATOL
     assert result["tokens_equal"], (result["tokens"], result["hf_tokens"])
+
+
+def test_both_towers_without_any_features_method_are_refused(monkeypatch):
+    """Without the audio features method mobius writes for it, Phi-4-multimodal is a model with
+    both towers and no audio split: detection refuses it in one line rather than writing its
+    text decoder alone."""
+    from mobius.errors import UnsupportedError
+    from mobius.tasks.audio_qwen2 import OWN_FEATURES
+    from mobius.testing.configs import tiny_config_for
+    from mobius.testing.phi4_multimodal import OVERRIDES
+
+    monkeypatch.delitem(OWN_FEATURES, "Phi4MultimodalForCausalLM")
+    arch = from_hf(tiny_config_for("phi4_multimodal", **OVERRIDES))
+    with pytest.raises(UnsupportedError, match="takes images and audio"):
+        detect_task(arch)
