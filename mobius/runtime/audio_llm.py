@@ -22,10 +22,13 @@ class OnnxAudioLanguageModel(OnnxVisionLanguageModel):
     graph_names = GRAPHS
     features_input = "audio_features"
 
-    def audio_features(self, **audio: np.ndarray) -> np.ndarray:
+    def audio_features(self, with_images: bool = False, **audio: np.ndarray) -> np.ndarray:
         """``audio_encoder``: ``[num_audio_tokens, hidden]`` for every clip given (the inputs the
-        graph does not take are ignored)."""
+        graph does not take are ignored). What a processor leaves out is filled in: Phi-4-
+        multimodal's ``audio_attention_mask`` for one clip (every frame real) and its
+        ``audio_projection_mode`` (1 where the prompt has images: ``with_images``)."""
         session = self.sessions["audio_encoder"]
+        audio = {**_filled(audio, with_images), **audio}
         feeds = {}
         for spec in session.get_inputs():
             value = np.asarray(audio[spec.name])
@@ -35,3 +38,13 @@ class OnnxAudioLanguageModel(OnnxVisionLanguageModel):
     @property
     def audio_token_id(self) -> int:
         return self.manifest["audio_token_id"]
+
+
+def _filled(audio: dict[str, np.ndarray], with_images: bool) -> dict[str, np.ndarray]:
+    """The inputs Phi-4-multimodal's processor does not give: the mask of one clip, which it
+    leaves out, and the projection mode, which the HF forward chooses by the call's images."""
+    filled = {"audio_projection_mode": np.array([int(with_images)], dtype=np.int64)}
+    features = audio.get("audio_input_features")
+    if features is not None:
+        filled["audio_attention_mask"] = np.ones(np.shape(features)[:2], dtype=np.int64)
+    return filled

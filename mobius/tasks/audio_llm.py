@@ -24,6 +24,7 @@ from mobius.errors import UnsupportedError
 from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
 from mobius.tasks.modality import Modality, place_features, scatter_features
+from mobius.tasks.phi4_multimodal import MODE
 from mobius.tasks.vlm import (
     IMAGE,
     IMAGE_TOKENS,
@@ -37,6 +38,7 @@ from mobius.tasks.vlm import (
     text_config,
     text_config_of,
 )
+from mobius.tasks.vlm_inputs import own_image_features
 
 ASR = "automatic-speech-recognition"
 AUDIO_TEXT = "audio-text-to-text"
@@ -51,7 +53,17 @@ MAPPINGS = ("SPEECH_SEQ_2_SEQ", "MULTIMODAL_LM", "SEQ_TO_SEQ_CAUSAL_LM", "CAUSAL
 # the embedding graph of a model with both takes both)
 _SIZES = {AUDIO_TOKENS: 6, FRAMES: 200, SAMPLES: 3200, PROMPTS: 3, AUDIO_ROWS: 9, IMAGE_TOKENS: 8}
 # mask names the processors give beside input_features
-MASKS = ("input_features_mask", "feature_attention_mask", "attention_mask", "padding_mask")
+MASKS = (
+    "input_features_mask",
+    "feature_attention_mask",
+    "attention_mask",
+    "padding_mask",
+    "audio_attention_mask",
+)
+# the log-mel features under the processors' names (Phi-4-multimodal's: audio_input_features)
+FEATURES = ("input_features", "audio_input_features")
+# one count per clip: Phi-4-multimodal's audio tokens, dots.ocr-3's waveform samples per chunk
+PER_CLIP = ("audio_embed_sizes", "chunk_sample_lengths")
 ROW_MASK = "input_features_mask"
 
 
@@ -107,10 +119,13 @@ def in_speech_mapping(hf: Any) -> bool:
 
 
 def audio_token_id(hf: Any) -> int | None:
-    for name in ("audio_token_id", "audio_token_index"):
-        value = getattr(hf, name, None)
-        if isinstance(value, int):
-            return value
+    """The audio placeholder token (on the audio sub-config where the config names none:
+    Phi-4-multimodal)."""
+    for owner in (hf, audio_config(hf)):
+        for name in ("audio_token_id", "audio_token_index"):
+            value = getattr(owner, name, None)
+            if isinstance(value, int):
+                return value
     return None
 
 
@@ -124,7 +139,7 @@ def modalities(config: ArchitectureConfig) -> tuple[Modality, ...]:
     hf = config.hf_config
     if getattr(hf, "vision_config", None) is None:
         return (AUDIO,)
-    if not supports_image_text(config):
+    if not supports_image_text(config) and own_image_features(model_class(hf)) is None:
         raise UnsupportedError(
             f"'{hf.model_type}' has a vision tower (vision_config) beside its audio tower, and no "
             "image features method mobius splits out: converting the audio alone would drop its "
@@ -135,9 +150,9 @@ def modalities(config: ArchitectureConfig) -> tuple[Modality, ...]:
 
 def unsplit_audio_and_images(config: ArchitectureConfig) -> str | None:
     """Why a decoder with both an audio and a vision tower (``audio_config``, ``vision_config``)
-    is not converted with its encoders: its model has no audio features method to split out
-    (Phi-4-multimodal embeds both inside its forward). None for any other model. Detection
-    refuses such a model rather than writing its text decoder alone."""
+    is not converted with its encoders: its model has no audio features method to split out,
+    nor one mobius writes for it (``audio_qwen2.OWN_FEATURES``). None for any other model.
+    Detection refuses such a model rather than writing its text decoder alone."""
     hf = config.hf_config
     if config.is_encoder_decoder or is_audio_llm(config):
         return None
@@ -190,7 +205,7 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     for name, p in params.items():
         if name == "self" or p.kind in _VARIADIC:
             continue
-        if name == "input_features":
+        if name in FEATURES:
             dims = _feature_dims(audio, frames)
             specs.append(TensorSpec(name, None, dims, multiple_of=_frame_multiple(audio)))
         elif name == "input_values":  # raw waveform (OmniASR): [batch, 1, samples]
@@ -201,19 +216,23 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
             specs.append(TensorSpec(name, torch.int64, (BATCH, frames), multiple_of=unit))
         elif name == "input_ids":  # the prompts, one per row: not one per clip (or window)
             specs.append(TensorSpec(name, torch.int64, (PROMPTS, SEQUENCE)))
-    if not any(s.name in ("input_features", "input_values") for s in specs):  # (*args, **kwargs)
+        elif name in PER_CLIP:
+            specs.append(TensorSpec(name, torch.int64, (BATCH,)))
+        elif name == MODE:  # 1 where the call has images too (phi4_multimodal)
+            specs.append(TensorSpec(name, torch.int64, (1,)))
+    if not any(s.name in (*FEATURES, "input_values") for s in specs):  # (*args, **kwargs)
         specs = [TensorSpec("input_features", None, _feature_dims(audio, frames))]
     if masks_rows(hf):
         specs.append(TensorSpec(ROW_MASK, torch.int64, (BATCH, AUDIO_ROWS)))
     return specs
 
 
-_KNOWN = ("input_features", "input_values", "input_ids", *MASKS)
+_KNOWN = (*FEATURES, "input_values", "input_ids", *PER_CLIP, MODE, *MASKS)
 
 
 def _check_known(hf: Any, params: dict[str, inspect.Parameter]) -> None:
-    """Refuses a features method with a required argument the audio graph has no input for
-    (dots.ocr-3's ``chunk_sample_lengths``), naming it."""
+    """Refuses a features method with a required argument the audio graph has no input for,
+    naming it."""
     for name, p in params.items():
         if name == "self" or p.kind in _VARIADIC or name in _KNOWN:
             continue
@@ -246,27 +265,36 @@ def _frame_multiple(audio: Any) -> int:
 
 def _mel_first(audio: Any) -> bool:
     """``input_features`` is ``[batch, mel, frames]`` (Whisper-style towers, by
-    ``num_mel_bins``), not ``[batch, frames, width]`` (``_frame_width``; FastConformer towers
-    under an ``asr_config``: Nemotron 3.5 Transcribe)."""
+    ``num_mel_bins``; dots.ocr-3's by ``feature_size``), not ``[batch, frames, width]``
+    (``_frame_width``; FastConformer towers under an ``asr_config``: Nemotron 3.5 Transcribe)."""
     has_width = any(isinstance(getattr(audio, n, None), int) for n in _WIDTHS)
     has_width = has_width or getattr(audio, "asr_config", None) is not None
-    return isinstance(getattr(audio, "num_mel_bins", None), int) and not has_width
+    return _mel_bins(audio) is not None and not has_width
 
 
-_WIDTHS = ("input_dim", "num_stacked_frames")
+def _mel_bins(audio: Any) -> int | None:
+    for name in ("num_mel_bins", "feature_size"):
+        if isinstance(getattr(audio, name, None), int):
+            return getattr(audio, name)
+    return None
+
+
+_WIDTHS = ("input_dim", "num_stacked_frames", "input_size")
 
 
 def _feature_dims(audio: Any, frames: str | int) -> tuple:
     if _mel_first(audio):
-        return (BATCH, audio.num_mel_bins, frames)
+        return (BATCH, _mel_bins(audio), frames)
     return (BATCH, frames, _frame_width(audio))
 
 
 def _frame_width(audio: Any) -> int:
     """A frame's width where the features are ``[batch, frames, width]``: Granite Speech's
-    ``input_dim``; Fun-ASR-Nano's ``num_mel_bins * num_stacked_frames`` (low-frame-rate stacking)."""
-    if isinstance(getattr(audio, "input_dim", None), int):
-        return audio.input_dim
+    ``input_dim``; Phi-4-multimodal's conformer's ``input_size``; Fun-ASR-Nano's
+    ``num_mel_bins * num_stacked_frames`` (low-frame-rate stacking)."""
+    for name in ("input_dim", "input_size"):
+        if isinstance(getattr(audio, name, None), int):
+            return getattr(audio, name)
     if getattr(audio, "asr_config", None) is not None:
         return audio.asr_config.num_mel_bins
     return audio.num_mel_bins * audio.num_stacked_frames
@@ -376,6 +404,14 @@ class AudioEmbeddingGraph(_AudioGraph):
         return (place_features(out[0], ids, audio, token), *out[1:])
 
 
+class AudioVisionGraph(VisionGraph):
+    """``vlm.VisionGraph`` built as the speech LLM's class (Phi-4-multimodal has no
+    image-text-to-text class; the Omni thinkers' is the same class)."""
+
+    def auto_class(self, config: ArchitectureConfig) -> Any:
+        return _Auto
+
+
 class AudioDecoderGraph(DecoderGraph):
     """``vlm.DecoderGraph`` built as the speech LLM's class."""
 
@@ -405,7 +441,7 @@ class AudioLanguageTask(VisionLanguageTask):
         if text_only:
             self.graphs: list[Task] = [AudioDecoderGraph(self, text_only=True)]
         else:
-            encoders = {IMAGE: VisionGraph, AUDIO: AudioEncoderGraph}
+            encoders = {IMAGE: AudioVisionGraph, AUDIO: AudioEncoderGraph}
             self.graphs = [
                 *(encoders[m](self) for m in modalities),
                 AudioEmbeddingGraph(self),

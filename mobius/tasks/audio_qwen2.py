@@ -39,5 +39,14 @@ def qwen2_audio_features(
     return BaseModelOutputWithPooling(last_hidden_state=hidden, pooler_output=features[keep])
 
 
-# class name -> the features method of a model that has none of its own
-OWN_FEATURES = {"Qwen2AudioForConditionalGeneration": qwen2_audio_features}
+def _own_features() -> dict[str, Any]:
+    from mobius.tasks.phi4_multimodal import phi4_audio_features
+
+    return {
+        "Qwen2AudioForConditionalGeneration": qwen2_audio_features,
+        "Phi4MultimodalForCausalLM": phi4_audio_features,
+    }
+
+
+# class name -> the audio features method of a model that has none of its own
+OWN_FEATURES = _own_features()

@@ -109,10 +109,11 @@ EXTRA_INPUTS: dict[str, Callable[[str, ArchitectureConfig], TensorSpec]] = {
 def extra_vision_inputs(config: ArchitectureConfig, method: Any) -> list[TensorSpec]:
     """One input per required argument of ``get_image_features`` (``method``), by its name."""
     from mobius.errors import UnsupportedError
+    from mobius.tasks.phi4_multimodal import IMAGE_INPUTS
 
     specs = []
     for name in required_arguments(method):
-        make = EXTRA_INPUTS.get(name)
+        make = EXTRA_INPUTS.get(name) or IMAGE_INPUTS.get(name)
         if make is None:
             raise UnsupportedError(
                 f"{config.hf_config.model_type}: get_image_features takes {name!r}, which the "
@@ -126,9 +127,9 @@ def sized_by_pixels(hf: Any, method: Any) -> bool:
     """``get_image_features`` takes ``image_sizes`` and the images are not tiled (no anyres
     ``image_grid_pinpoints``): Pixtral's towers, whose images are the processor's batch padded
     to the largest, each cropped to its ``image_sizes`` (``synth/overrides/pixtral.py``)."""
-    return "image_sizes" in required_arguments(method) and not getattr(
-        hf, "image_grid_pinpoints", None
-    )
+    required = required_arguments(method)
+    plain = "pixel_values" in required  # not Phi-4-multimodal's crops (image_pixel_values)
+    return plain and "image_sizes" in required and not getattr(hf, "image_grid_pinpoints", None)
 
 
 def padded_images_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
@@ -282,9 +283,12 @@ def image_feature_arguments(config: ArchitectureConfig) -> list[str]:
 
 
 def model_class(config: ArchitectureConfig) -> Any:
-    """The image-text-to-text head class for the config."""
-
-    return auto_mapping(VLM_MAPPING)[type(config.hf_config)]
+    """The image-text-to-text head class for the config; for a model listed only as a
+    multimodal LM (Phi-4-multimodal, images and audio), that class."""
+    heads = auto_mapping(VLM_MAPPING)
+    if type(config.hf_config) not in heads:
+        return auto_mapping("MODEL_FOR_MULTIMODAL_LM")[type(config.hf_config)]
+    return heads[type(config.hf_config)]
 
 
 def grid_merge_size(vision: Any) -> int:
@@ -444,7 +448,22 @@ def features_method(owner: Any) -> Any:
         method = getattr(owner, name, None)
         if method is not None:
             return method
+    if (own := own_image_features(owner)) is not None:
+        return own
     return prepended_features_method(owner)
+
+
+def own_image_features(owner: Any) -> Any:
+    """The image features method mobius writes for a family whose model has none
+    (``phi4_multimodal.OWN_IMAGE_FEATURES``, by the owner's config type): bound to ``owner``
+    where it is a model."""
+    from mobius.tasks.phi4_multimodal import OWN_IMAGE_FEATURES
+
+    config_class = getattr(owner, "config_class", None)
+    own = OWN_IMAGE_FEATURES.get(getattr(config_class, "model_type", None))
+    if own is None or isinstance(owner, type):
+        return own
+    return own.__get__(owner)
 
 
 def takes_videos(method: Any) -> bool:
@@ -475,9 +494,11 @@ def image_features_method(config: ArchitectureConfig) -> Any:
 
 
 def image_token_id(hf: Any) -> int | None:
-    """The placeholder token the processor repeats once per image feature."""
-    for name in ("image_token_id", "image_token_index"):
-        value = getattr(hf, name, None)
-        if isinstance(value, int):
-            return value
+    """The placeholder token the processor repeats once per image feature (on the vision
+    sub-config where the config names none: Phi-4-multimodal)."""
+    for owner in (hf, getattr(hf, "vision_config", None)):
+        for name in ("image_token_id", "image_token_index"):
+            value = getattr(owner, name, None)
+            if isinstance(value, int):
+                return value
     return video_token_id(hf)  # a model that takes videos only: its video token

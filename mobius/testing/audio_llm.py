@@ -138,7 +138,25 @@ def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int =
             out[s.name] = _row_mask(model, values, mask.sum(-1).tolist())
         elif s.name in MASKS:
             out[s.name] = mask
+        elif s.name == SAMPLES_PER_CHUNK:  # dots.ocr-3: the waveform samples of the real frames
+            out[s.name] = mask.sum(-1) * audio_config(model.config).hop_length
     return out
+
+
+SAMPLES_PER_CHUNK = "chunk_sample_lengths"
+
+
+def real_frames(model: Any, audio: dict) -> torch.Tensor:
+    """``[batch, frames]``: 1 on each clip's real frames, by its mask (or, for dots.ocr-3, its
+    ``chunk_sample_lengths``)."""
+    from mobius.tasks.audio_llm import MASKS, audio_config
+
+    mask = next((audio[n] for n in MASKS if n in audio), None)
+    if mask is not None:
+        return mask
+    frames = audio["input_features"].shape[-1]
+    real = audio[SAMPLES_PER_CHUNK] // audio_config(model.config).hop_length
+    return (torch.arange(frames)[None, :] < real[:, None]).to(torch.int64)
 
 
 def _row_mask(model: Any, values: torch.Tensor, real_frames: list[int]) -> torch.Tensor:

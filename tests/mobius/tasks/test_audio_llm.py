@@ -138,3 +138,19 @@ def test_a_speech_model_of_another_form_is_refused_not_built_as_text(model_type)
 
     with pytest.raises(UnsupportedError, match="--task text-generation converts its text decoder"):
         detect_task(from_hf(tiny_config_for(model_type)))
+
+
+def test_per_clip_counts_are_audio_inputs_by_their_processor_names():
+    """dots.ocr-3's features method takes each chunk's waveform samples (``chunk_sample_lengths``,
+    its feature extractor's output): an int64 input per clip beside its mel-first features
+    (``feature_size`` mel bins), in a package with its vision encoder."""
+    from mobius.tasks.audio_llm import audio_inputs, modalities
+
+    arch = from_hf(tiny_config_for("dots3_note"))
+    specs = {s.name: s for s in audio_inputs(arch)}
+    audio = arch.hf_config.audio_config
+    assert list(specs) == ["input_features", "chunk_sample_lengths"]
+    assert specs["input_features"].dims[:2] == ("batch", audio.feature_size)
+    assert specs["chunk_sample_lengths"].dtype == torch.int64
+    assert specs["chunk_sample_lengths"].dims == ("batch",)
+    assert [m.name for m in modalities(arch)] == ["image", "audio"]

@@ -11,11 +11,10 @@ import pytest
 import torch
 
 from mobius.cli import main
-from mobius.errors import ConfigError, UnsupportedError
+from mobius.errors import ConfigError
 from mobius.sources.config import from_hf
 from mobius.tasks.detect import detect_task, get_task
 from mobius.tasks.modality import place_features, scatter_features
-from mobius.testing.configs import tiny_config_for
 from mobius.testing.omni import omni_parity, tiny_omni
 
 ATOL = 1e-4
@@ -99,13 +98,3 @@ def test_detection_gives_both_and_the_image_task_only_when_asked(thinker, caplog
     assert [graph.name for graph in task.graphs][0] == "vision_encoder"
     with pytest.raises(ConfigError, match="without its audio path"):
         get_task("text-generation", arch)
-
-
-def test_both_towers_without_features_methods_are_refused_not_built_as_text():
-    """Phi-4-multimodal embeds images and audio inside its forward (no features methods): its
-    detection is refused in one line rather than written as its text decoder alone; an explicit
-    --task text-generation still converts the decoder."""
-    arch = from_hf(tiny_config_for("phi4_multimodal"))
-    with pytest.raises(UnsupportedError, match="takes images and audio"):
-        detect_task(arch)
-    assert get_task("text-generation", arch).name == "text-generation"
