@@ -71,6 +71,14 @@ def commands(checkpoint: Path, out: Path, precision: str) -> dict[str, list[str]
     found = {
         "mobius-warm": [*mobius, "--output", str(out / "warm")],
         "mobius-cold": [*mobius, "--output", str(out / "cold"), "--no-cache"],
+        # the hit with buffered writes instead of O_DIRECT (only when --exporters names it)
+        "mobius-warm-buffered": [
+            "env",
+            "MOBIUS_DIRECT_IO=0",
+            *mobius,
+            "--output",
+            str(out / "warm-buffered"),
+        ],
     }
     if importlib.util.find_spec("onnxruntime_genai") is not None:
         found["builder"] = [
@@ -119,7 +127,8 @@ def measure(
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MOBIUS_CACHE": str(out / "cache")}
     env.pop("MOBIUS_NO_CACHE", None)
     cmds = commands(checkpoint, out, precision)
-    cmds = {name: cmd for name, cmd in cmds.items() if exporters is None or name in exporters}
+    wanted = exporters or [name for name in cmds if name != "mobius-warm-buffered"]
+    cmds = {name: cmd for name, cmd in cmds.items() if name in wanted}
     for cmd in cmds.values():  # warm-up: fills the cache, the page cache and the builder's
         run_once(cmd, env)
         _clear_outputs(out)
@@ -138,7 +147,7 @@ def measure(
         for name, results in runs.items()
     }
     for base in ("builder", "cp"):
-        for name in ("mobius-warm", "mobius-cold"):
+        for name in ("mobius-warm", "mobius-warm-buffered", "mobius-cold"):
             if base not in table or name not in table:
                 continue
             for k in ("wall_s", "cpu_s", "peak_rss_mib"):
@@ -149,7 +158,7 @@ def measure(
 
 
 def _clear_outputs(out: Path) -> None:
-    for name in ("warm", "cold", "builder", "cp"):
+    for name in ("warm", "warm-buffered", "cold", "builder", "cp"):
         shutil.rmtree(out / name, ignore_errors=True)
 
 
@@ -159,7 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precisions", nargs="+", default=["f32", "int4"])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/mobius-warm-bench"))
-    parser.add_argument("--exporters", nargs="+", help="mobius-warm mobius-cold builder cp")
+    parser.add_argument(
+        "--exporters",
+        nargs="+",
+        help="mobius-warm mobius-cold builder cp (default), mobius-warm-buffered (O_DIRECT off)",
+    )
     parser.add_argument("--results", type=Path, default=RESULTS / "warm_convert.json")
     args = parser.parse_args(argv)
     results = []
