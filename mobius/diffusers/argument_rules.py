@@ -1,0 +1,105 @@
+"""Shape rules for forward arguments the generic contract's table (``generic.argument_spec``)
+does not size: arguments named after one class's own keys, or sized by another input.
+
+Each rule maps (class name, argument) to a function of the config giving the graph input, with
+the reason it has that shape. A rule is consulted before the generic table, so a class's own
+meaning of a common name (``x``, ``fps``) wins. ``NEEDED`` lists arguments optional in a
+signature that the forward reads all the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from mobius.diffusers.tasks import FRAMES, HEIGHT, WIDTH
+from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
+
+FLOAT = None  # the model's dtype
+Rule = Callable[[Any], TensorSpec]
+
+
+def _features(name: str, key: str, default: int) -> Rule:
+    """One feature vector per row, as wide as config key ``key``."""
+    return lambda cfg: TensorSpec(name, FLOAT, (BATCH, cfg.get(key) or default))
+
+
+def _tokens(name: str, key: str, default: int) -> Rule:
+    """A sequence of tokens per row, each as wide as config key ``key``."""
+    return lambda cfg: TensorSpec(name, FLOAT, (BATCH, SEQUENCE, cfg.get(key) or default))
+
+
+def _per_row(name: str) -> Rule:
+    """One scalar per row (a second timestep, a frame rate): embedded like a timestep."""
+    return lambda _cfg: TensorSpec(name, torch.float32, (BATCH,))
+
+
+def _per_frame(name: str) -> Rule:
+    """One scalar per row and frame (a timestep per frame)."""
+    return lambda _cfg: TensorSpec(name, torch.float32, (BATCH, FRAMES))
+
+
+def _video(name: str, frames_first: bool = False, channels_key: str = "in_channels") -> Rule:
+    """Video latents, ``[batch, channels, frames, height, width]`` or frames first, with
+    ``channels_key``'s channels."""
+
+    def rule(cfg: Any) -> TensorSpec:
+        channels = cfg.get(channels_key) or 4
+        axes = (FRAMES, channels) if frames_first else (channels, FRAMES)
+        return TensorSpec(name, FLOAT, (BATCH, *axes, HEIGHT, WIDTH))
+
+    return rule
+
+
+RULES: dict[tuple[str, str], Rule] = {
+    # a linear projection of CLIP image embeddings, hidden_size wide
+    ("CLIPImageProjection", "x"): _features("x", "hidden_size", 768),
+    # Flux Redux: SigLIP image tokens, redux_dim wide, projected to text tokens
+    ("ReduxImageEncoder", "x"): _tokens("x", "redux_dim", 1152),
+    # AnyFlow's flow map conditions on a target timestep beside the source one, both per frame
+    ("AnyFlowTransformer3DModel", "timestep"): _per_frame("timestep"),
+    ("AnyFlowTransformer3DModel", "r_timestep"): _per_frame("r_timestep"),
+    # ... and takes its latents frames first, as its forward says
+    ("AnyFlowTransformer3DModel", "hidden_states"): _video("hidden_states", frames_first=True),
+    # I2VGen-XL: a video UNet (no "3D" in its name); the frame rate is embedded like the
+    # timestep; the first frame's latents are repeated over the frames as the sample's shape;
+    # the CLIP image embedding is cross_attention_dim wide (its context embedding projects it to
+    # in_channels tokens)
+    ("I2VGenXLUNet", "sample"): _video("sample"),
+    ("I2VGenXLUNet", "fps"): _per_row("fps"),
+    ("I2VGenXLUNet", "image_latents"): _video("image_latents"),
+    ("I2VGenXLUNet", "image_embeddings"): _features("image_embeddings", "cross_attention_dim",
+                                                    1024),
+    # ERNIE-Image: the text states padded to the longest prompt, and each prompt's length (its
+    # attention mask, and the first rotary coordinate of every image token)
+    ("ErnieImageTransformer2DModel", "text_bth"): _tokens("text_bth", "text_in_dim", 2560),
+    ("ErnieImageTransformer2DModel", "text_lens"): lambda _cfg: TensorSpec(
+        "text_lens", torch.int64, (BATCH,)),
+    # aMUSEd's U-ViT: one codebook index per latent pixel; pooled text of cond_embed_dim; the
+    # micro-conditions each embedded micro_cond_encode_dim wide, micro_cond_embed_dim in all
+    ("UVit2DModel", "input_ids"): lambda _cfg: TensorSpec(
+        "input_ids", torch.int64, (BATCH, HEIGHT, WIDTH)),
+    ("UVit2DModel", "encoder_hidden_states"): _tokens("encoder_hidden_states",
+                                                      "encoder_hidden_size", 768),
+    ("UVit2DModel", "pooled_text_emb"): _features("pooled_text_emb", "cond_embed_dim", 768),
+    ("UVit2DModel", "micro_conds"): lambda cfg: TensorSpec("micro_conds", FLOAT, (
+        BATCH, cfg.get("micro_cond_embed_dim", 1280) // cfg.get("micro_cond_encode_dim", 256))),
+}  # fmt: skip
+
+# optional in the signature, read by the forward all the same
+NEEDED: dict[str, set[str]] = {
+    "I2VGenXLUNet": {"image_embeddings"},
+}
+
+
+def rule_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:
+    """The graph input a rule gives ``cls.forward``'s argument ``name``, or None."""
+    rule = RULES.get((cls.__name__, name))
+    return rule(cfg) if rule else None
+
+
+def ruled(cls: type) -> set[str]:
+    """The arguments of ``cls`` a rule sizes."""
+    return {arg for owner, arg in RULES if owner == cls.__name__}
