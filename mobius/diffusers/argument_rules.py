@@ -53,6 +53,14 @@ def _video(name: str, frames_first: bool = False, channels_key: str = "in_channe
     return rule
 
 
+def _channels_last_video(cfg: Any) -> TensorSpec:
+    """Kandinsky 5's latents, ``[batch, frames, height, width, channels]``: under visual_cond the
+    conditioning frames and their mask are concatenated on the channels (2 * in_visual_dim + 1)."""
+    channels = cfg.get("in_visual_dim", 4)
+    channels = 2 * channels + 1 if cfg.get("visual_cond") else channels
+    return TensorSpec("hidden_states", FLOAT, (BATCH, FRAMES, HEIGHT, WIDTH, channels))
+
+
 RULES: dict[tuple[str, str], Rule] = {
     # a linear projection of CLIP image embeddings, hidden_size wide
     ("CLIPImageProjection", "x"): _features("x", "hidden_size", 768),
@@ -86,6 +94,31 @@ RULES: dict[tuple[str, str], Rule] = {
     ("UVit2DModel", "pooled_text_emb"): _features("pooled_text_emb", "cond_embed_dim", 768),
     ("UVit2DModel", "micro_conds"): lambda cfg: TensorSpec("micro_conds", FLOAT, (
         BATCH, cfg.get("micro_cond_embed_dim", 1280) // cfg.get("micro_cond_encode_dim", 256))),
+    # Kandinsky 5: channels-last video latents; Qwen2.5-VL text states of in_text_dim; CLIP's
+    # pooled text of in_text_dim2
+    ("Kandinsky5Transformer3DModel", "hidden_states"): _channels_last_video,
+    ("Kandinsky5Transformer3DModel", "encoder_hidden_states"): _tokens(
+        "encoder_hidden_states", "in_text_dim", 3584),
+    ("Kandinsky5Transformer3DModel", "pooled_projections"): _features(
+        "pooled_projections", "in_text_dim2", 768),
+}  # fmt: skip
+
+
+def _kandinsky5_visual_positions(cfg: Any, x: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    """Each latent axis's patch positions (its pipeline's ``visual_rope_pos``)."""
+    _, frames, height, width, _ = x["hidden_states"].shape
+    steps = cfg.get("patch_size", (1, 2, 2))
+    device = x["hidden_states"].device
+    return [torch.arange(n // p, device=device) for n, p in zip((frames, height, width), steps,
+                                                                strict=True)]  # fmt: skip
+
+
+# arguments the pipeline computes from the other inputs' sizes (position ranges over the latent
+# grid or the prompt): computed in the graph from those inputs, not graph inputs themselves
+DERIVED: dict[tuple[str, str], Callable[[Any, dict[str, torch.Tensor]], Any]] = {
+    ("Kandinsky5Transformer3DModel", "visual_rope_pos"): _kandinsky5_visual_positions,
+    ("Kandinsky5Transformer3DModel", "text_rope_pos"): lambda _cfg, x: torch.arange(
+        x["encoder_hidden_states"].shape[1], device=x["encoder_hidden_states"].device),
 }  # fmt: skip
 
 # optional in the signature, read by the forward all the same
@@ -101,5 +134,15 @@ def rule_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:
 
 
 def ruled(cls: type) -> set[str]:
-    """The arguments of ``cls`` a rule sizes."""
-    return {arg for owner, arg in RULES if owner == cls.__name__}
+    """The arguments of ``cls`` a rule sizes or derives."""
+    return {arg for owner, arg in [*RULES, *DERIVED] if owner == cls.__name__}
+
+
+def derived(cls: type) -> set[str]:
+    """The arguments of ``cls`` computed from its other inputs."""
+    return {arg for owner, arg in DERIVED if owner == cls.__name__}
+
+
+def derive(cls: type, cfg: Any, x: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The derived arguments of ``cls`` for the inputs ``x``."""
+    return {arg: rule(cfg, x) for (owner, arg), rule in DERIVED.items() if owner == cls.__name__}

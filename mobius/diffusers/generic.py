@@ -197,6 +197,8 @@ class ForwardTask(DiffusersTask):
         for name, param in self._params():
             if param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
                 continue
+            if name in argument_rules.derived(self.cls):  # computed from the other inputs
+                continue
             required = param.default is inspect.Parameter.empty
             if name in NEEDED.get(self.cls.__name__, ()):
                 required = True
@@ -216,7 +218,7 @@ class ForwardTask(DiffusersTask):
         return {n for n, p in self._params() if p.default is not inspect.Parameter.empty}
 
     def _call_model(self, model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
-        kwargs = dict(x)
+        kwargs = dict(x) | argument_rules.derive(self.cls, model.config, x)
         if "return_dict" in dict(self._params()):
             kwargs["return_dict"] = True
         output = model(**kwargs)

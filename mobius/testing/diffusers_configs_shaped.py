@@ -29,5 +29,12 @@ SHAPED_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
       "codebook_size": 32, "in_channels": 8, "block_out_channels": 16, "num_res_blocks": 1,
       "downsample": True, "upsample": True, "block_num_heads": 2, "num_hidden_layers": 1,
       "num_attention_heads": 2, "intermediate_size": 32, "sample_size": 8}),
+    ("AutoencoderKLHunyuanImageRefiner", "AutoencoderKLHunyuanImageRefiner",
+     {"latent_channels": 4, "block_out_channels": (8, 16), "layers_per_block": 1,
+      "spatial_compression_ratio": 2, "temporal_compression_ratio": 2}),
+    ("Kandinsky5Transformer3DModel", "Kandinsky5Transformer3DModel",
+     {"in_visual_dim": 4, "out_visual_dim": 4, "in_text_dim": 12, "in_text_dim2": 10,
+      "time_dim": 16, "model_dim": 16, "ff_dim": 32, "num_text_blocks": 1,
+      "num_visual_blocks": 1, "axes_dims": (2, 2, 4), "visual_cond": True}),
 ]
 # fmt: on
