@@ -101,6 +101,11 @@ RULES: dict[tuple[str, str], Rule] = {
         "encoder_hidden_states", "in_text_dim", 3584),
     ("Kandinsky5Transformer3DModel", "pooled_projections"): _features(
         "pooled_projections", "in_text_dim2", 768),
+    # Wan VACE: the control video's latents (vace_in_channels), and one scale per VACE layer
+    ("WanVACETransformer3DModel", "control_hidden_states"): _video(
+        "control_hidden_states", channels_key="vace_in_channels"),
+    ("WanVACETransformer3DModel", "control_hidden_states_scale"): lambda cfg: TensorSpec(
+        "control_hidden_states_scale", FLOAT, (len(cfg.get("vace_layers")),)),
 }  # fmt: skip
 
 
@@ -124,6 +129,7 @@ DERIVED: dict[tuple[str, str], Callable[[Any, dict[str, torch.Tensor]], Any]] = 
 # optional in the signature, read by the forward all the same
 NEEDED: dict[str, set[str]] = {
     "I2VGenXLUNet": {"image_embeddings"},
+    "WanVACETransformer3DModel": {"control_hidden_states", "control_hidden_states_scale"},
 }
 
 

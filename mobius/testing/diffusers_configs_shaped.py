@@ -36,5 +36,7 @@ SHAPED_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
      {"in_visual_dim": 4, "out_visual_dim": 4, "in_text_dim": 12, "in_text_dim2": 10,
       "time_dim": 16, "model_dim": 16, "ff_dim": 32, "num_text_blocks": 1,
       "num_visual_blocks": 1, "axes_dims": (2, 2, 4), "visual_cond": True}),
+    ("WanVACETransformer3DModel", "WanVACETransformer3DModel",
+     WAN | {"vace_layers": [0], "vace_in_channels": 8}),
 ]
 # fmt: on
