@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers.tasks import FRAMES, HEIGHT, WIDTH
+from mobius.diffusers.tasks import FRAMES, HEIGHT, IMAGE_SEQUENCE, TEXT_AND_IMAGE, WIDTH
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
 FLOAT = None  # the model's dtype
@@ -94,18 +94,47 @@ RULES: dict[tuple[str, str], Rule] = {
     ("UVit2DModel", "pooled_text_emb"): _features("pooled_text_emb", "cond_embed_dim", 768),
     ("UVit2DModel", "micro_conds"): lambda cfg: TensorSpec("micro_conds", FLOAT, (
         BATCH, cfg.get("micro_cond_embed_dim", 1280) // cfg.get("micro_cond_encode_dim", 256))),
-    # Kandinsky 5: channels-last video latents; Qwen2.5-VL text states of in_text_dim; CLIP's
-    # pooled text of in_text_dim2
-    ("Kandinsky5Transformer3DModel", "hidden_states"): _channels_last_video,
-    ("Kandinsky5Transformer3DModel", "encoder_hidden_states"): _tokens(
-        "encoder_hidden_states", "in_text_dim", 3584),
-    ("Kandinsky5Transformer3DModel", "pooled_projections"): _features(
-        "pooled_projections", "in_text_dim2", 768),
+    # Kandinsky 5 and 6: channels-last video latents; Qwen2.5-VL text states of in_text_dim;
+    # CLIP's pooled text of in_text_dim2
+    **{(kandinsky, name): rule for kandinsky in ("Kandinsky5Transformer3DModel",
+                                                 "Kandinsky6Transformer3DModel")
+       for name, rule in (
+           ("hidden_states", _channels_last_video),
+           ("encoder_hidden_states", _tokens("encoder_hidden_states", "in_text_dim", 3584)),
+           ("pooled_projections", _features("pooled_projections", "in_text_dim2", 768)))},
     # Wan VACE: the control video's latents (vace_in_channels), and one scale per VACE layer
     ("WanVACETransformer3DModel", "control_hidden_states"): _video(
         "control_hidden_states", channels_key="vace_in_channels"),
     ("WanVACETransformer3DModel", "control_hidden_states_scale"): lambda cfg: TensorSpec(
         "control_hidden_states_scale", FLOAT, (len(cfg.get("vace_layers")),)),
+    # Stable Cascade: the noise level as a ratio in [0, 1] per row; CLIP's pooled text as one
+    # token of clip_text_pooled_in_channels (mapped to clip_seq tokens)
+    ("StableCascadeUNet", "timestep_ratio"): _per_row("timestep_ratio"),
+    ("StableCascadeUNet", "clip_text_pooled"): lambda cfg: TensorSpec(
+        "clip_text_pooled", FLOAT, (BATCH, 1, cfg.get("clip_text_pooled_in_channels", 1280))),
+    # Krea 2: packed patch tokens; each text token the stack of num_text_layers tapped layers of
+    # its encoder; one (t, h, w) rotary position per token of the prompt then the image
+    ("Krea2Transformer2DModel", "hidden_states"): lambda cfg: TensorSpec(
+        "hidden_states", FLOAT, (BATCH, IMAGE_SEQUENCE, cfg.get("in_channels", 64))),
+    ("Krea2Transformer2DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
+        "encoder_hidden_states", FLOAT, (BATCH, SEQUENCE, cfg.get("num_text_layers", 12),
+                                         cfg.get("text_hidden_dim", 2560))),
+    ("Krea2Transformer2DModel", "position_ids"): lambda _cfg: TensorSpec(
+        "position_ids", FLOAT, (TEXT_AND_IMAGE, 3)),
+    # Ideogram 4: one packed sequence of text and image tokens; each token's latents (zero but
+    # for image tokens), LLM features (zero but for text tokens), (t, h, w) position, sample
+    # id within the packed batch (attention stays within a segment) and role indicator
+    ("Ideogram4Transformer2DModel", "hidden_states"): lambda cfg: TensorSpec(
+        "hidden_states", FLOAT, (BATCH, TEXT_AND_IMAGE, cfg.get("in_channels", 128))),
+    ("Ideogram4Transformer2DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
+        "encoder_hidden_states", FLOAT, (BATCH, TEXT_AND_IMAGE,
+                                         cfg.get("llm_features_dim", 53248))),
+    ("Ideogram4Transformer2DModel", "position_ids"): lambda _cfg: TensorSpec(
+        "position_ids", torch.int64, (BATCH, TEXT_AND_IMAGE, 3)),
+    ("Ideogram4Transformer2DModel", "segment_ids"): lambda _cfg: TensorSpec(
+        "segment_ids", torch.int64, (BATCH, TEXT_AND_IMAGE)),
+    ("Ideogram4Transformer2DModel", "indicator"): lambda _cfg: TensorSpec(
+        "indicator", torch.int64, (BATCH, TEXT_AND_IMAGE)),
 }  # fmt: skip
 
 
