@@ -14,7 +14,14 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers.tasks import FRAMES, HEIGHT, IMAGE_SEQUENCE, TEXT_AND_IMAGE, WIDTH
+from mobius.diffusers.tasks import (
+    BATCH_FRAMES,
+    FRAMES,
+    HEIGHT,
+    IMAGE_SEQUENCE,
+    TEXT_AND_IMAGE,
+    WIDTH,
+)
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
 FLOAT = None  # the model's dtype
@@ -135,6 +142,20 @@ RULES: dict[tuple[str, str], Rule] = {
         "segment_ids", torch.int64, (BATCH, TEXT_AND_IMAGE)),
     ("Ideogram4Transformer2DModel", "indicator"): lambda _cfg: TensorSpec(
         "indicator", torch.int64, (BATCH, TEXT_AND_IMAGE)),
+    # AnimateDiff's motion UNet and SparseCtrl: the prompt repeated per frame, frames folded into
+    # the batch (their pipeline repeats it so)
+    **{(animatediff, "encoder_hidden_states"): lambda cfg: TensorSpec(
+        "encoder_hidden_states", FLOAT, (BATCH_FRAMES, SEQUENCE, cfg.get("cross_attention_dim")))
+       for animatediff in ("UNetMotionModel", "SparseControlNetModel")},
+    # SparseCtrl: a video ControlNet (no "3D" in its name); under
+    # use_simplified_condition_embedding its conditioning frames are embedded by one 3x3
+    # convolution, so they are latent-sized, and concat_conditioning_mask adds a one-channel mask
+    # of the frames that condition
+    ("SparseControlNetModel", "sample"): _video("sample"),
+    ("SparseControlNetModel", "controlnet_cond"): _video(
+        "controlnet_cond", channels_key="conditioning_channels"),
+    ("SparseControlNetModel", "conditioning_mask"): lambda _cfg: TensorSpec(
+        "conditioning_mask", FLOAT, (BATCH, 1, FRAMES, HEIGHT, WIDTH)),
 }  # fmt: skip
 
 
@@ -158,6 +179,7 @@ DERIVED: dict[tuple[str, str], Callable[[Any, dict[str, torch.Tensor]], Any]] = 
 # optional in the signature, read by the forward all the same
 NEEDED: dict[str, set[str]] = {
     "I2VGenXLUNet": {"image_embeddings"},
+    "SparseControlNetModel": {"conditioning_mask"},  # read under concat_conditioning_mask
     "WanVACETransformer3DModel": {"control_hidden_states", "control_hidden_states_scale"},
 }
 

@@ -20,6 +20,7 @@ IMAGE_SEQUENCE = "image_sequence_length"  # patch tokens of a transformer taking
 FRAMES = "num_frames"  # video latents: [batch, channels, frames, height, width]
 LENGTH = "sample_length"  # 1D latents: [batch, channels, length]
 TEXT_AND_IMAGE = "text_and_image_length"  # a prompt's tokens then the image's patch tokens
+BATCH_FRAMES = "batch_frames"  # frames folded into the batch: batch * num_frames rows
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
 EXAMPLE_SIZES = {
@@ -75,7 +76,8 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     ControlNet's conditioning image is the latents' size times 2 per stride-2 level of its
     conditioning embedding; frames are a multiple of a temporal patch (CogVideoX 1.5); latents
     given as patch tokens number the patches of the image beside them (SD3.5 ControlNets); a
-    joint sequence is the prompt then the patch tokens."""
+    joint sequence is the prompt then the patch tokens; frames folded into the batch number
+    batch times frames."""
     out = dict(sizes)
     levels = (
         cfg.get("conditioning_embedding_out_channels")
@@ -91,6 +93,7 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     step = cfg.get("patch_size_t")
     if isinstance(step, int) and step > 1:
         out[FRAMES] = -(-sizes[FRAMES] // step) * step
+    out[BATCH_FRAMES] = sizes[BATCH] * out[FRAMES]
     return out
 
 
