@@ -1,4 +1,5 @@
-"""2-D pooling over windows: MaxPool, AveragePool, and adaptive average pooling to one cell."""
+"""Pooling over windows: MaxPool, AveragePool (2-D, and 3-D without ceil_mode or a divisor), and
+adaptive average pooling to a grid."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def _max_pool_ceil(ctx: LoweringContext, node: torch.fx.Node, dilations: list[in
     return ctx.op.MaxPool(padded, kernel_shape=window["kernel_shape"], strides=window["strides"])
 
 
-@lowers(aten.avg_pool2d)
+@lowers(aten.avg_pool2d, aten.avg_pool3d)
 def avg_pool(ctx: LoweringContext, node: torch.fx.Node):
     args = list(node.args) + [None] * 7
     ceil_mode, count_include_pad, divisor = args[4], args[5], args[6]
