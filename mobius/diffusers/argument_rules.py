@@ -156,6 +156,18 @@ RULES: dict[tuple[str, str], Rule] = {
         "controlnet_cond", channels_key="conditioning_channels"),
     ("SparseControlNetModel", "conditioning_mask"): lambda _cfg: TensorSpec(
         "conditioning_mask", FLOAT, (BATCH, 1, FRAMES, HEIGHT, WIDTH)),
+    # UniDiffuser's U-ViT: one position table over the CLIP image token, num_text_tokens text
+    # tokens and the sample_size-square latent's patches, so those sizes are the config's; the
+    # image and the text each noised to a timestep of their own
+    ("UniDiffuserModel", "latent_image_embeds"): lambda cfg: TensorSpec(
+        "latent_image_embeds", FLOAT, (BATCH, cfg.get("in_channels"), cfg.get("sample_size"),
+                                       cfg.get("sample_size"))),
+    ("UniDiffuserModel", "image_embeds"): lambda cfg: TensorSpec(
+        "image_embeds", FLOAT, (BATCH, 1, cfg.get("clip_img_dim", 512))),
+    ("UniDiffuserModel", "prompt_embeds"): lambda cfg: TensorSpec(
+        "prompt_embeds", FLOAT, (BATCH, cfg.get("num_text_tokens", 77), cfg.get("text_dim", 768))),
+    ("UniDiffuserModel", "timestep_img"): _per_row("timestep_img"),
+    ("UniDiffuserModel", "timestep_text"): _per_row("timestep_text"),
 }  # fmt: skip
 
 

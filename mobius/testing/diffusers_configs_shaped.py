@@ -84,5 +84,9 @@ SHAPED_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
       "decoder_inject_noise": (False, False, False), "downsample_type": ("spatial", "temporal"),
       "upsample_type": ("spatiotemporal", "spatiotemporal"), "upsample_residual": (False, False),
       "upsample_factor": (1, 1), "patch_size": 2}),
+    ("UniDiffuserModel", "UniDiffuserModel",
+     {"text_dim": 12, "clip_img_dim": 8, "num_text_tokens": 6, "num_attention_heads": 2,
+      "attention_head_dim": 8, "in_channels": 4, "out_channels": 4, "num_layers": 1,
+      "norm_num_groups": 4, "sample_size": 8, "patch_size": 2}),
 ]
 # fmt: on
