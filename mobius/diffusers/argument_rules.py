@@ -19,6 +19,7 @@ from mobius.diffusers.tasks import (
     FRAMES,
     HEIGHT,
     IMAGE_SEQUENCE,
+    SEQUENCE_2,
     TEXT_AND_IMAGE,
     WIDTH,
 )
@@ -168,6 +169,23 @@ RULES: dict[tuple[str, str], Rule] = {
         "prompt_embeds", FLOAT, (BATCH, cfg.get("num_text_tokens", 77), cfg.get("text_dim", 768))),
     ("UniDiffuserModel", "timestep_img"): _per_row("timestep_img"),
     ("UniDiffuserModel", "timestep_text"): _per_row("timestep_text"),
+    # Bria FIBO 2: per text token, the Perceiver's bundle then one per injection block, each
+    # cap_feat_dim wide
+    ("BriaFibo2Transformer2DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
+        "encoder_hidden_states", FLOAT, (BATCH, 1 + len(cfg.get("injection_layer_ids")), SEQUENCE,
+                                         cfg.get("cap_feat_dim"))),
+    # LTX-Video: packed patch tokens, and each token's (frame, row, column) coordinates, which
+    # its condition pipeline passes (the num_frames, height and width ints otherwise build them)
+    ("LTXVideoTransformer3DModel", "hidden_states"): lambda cfg: TensorSpec(
+        "hidden_states", FLOAT, (BATCH, IMAGE_SEQUENCE, cfg.get("in_channels", 128))),
+    ("LTXVideoTransformer3DModel", "video_coords"): lambda _cfg: TensorSpec(
+        "video_coords", FLOAT, (BATCH, 3, IMAGE_SEQUENCE)),
+    # Anima's text conditioner: Qwen3's hidden states (source_dim) attended by the T5 token ids
+    # of the same prompt, a text of its own length
+    ("AnimaTextConditioner", "source_hidden_states"): _tokens("source_hidden_states",
+                                                              "source_dim", 1024),
+    ("AnimaTextConditioner", "target_input_ids"): lambda _cfg: TensorSpec(
+        "target_input_ids", torch.int64, (BATCH, SEQUENCE_2)),
 }  # fmt: skip
 
 
@@ -191,6 +209,7 @@ DERIVED: dict[tuple[str, str], Callable[[Any, dict[str, torch.Tensor]], Any]] = 
 # optional in the signature, read by the forward all the same
 NEEDED: dict[str, set[str]] = {
     "I2VGenXLUNet": {"image_embeddings"},
+    "LTXVideoTransformer3DModel": {"video_coords"},
     "SparseControlNetModel": {"conditioning_mask"},  # read under concat_conditioning_mask
     "WanVACETransformer3DModel": {"control_hidden_states", "control_hidden_states_scale"},
 }

@@ -21,6 +21,7 @@ FRAMES = "num_frames"  # video latents: [batch, channels, frames, height, width]
 LENGTH = "sample_length"  # 1D latents: [batch, channels, length]
 TEXT_AND_IMAGE = "text_and_image_length"  # a prompt's tokens then the image's patch tokens
 BATCH_FRAMES = "batch_frames"  # frames folded into the batch: batch * num_frames rows
+SEQUENCE_2 = "sequence_length_2"  # a second text, of a length other than the first's
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
 EXAMPLE_SIZES = {
@@ -77,7 +78,7 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     conditioning embedding; frames are a multiple of a temporal patch (CogVideoX 1.5); latents
     given as patch tokens number the patches of the image beside them (SD3.5 ControlNets); a
     joint sequence is the prompt then the patch tokens; frames folded into the batch number
-    batch times frames."""
+    batch times frames; a second text is 3 tokens longer than the first (any other length)."""
     out = dict(sizes)
     levels = (
         cfg.get("conditioning_embedding_out_channels")
@@ -94,6 +95,7 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     if isinstance(step, int) and step > 1:
         out[FRAMES] = -(-sizes[FRAMES] // step) * step
     out[BATCH_FRAMES] = sizes[BATCH] * out[FRAMES]
+    out[SEQUENCE_2] = sizes[SEQUENCE] + 3
     return out
 
 
