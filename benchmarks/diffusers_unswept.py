@@ -73,6 +73,14 @@ REASONS = {
     "GlmImageTransformer2DModel": "prior_token_drop zeroes prior embeddings by boolean-mask "
     "indexing, and the prior tokens number the patches of unpacked latents (an axis the "
     "product of height and width); not written",
+    "AutoencoderKLMiniMaxH3": "no small config found in the time given: clip_length, "
+    "token_drop and the temporal ratios must agree (it encodes and decodes in a Python loop "
+    "over clips, cross-fading their overlaps)",
+    "LTX2VideoDiffusionDecoderModel": "decodes by sampling (a generator and "
+    "num_inference_steps): no deterministic graph to compare",
+    "HunyuanVideoFramepackTransformer3DModel": "at batch 1 it cuts the prompt to its unpadded "
+    "length (a shape from the mask's values), at other batches it builds the attention mask in a "
+    "Python loop over the batch",
     "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "
     "causal block mask, and it takes a KV cache",
 }

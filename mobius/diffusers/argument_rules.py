@@ -19,6 +19,7 @@ from mobius.diffusers.tasks import (
     FRAMES,
     HEIGHT,
     IMAGE_SEQUENCE,
+    PATCHES,
     SEQUENCE_2,
     TEXT_AND_IMAGE,
     WIDTH,
@@ -186,6 +187,12 @@ RULES: dict[tuple[str, str], Rule] = {
                                                               "source_dim", 1024),
     ("AnimaTextConditioner", "target_input_ids"): lambda _cfg: TensorSpec(
         "target_input_ids", torch.int64, (BATCH, SEQUENCE_2)),
+    # GLM-Image: one prior (vector-quantised) token per patch of the latents, and per token
+    # whether its prior is dropped (classifier-free guidance's unconditional pass)
+    ("GlmImageTransformer2DModel", "prior_token_id"): lambda _cfg: TensorSpec(
+        "prior_token_id", torch.int64, (BATCH, PATCHES)),
+    ("GlmImageTransformer2DModel", "prior_token_drop"): lambda _cfg: TensorSpec(
+        "prior_token_drop", torch.bool, (BATCH, PATCHES)),
 }  # fmt: skip
 
 

@@ -22,6 +22,7 @@ LENGTH = "sample_length"  # 1D latents: [batch, channels, length]
 TEXT_AND_IMAGE = "text_and_image_length"  # a prompt's tokens then the image's patch tokens
 BATCH_FRAMES = "batch_frames"  # frames folded into the batch: batch * num_frames rows
 SEQUENCE_2 = "sequence_length_2"  # a second text, of a length other than the first's
+PATCHES = "patch_count"  # one token per patch of unpacked latents: (height / p) * (width / p)
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
 EXAMPLE_SIZES = {
@@ -78,7 +79,8 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     conditioning embedding; frames are a multiple of a temporal patch (CogVideoX 1.5); latents
     given as patch tokens number the patches of the image beside them (SD3.5 ControlNets); a
     joint sequence is the prompt then the patch tokens; frames folded into the batch number
-    batch times frames; a second text is 3 tokens longer than the first (any other length)."""
+    batch times frames; a second text is 3 tokens longer than the first (any other length); a
+    token per patch of the latents numbers their patches."""
     out = dict(sizes)
     levels = (
         cfg.get("conditioning_embedding_out_channels")
@@ -96,6 +98,8 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
         out[FRAMES] = -(-sizes[FRAMES] // step) * step
     out[BATCH_FRAMES] = sizes[BATCH] * out[FRAMES]
     out[SEQUENCE_2] = sizes[SEQUENCE] + 3
+    patch = cfg.get("patch_size") if isinstance(cfg.get("patch_size"), int) else 2
+    out[PATCHES] = (sizes[HEIGHT] // patch) * (sizes[WIDTH] // patch)
     return out
 
 

@@ -104,5 +104,9 @@ SHAPED_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("AnimaTextConditioner", "AnimaTextConditioner",
      {"source_dim": 12, "target_dim": 16, "model_dim": 16, "num_layers": 1,
       "num_attention_heads": 2, "target_vocab_size": 32, "min_sequence_length": 16}),
+    ("GlmImageTransformer2DModel", "GlmImageTransformer2DModel",
+     {"patch_size": 2, "in_channels": 4, "out_channels": 4, "num_layers": 1,
+      "attention_head_dim": 8, "num_attention_heads": 2, "text_embed_dim": 12,
+      "time_embed_dim": 16, "condition_dim": 8, "prior_vq_quantizer_codebook_size": 16}),
 ]
 # fmt: on
