@@ -18,7 +18,9 @@ REASONS = {
     "controlnet contract does not fill",
     "ControlNetXSAdapter": "an adapter driven by UNetControlNetXSModel, not called alone",
     "BriaFiboTransformer2DModel": "needs text_encoder_layers (a list of tensors)",
-    "EasyAnimateTransformer3DModel": PYTORCH_FAILS.format("AssertionError"),
+    "EasyAnimateTransformer3DModel": "its rotary grid is cropped by Python arithmetic on the "
+    "latent size (int(round(...)), a branch on the aspect ratio): the trace holds only for some "
+    "heights and widths",
     "BriaFibo2Transformer2DModel": PYTORCH_FAILS.format("a permute of a 3-D tensor"),
     "AutoencoderKLQwenImage21": "no small config found in the time given (its channel and "
     "patch constraints)",
@@ -66,8 +68,8 @@ REASONS = {
     "tensors, as ZImageTransformer2DModel's",
     "Kandinsky6SRLatentUpscalerBank": "scale, a Python int, picks one upscaler of the bank: "
     "a graph per scale would be needed, and no contract of several graphs per scale is written",
-    "CosmosControlNetModel": "resizes padding_mask with torchvision to each latent size and "
-    "repeats it by the batch (a batch-1 mask), and fps is a Python int of its rotary table",
+    "CosmosControlNetModel": "its forward resizes padding_mask with torchvision, which this "
+    "environment lacks (PyTorch's own forward fails: 'transforms' is not defined)",
     "OmniGenTransformer2DModel": "input_img_latents (a list of image latents) and "
     "input_image_sizes (a dict of each sample's token spans): Python structures per batch row",
     "GlmImageTransformer2DModel": "prior_token_drop zeroes prior embeddings by boolean-mask "
