@@ -5,7 +5,6 @@ them (no contract, with the argument no contract fills; or a contract and no sma
 from __future__ import annotations
 
 AUDIO = "audio latents ([batch, channels, length]): the contracts have image and video axes only"
-PYTORCH_FAILS = "PyTorch's own forward failed at the small config tried ({}); not investigated"
 
 # classes examined for the sweep and left out
 REASONS = {
@@ -21,7 +20,9 @@ REASONS = {
     "EasyAnimateTransformer3DModel": "its rotary grid is cropped by Python arithmetic on the "
     "latent size (int(round(...)), a branch on the aspect ratio): the trace holds only for some "
     "heights and widths",
-    "BriaFibo2Transformer2DModel": PYTORCH_FAILS.format("a permute of a 3-D tensor"),
+    "BriaFibo2Transformer2DModel": "its Perceiver's gist-token count is computed in Python "
+    "from each prompt's length (a list over the batch): a trace fixes the batch and the prompt "
+    "length",
     "AutoencoderKLQwenImage21": "no small config found in the time given (its channel and "
     "patch constraints)",
     "AutoencoderKLAllegro": "diffusers itself refuses: encoding without tiling is not implemented",
