@@ -8,8 +8,6 @@ AUDIO = "audio latents ([batch, channels, length]): the contracts have image and
 
 # classes examined for the sweep and left out
 REASONS = {
-    "LTXVideoTransformer3DModel": "takes num_frames, height and width as Python ints beside "
-    "packed latents: a trace fixes them (a contract with those as graph inputs is not written)",
     "AutoencoderKLTemporalDecoder": "decode takes num_frames as a Python int (frames folded "
     "into the batch): the VAE contract has no such argument",
     "TransformerTemporalModel": "frames folded into the batch with num_frames a Python int",
