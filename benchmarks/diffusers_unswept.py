@@ -55,8 +55,8 @@ REASONS = {
     "prompt length cut its rotary table: a trace would fix both the grid and the prompt length",
     "QwenImageControlNetModel": "img_shapes and the prompt length cut its rotary table as "
     "QwenImageTransformer2DModel's do",
-    "QwenImage21Transformer2DModel": "img_shapes (Python ints) cut its rotary table as "
-    "QwenImageTransformer2DModel's do",
+    "QwenImage21Transformer2DModel": "builds its rotary positions in Python from img_shapes "
+    "(ints) and img_mask.tolist() (the mask's values): a trace fixes the grid and the layout",
     "NucleusMoEImageTransformer2DModel": "img_shapes (Python ints) and int() of the prompt "
     "length cut its rotary table as QwenImageTransformer2DModel's do",
     "JoyImageEditPlusTransformer3DModel": "shape_list, one list of (t, h, w) grids per batch "
