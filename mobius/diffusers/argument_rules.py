@@ -3,8 +3,11 @@ does not size: arguments named after one class's own keys, or sized by another i
 
 Each rule maps (class name, argument) to a function of the config giving the graph input, with
 the reason it has that shape. A rule is consulted before the generic table, so a class's own
-meaning of a common name (``x``, ``fps``) wins. ``NEEDED`` lists arguments optional in a
-signature that the forward reads all the same.
+meaning of a common name (``x``, ``fps``) wins; a class with rules takes the generic contract
+(``components.component_tasks``). ``DERIVED`` computes, in the graph, arguments a pipeline
+builds from the other inputs' sizes (position ranges); ``NEEDED`` lists arguments optional in a
+signature that the forward reads all the same. Axes that follow others (a joint text-and-image
+sequence, frames folded into the batch, ...) are named in ``tasks.related_sizes``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from mobius.diffusers.tasks import (
     FRAMES,
     HEIGHT,
     IMAGE_SEQUENCE,
+    LENGTH,
     PATCHES,
     SEQUENCE_2,
     TEXT_AND_IMAGE,
@@ -63,7 +67,7 @@ def _video(name: str, frames_first: bool = False, channels_key: str = "in_channe
 
 
 def _channels_last_video(cfg: Any) -> TensorSpec:
-    """Kandinsky 5's latents, ``[batch, frames, height, width, channels]``: under visual_cond the
+    """Kandinsky 5 and 6's latents, ``[batch, frames, height, width, channels]``: under visual_cond the
     conditioning frames and their mask are concatenated on the channels (2 * in_visual_dim + 1)."""
     channels = cfg.get("in_visual_dim", 4)
     channels = 2 * channels + 1 if cfg.get("visual_cond") else channels
@@ -193,6 +197,22 @@ RULES: dict[tuple[str, str], Rule] = {
         "prior_token_id", torch.int64, (BATCH, PATCHES)),
     ("GlmImageTransformer2DModel", "prior_token_drop"): lambda _cfg: TensorSpec(
         "prior_token_drop", torch.bool, (BATCH, PATCHES)),
+    # LTX-2: packed video tokens and packed audio tokens (sample_length of them) beside each
+    # other, the prompt's states for each, and each token's coordinates as [start, end) pairs
+    # (video: frame, row, column; audio: time), as its pipelines may pass them (Python ints of
+    # the grid otherwise build them)
+    ("LTX2VideoTransformer3DModel", "hidden_states"): lambda cfg: TensorSpec(
+        "hidden_states", FLOAT, (BATCH, IMAGE_SEQUENCE, cfg.get("in_channels", 128))),
+    ("LTX2VideoTransformer3DModel", "audio_hidden_states"): lambda cfg: TensorSpec(
+        "audio_hidden_states", FLOAT, (BATCH, LENGTH, cfg.get("audio_in_channels", 128))),
+    ("LTX2VideoTransformer3DModel", "encoder_hidden_states"): _tokens(
+        "encoder_hidden_states", "caption_channels", 3840),
+    ("LTX2VideoTransformer3DModel", "audio_encoder_hidden_states"): _tokens(
+        "audio_encoder_hidden_states", "caption_channels", 3840),
+    ("LTX2VideoTransformer3DModel", "video_coords"): lambda _cfg: TensorSpec(
+        "video_coords", FLOAT, (BATCH, 3, IMAGE_SEQUENCE, 2)),
+    ("LTX2VideoTransformer3DModel", "audio_coords"): lambda _cfg: TensorSpec(
+        "audio_coords", FLOAT, (BATCH, 1, LENGTH, 2)),
 }  # fmt: skip
 
 
@@ -217,6 +237,7 @@ DERIVED: dict[tuple[str, str], Callable[[Any, dict[str, torch.Tensor]], Any]] = 
 NEEDED: dict[str, set[str]] = {
     "I2VGenXLUNet": {"image_embeddings"},
     "LTXVideoTransformer3DModel": {"video_coords"},
+    "LTX2VideoTransformer3DModel": {"video_coords", "audio_coords"},
     "SparseControlNetModel": {"conditioning_mask"},  # read under concat_conditioning_mask
     "WanVACETransformer3DModel": {"control_hidden_states", "control_hidden_states_scale"},
 }

@@ -108,5 +108,10 @@ SHAPED_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
      {"patch_size": 2, "in_channels": 4, "out_channels": 4, "num_layers": 1,
       "attention_head_dim": 8, "num_attention_heads": 2, "text_embed_dim": 12,
       "time_embed_dim": 16, "condition_dim": 8, "prior_vq_quantizer_codebook_size": 16}),
+    ("LTX2VideoTransformer3DModel", "LTX2VideoTransformer3DModel",
+     {"in_channels": 8, "out_channels": 8, "num_attention_heads": 2, "attention_head_dim": 8,
+      "cross_attention_dim": 16, "audio_in_channels": 4, "audio_out_channels": 4,
+      "audio_num_attention_heads": 2, "audio_attention_head_dim": 8,
+      "audio_cross_attention_dim": 16, "num_layers": 1, "caption_channels": 12}),
 ]
 # fmt: on
