@@ -145,4 +145,11 @@ NOTES = [
     "index error), recorded as a `length-bound` fallback.",
     "LatteTransformer3DModel adds a temporal position table of `video_length` frames: PyTorch "
     "itself takes no other count, so the sweep feeds that count.",
+    "Classes under argument rules (`mobius/diffusers/argument_rules.py`, configs in "
+    "`mobius/testing/diffusers_configs_shaped.py`) were run on 2026-12-07 at a load of 2-5 on 2 "
+    "cores. UniDiffuserModel's text length and latent size are static (one position table spans "
+    "`num_text_tokens` text tokens and the `sample_size` latent's patches): those dimensions are "
+    "the config's in the graph, not fixed by the trace. Related axes are fed as the pipelines "
+    "relate them: `batch_frames` = batch x frames, `text_and_image_length` = text + patch tokens, "
+    "`patch_count` = (height / p) x (width / p), `sequence_length_2` = text + 3.",
 ]
