@@ -5,31 +5,22 @@ them (no contract, with the argument no contract fills; or a contract and no sma
 from __future__ import annotations
 
 AUDIO = "audio latents ([batch, channels, length]): the contracts have image and video axes only"
-PYTORCH_FAILS = "PyTorch's own forward failed at the small config tried ({}); not investigated"
 
 # classes examined for the sweep and left out
 REASONS = {
-    "LTXVideoTransformer3DModel": "takes num_frames, height and width as Python ints beside "
-    "packed latents: a trace fixes them (a contract with those as graph inputs is not written)",
     "AutoencoderKLTemporalDecoder": "decode takes num_frames as a Python int (frames folded "
     "into the batch): the VAE contract has no such argument",
     "TransformerTemporalModel": "frames folded into the batch with num_frames a Python int",
     "ControlNetUnionModel": "forward requires control_type and control_type_idx, which the "
     "controlnet contract does not fill",
     "ControlNetXSAdapter": "an adapter driven by UNetControlNetXSModel, not called alone",
-    "HunyuanDiT2DModel": "needs the second text encoder's states (encoder_hidden_states_t5) and "
-    "both text masks, optional in its signature; the transformer contract does not fill them",
-    "HunyuanVideo15Transformer3DModel": "needs encoder_hidden_states_2 (its ByT5 text states), "
-    "optional in its signature",
-    "WanVACETransformer3DModel": "needs control_hidden_states, optional in its signature",
-    "WanAnimateTransformer3DModel": "needs pose_hidden_states and face_pixel_values",
-    "HiDreamImageTransformer2DModel": "its conditioning arguments (timesteps, "
-    "encoder_hidden_states_t5, encoder_hidden_states_llama3, pooled_embeds) are outside the "
-    "contract's table",
     "BriaFiboTransformer2DModel": "needs text_encoder_layers (a list of tensors)",
-    "EasyAnimateTransformer3DModel": PYTORCH_FAILS.format("AssertionError"),
-    "BriaFibo2Transformer2DModel": PYTORCH_FAILS.format("a permute of a 3-D tensor"),
-    "AutoencoderKLHunyuanVideo15": PYTORCH_FAILS.format("a broadcast error"),
+    "EasyAnimateTransformer3DModel": "its rotary grid is cropped by Python arithmetic on the "
+    "latent size (int(round(...)), a branch on the aspect ratio): the trace holds only for some "
+    "heights and widths",
+    "BriaFibo2Transformer2DModel": "its Perceiver's gist-token count is computed in Python "
+    "from each prompt's length (a list over the batch): a trace fixes the batch and the prompt "
+    "length",
     "AutoencoderKLQwenImage21": "no small config found in the time given (its channel and "
     "patch constraints)",
     "AutoencoderKLAllegro": "diffusers itself refuses: encoding without tiling is not implemented",
@@ -37,14 +28,65 @@ REASONS = {
     "graph to compare",
     "Ideogram4PromptEnhancerHead": "a prompt-enhancer head, no diffusion component",
     "AutoencoderRAE": "its encoder is a pretrained DINOv2 loaded by name (network)",
-    "UNetMotionModel": PYTORCH_FAILS.format("a cross-attention size mismatch"),
-    "Kandinsky3UNet": PYTORCH_FAILS.format("a norm's scale of another width"),
     "MotionAdapter": "holds UNetMotionModel's motion modules; its own forward does nothing",
     "T2IAdapter": "its forward returns a bare list of features: the contract names a dataclass's "
     "fields, and a list without a field has no name there",
     "MultiAdapter": "a list of T2IAdapters, built from models, not from a config",
     "Kandinsky6SRTransformer3DModel": "no small config written (its sparse 'nabla' attention "
     "windows)",
+    # looked at for the argument rules (mobius/diffusers/argument_rules.py) and left out
+    "HunyuanDiT2DModel": "needs a second prompt (encoder_hidden_states_t5) and both prompts' "
+    "masks, a style index into a one-entry table, and image_rotary_emb, a table its pipeline "
+    "computes for the latent grid; not written",
+    "HunyuanDiT2DControlNetModel": "the same arguments as HunyuanDiT2DModel; not written",
+    "HunyuanVideo15Transformer3DModel": "orders each prompt's valid tokens by boolean masks in a "
+    "Python loop over the batch (shapes that depend on the masks' values) and branches on "
+    "whether image_embeds are all zero",
+    "WanAnimateTransformer3DModel": "pose latents one frame shorter than the video and face "
+    "pixels at the face encoder's own size, encoded in chunks of motion_encode_batch_size "
+    "frames by a Python loop; not written",
+    "HiDreamImageTransformer2DModel": "patchifies square and non-square latents differently (a "
+    "branch on height == width), takes two prompts of their own lengths and routes tokens to "
+    "experts; not written",
+    "AutoencoderKLHunyuanVideo15": "its causal attention mask is filled by a Python loop over "
+    "every latent token (frames x height x width), and its shape, [batch, tokens, tokens] "
+    "against [batch, 1, tokens, channels], makes PyTorch itself fail at a batch above 1",
+    "QwenImageTransformer2DModel": "img_shapes (the latent grid, Python ints) and int() of the "
+    "prompt length cut its rotary table: a trace would fix both the grid and the prompt length",
+    "QwenImageControlNetModel": "img_shapes and the prompt length cut its rotary table as "
+    "QwenImageTransformer2DModel's do",
+    "QwenImage21Transformer2DModel": "builds its rotary positions in Python from img_shapes "
+    "(ints) and img_mask.tolist() (the mask's values): a trace fixes the grid and the layout",
+    "NucleusMoEImageTransformer2DModel": "img_shapes (Python ints) and int() of the prompt "
+    "length cut its rotary table as QwenImageTransformer2DModel's do",
+    "JoyImageEditPlusTransformer3DModel": "shape_list, one list of (t, h, w) grids per batch "
+    "row, drives a Python loop over the batch that builds its rotary tables",
+    "ZImageTransformer2DModel": "x and cap_feats are Python lists of per-sample tensors, each "
+    "of its own size, patchified in a loop over the list (the batch is a list's length)",
+    "ZImageControlNetModel": "x, cap_feats and control_context are Python lists of per-sample "
+    "tensors, as ZImageTransformer2DModel's",
+    "Kandinsky6SRLatentUpscalerBank": "scale, a Python int, picks one upscaler of the bank: "
+    "a graph per scale would be needed, and no contract of several graphs per scale is written",
+    "CosmosControlNetModel": "its forward resizes padding_mask with torchvision, which this "
+    "environment lacks (PyTorch's own forward fails: 'transforms' is not defined)",
+    "OmniGenTransformer2DModel": "input_img_latents (a list of image latents) and "
+    "input_image_sizes (a dict of each sample's token spans): Python structures per batch row",
+    "GlmImageTransformer2DModel": "prior_token_drop zeroes prior embeddings by boolean-mask "
+    "indexing, and the prior tokens number the patches of unpacked latents (an axis the "
+    "product of height and width); not written",
+    "AutoencoderKLMiniMaxH3": "no small config found in the time given: clip_length, "
+    "token_drop and the temporal ratios must agree (it encodes and decodes in a Python loop "
+    "over clips, cross-fading their overlaps)",
+    "LTX2VideoDiffusionDecoderModel": "decodes by sampling (a generator and "
+    "num_inference_steps): no deterministic graph to compare",
+    "HunyuanVideoFramepackTransformer3DModel": "at batch 1 it cuts the prompt to its unpadded "
+    "length (a shape from the mask's values), at other batches it builds the attention mask in a "
+    "Python loop over the batch",
+    "LuminaNextDiT2DModel": "its patch embedder builds [(height, width)] * batch_size, a Python "
+    "list as long as the batch (a trace fixes the batch), and image_rotary_emb is a complex table "
+    "its pipeline recomputes per step from the resolution and the timestep",
+    "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "
+    "causal block mask, and it takes a KV cache",
 }
 AUDIO_CLASSES = (
     "AceStepAudioTokenDetokenizer", "AceStepAudioTokenizer", "AudioLDM2ProjectionModel",
@@ -103,4 +145,11 @@ NOTES = [
     "index error), recorded as a `length-bound` fallback.",
     "LatteTransformer3DModel adds a temporal position table of `video_length` frames: PyTorch "
     "itself takes no other count, so the sweep feeds that count.",
+    "Classes under argument rules (`mobius/diffusers/argument_rules.py`, configs in "
+    "`mobius/testing/diffusers_configs_shaped.py`) were run on 2026-12-07 at a load of 2-5 on 2 "
+    "cores. UniDiffuserModel's text length and latent size are static (one position table spans "
+    "`num_text_tokens` text tokens and the `sample_size` latent's patches): those dimensions are "
+    "the config's in the graph, not fixed by the trace. Related axes are fed as the pipelines "
+    "relate them: `batch_frames` = batch x frames, `text_and_image_length` = text + patch tokens, "
+    "`patch_count` = (height / p) x (width / p), `sequence_length_2` = text + 3.",
 ]

@@ -209,6 +209,20 @@ def reshape(ctx: LoweringContext, node: torch.fx.Node):
     return ctx.op.Reshape(ctx.value(node.args[0]), ctx.ints([*node.args[1], 2]))
 
 
+@complex_lowers(aten.flatten)
+def flatten(ctx: LoweringContext, node: torch.fx.Node):
+    """Axes ``start`` to ``end`` of the complex shape as one: a reshape to the leading sizes, -1,
+    then the trailing sizes with the axis of 2 (read from the input's shape, so dynamic)."""
+    x = node.args[0]
+    rank = ctx.rank(x)
+    start = (node.args[1] if len(node.args) > 1 else 0) % max(rank, 1)
+    end = (node.args[2] if len(node.args) > 2 else -1) % max(rank, 1)
+    value = ctx.value(x)
+    head = ctx.op.Shape(value, start=0, end=start)
+    tail = ctx.op.Shape(value, start=end + 1)
+    return ctx.op.Reshape(value, ctx.op.Concat(head, ctx.ints([-1]), tail, axis=0))
+
+
 @complex_lowers(aten.expand, aten.broadcast_to)
 def expand(ctx: LoweringContext, node: torch.fx.Node):
     sizes = [1 if isinstance(s, int) and s == -1 else s for s in node.args[1]]

@@ -1,4 +1,5 @@
-"""2-D pooling over windows: MaxPool, AveragePool, and adaptive average pooling to one cell."""
+"""Pooling over windows: MaxPool, AveragePool (2-D, and 3-D without ceil_mode or a divisor), and
+adaptive average pooling to a grid."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def _max_pool_ceil(ctx: LoweringContext, node: torch.fx.Node, dilations: list[in
     return ctx.op.MaxPool(padded, kernel_shape=window["kernel_shape"], strides=window["strides"])
 
 
-@lowers(aten.avg_pool2d)
+@lowers(aten.avg_pool2d, aten.avg_pool3d)
 def avg_pool(ctx: LoweringContext, node: torch.fx.Node):
     args = list(node.args) + [None] * 7
     ceil_mode, count_include_pad, divisor = args[4], args[5], args[6]
@@ -171,14 +172,18 @@ def _avg_pool_ceil_dynamic(ctx: LoweringContext, node: torch.fx.Node, divisor):
 def adaptive_avg_pool(ctx: LoweringContext, node: torch.fx.Node):
     """To one cell per channel (``AdaptiveAvgPool2d(1)``, the usual classifier pooling), or to a
     grid over a static image: one AveragePool where the grid divides it, else each cell's
-    rows and then columns averaged (torch's overlapping cells)."""
+    rows and then columns averaged (torch's overlapping cells); over a dynamic image, each axis
+    by a matrix of torch's cells (``_cell_weights``)."""
     size = node.args[1]
     sizes = list(size) if isinstance(size, (list, tuple)) else [size, size]
     if all(s == 1 for s in sizes):
         return ctx.op.GlobalAveragePool(ctx.value(node.args[0]))
     shape = list(node.args[0].meta["val"].shape)[-2:]
     if not all(isinstance(d, int) for d in shape):
-        raise NotImplementedError(f"adaptive average pooling to {size} of a dynamic image size")
+        x, dtype = ctx.value(node.args[0]), ctx.out_dtype(node)
+        rows = ctx.op.MatMul(_cell_weights(ctx, x, 2, sizes[0], dtype), x)
+        columns = _cell_weights(ctx, x, 3, sizes[1], dtype)
+        return ctx.op.MatMul(rows, ctx.op.Transpose(columns, perm=[1, 0]))
     if all(d % s == 0 for d, s in zip(shape, sizes, strict=True)):  # whole windows side by side
         kernel = [d // s for d, s in zip(shape, sizes, strict=True)]
         return ctx.op.AveragePool(ctx.value(node.args[0]), kernel_shape=kernel, strides=kernel)
@@ -192,3 +197,26 @@ def adaptive_avg_pool(ctx: LoweringContext, node: torch.fx.Node):
             parts.append(ctx.op.ReduceMean(part, ctx.ints([axis]), keepdims=1))
         out = ctx.op.Concat(*parts, axis=axis)
     return out
+
+
+def _cell_weights(ctx: LoweringContext, x: ir.Value, axis: int, cells: int, dtype) -> ir.Value:
+    """``[cells, length]``: row i averages torch's cell i of ``x``'s dynamic axis ``axis``,
+    positions ``floor(i * length / cells)`` to ``ceil((i + 1) * length / cells)`` (exclusive)."""
+    length = ctx.op.Shape(x, start=axis, end=axis + 1)
+    index = ctx.constant([[i] for i in range(cells)], torch.int64)
+    count = ctx.constant([cells])
+    start = ctx.op.Div(ctx.op.Mul(index, length), count)
+    end = ctx.op.Div(
+        ctx.op.Add(
+            ctx.op.Mul(ctx.op.Add(index, ctx.constant([1])), length), ctx.constant([cells - 1])
+        ),
+        count,
+    )
+    positions = ctx.op.Range(
+        ctx.constant(0), ctx.op.Squeeze(length, ctx.constant([0])), ctx.constant(1)
+    )
+    inside = ctx.op.And(
+        ctx.op.GreaterOrEqual(positions, start), ctx.op.Less(positions, end)
+    )  # [cells, length] by broadcasting
+    width = ctx.cast(ctx.op.Sub(end, start), dtype)
+    return ctx.op.Div(ctx.cast(inside, dtype), width)

@@ -15,6 +15,7 @@ import onnx_ir as ir
 import torch
 
 from mobius import failures
+from mobius.diffusers import argument_rules
 from mobius.diffusers import tasks as dt
 from mobius.diffusers.config import architecture, class_name, model_class
 from mobius.errors import ConfigError, UnsupportedError
@@ -54,6 +55,10 @@ def component_tasks(name: str) -> list[Task]:
         from mobius.diffusers.transformers2d import CONTROLNET
 
         return [CONTROLNET]
+    if argument_rules.ruled(cls):  # arguments beyond the transformer table: the generic contract
+        from mobius.diffusers.generic import forward_task
+
+        return [forward_task(cls)]
     try:
         return [transformer_task(cls)]
     except UnsupportedError:  # an argument outside the transformer table: the class's forward

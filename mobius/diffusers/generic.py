@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from mobius.diffusers import argument_rules
 from mobius.diffusers.tasks import (
     FRAMES,
     HEIGHT,
@@ -82,6 +83,9 @@ def _added_time_ids(cfg: Any) -> TensorSpec | None:
 def argument_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:
     """The graph input for ``cls.forward``'s argument ``name``, or None when the config gives no
     size for it."""
+    ruled = argument_rules.rule_spec(name, cfg, cls)  # a class's own argument (argument_rules.py)
+    if ruled is not None:
+        return ruled
     layout = sample_layout(cls)
     channels = cfg.get("in_channels", 4)
     if name == "sample":
@@ -127,7 +131,7 @@ def argument_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:
 
 
 # optional in the signature, needed by the forward all the same
-NEEDED = {"Kandinsky3UNet": {"encoder_attention_mask"}}
+NEEDED = {"Kandinsky3UNet": {"encoder_attention_mask"}} | argument_rules.NEEDED
 
 
 def optional_args(cfg: Any, cls: type) -> set[str]:
@@ -193,6 +197,8 @@ class ForwardTask(DiffusersTask):
         for name, param in self._params():
             if param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
                 continue
+            if name in argument_rules.derived(self.cls):  # computed from the other inputs
+                continue
             required = param.default is inspect.Parameter.empty
             if name in NEEDED.get(self.cls.__name__, ()):
                 required = True
@@ -212,7 +218,7 @@ class ForwardTask(DiffusersTask):
         return {n for n, p in self._params() if p.default is not inspect.Parameter.empty}
 
     def _call_model(self, model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
-        kwargs = dict(x)
+        kwargs = dict(x) | argument_rules.derive(self.cls, model.config, x)
         if "return_dict" in dict(self._params()):
             kwargs["return_dict"] = True
         output = model(**kwargs)
@@ -238,7 +244,7 @@ def forward_task(cls: type) -> ForwardTask:
         required = param.default is inspect.Parameter.empty and param.kind not in (
             param.VAR_KEYWORD, param.VAR_POSITIONAL,
         )  # fmt: skip
-        if required and name not in KNOWN:
+        if required and name not in KNOWN | argument_rules.ruled(cls):
             raise UnsupportedError(
                 f"mobius cannot size the diffusers class {cls.__name__}'s input '{name}' from "
                 "its config"

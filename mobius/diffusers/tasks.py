@@ -19,6 +19,10 @@ HEIGHT, WIDTH = "height", "width"
 IMAGE_SEQUENCE = "image_sequence_length"  # patch tokens of a transformer taking packed latents
 FRAMES = "num_frames"  # video latents: [batch, channels, frames, height, width]
 LENGTH = "sample_length"  # 1D latents: [batch, channels, length]
+TEXT_AND_IMAGE = "text_and_image_length"  # a prompt's tokens then the image's patch tokens
+BATCH_FRAMES = "batch_frames"  # frames folded into the batch: batch * num_frames rows
+SEQUENCE_2 = "sequence_length_2"  # a second text, of a length other than the first's
+PATCHES = "patch_count"  # one token per patch of unpacked latents: (height / p) * (width / p)
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
 EXAMPLE_SIZES = {
@@ -73,7 +77,10 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     """``sizes`` with the axes that follow others made to follow them as the config says: a
     ControlNet's conditioning image is the latents' size times 2 per stride-2 level of its
     conditioning embedding; frames are a multiple of a temporal patch (CogVideoX 1.5); latents
-    given as patch tokens number the patches of the image beside them (SD3.5 ControlNets)."""
+    given as patch tokens number the patches of the image beside them (SD3.5 ControlNets); a
+    joint sequence is the prompt then the patch tokens; frames folded into the batch number
+    batch times frames; a second text is 3 tokens longer than the first (any other length); a
+    token per patch of the latents numbers their patches."""
     out = dict(sizes)
     levels = (
         cfg.get("conditioning_embedding_out_channels")
@@ -85,9 +92,14 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     if cfg.get("use_pos_embed") is False:  # latents as patch tokens beside their image
         patch = cfg.get("patch_size", 2)
         out[IMAGE_SEQUENCE] = (sizes[HEIGHT] // patch) * (sizes[WIDTH] // patch)
+    out[TEXT_AND_IMAGE] = sizes[SEQUENCE] + out[IMAGE_SEQUENCE]
     step = cfg.get("patch_size_t")
     if isinstance(step, int) and step > 1:
         out[FRAMES] = -(-sizes[FRAMES] // step) * step
+    out[BATCH_FRAMES] = sizes[BATCH] * out[FRAMES]
+    out[SEQUENCE_2] = sizes[SEQUENCE] + 3
+    patch = cfg.get("patch_size") if isinstance(cfg.get("patch_size"), int) else 2
+    out[PATCHES] = (sizes[HEIGHT] // patch) * (sizes[WIDTH] // patch)
     return out
 
 

@@ -24,6 +24,7 @@ SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
 # by 1e-4 between any two implementations; UNet1D's Gaussian Fourier features take t in [0, 1]
 SIGMA_TIMESTEPS = (
     "FluxTransformer2DModel", "AuraFlowTransformer2DModel", "FluxControlNetModel", "UNet1DModel",
+    "Krea2Transformer2DModel", "Ideogram4Transformer2DModel", "BriaFibo2Transformer2DModel",
 )  # fmt: skip
 
 

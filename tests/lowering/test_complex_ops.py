@@ -60,6 +60,7 @@ CASES = [
     one("polar", lambda x: r(torch.polar(x.abs(), x))),
     one("reshape", lambda x: r(c(x).reshape(x.shape[0], -1, 2)).flatten(-2)),
     one("view_symbolic", lambda x: r(c(x).view(x.shape[0] * x.shape[1], 4, 4))),
+    one("flatten", lambda x: r(c(x).flatten(1, 2)).flatten(1)),
     one("transpose", lambda x: r(c(x).transpose(0, -1))),
     one("permute", lambda x: r(c(x).permute(2, 0, -1, 1))),
     one("expand", lambda x: r(c(x)[:, :, :1].expand(-1, -1, 3, -1))),

@@ -58,6 +58,18 @@ CASES = [
     ),
     static("avg_pool2d_divisor", lambda x: F.avg_pool2d(x, 3, 2, 1, divisor_override=5)),
     images("adaptive_avg_pool2d_to_one", lambda x: F.adaptive_avg_pool2d(x, 1)),
+    # over frames too (VidTok's temporal downsampling: a window of 3 frames, stride 2)
+    case(
+        "avg_pool3d_frames",
+        lambda x: F.avg_pool3d(x, (3, 1, 1), stride=(2, 1, 1)),
+        [randn(2, 3, 7, 4, 6)],
+        [{0: "b", 2: "f", 3: "h", 4: "w"}],
+        [randn(1, 3, 9, 5, 3)],
+    ),
+    # a dynamic image to a grid: overlapping cells (8x10 to 3x4), cells repeated (12x6 to 3x7:
+    # more cells than columns), as I2VGen-XL's image context embedding pools to 32x32
+    images("adaptive_avg_pool2d_dynamic", lambda x: F.adaptive_avg_pool2d(x, (3, 7))),
+    images("adaptive_avg_pool2d_dynamic_more", lambda x: F.adaptive_avg_pool2d(x, (5, 4))),
 ]
 
 

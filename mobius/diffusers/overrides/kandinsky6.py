@@ -1,4 +1,5 @@
-"""Kandinsky 6 SR VAE: one pass over the whole video instead of segments of 16 frames.
+"""Kandinsky 6: the SR VAE in one pass over the whole video instead of segments of 16 frames,
+and the transformer's rotary grid read from the positions' sizes, not int() of them.
 
 ``Kandinsky6SRVAE.encode``/``decode`` cut the video into segments of 16 (pixel) frames in a
 Python loop whose segment lengths are computed from the frame count, and its causal
@@ -52,5 +53,27 @@ def causal_conv_in_one(module: torch.nn.Module) -> None:
 def plain_conv(module: torch.nn.Module) -> None:
     def forward(self: Any, x: torch.Tensor) -> torch.Tensor:
         return torch.nn.Conv3d.forward(self, x)
+
+    module.forward = types.MethodType(forward, module)
+
+
+def rotary_grid_by_shape(module: torch.nn.Module) -> None:
+    # Kandinsky6RoPE3D reads the grid as `int(axis_pos.shape[0])` per axis: int() of a traced
+    # size fixes frames, height and width to the traced ones. The sizes themselves give the same
+    # table at every size (positions past max_pos fail as in PyTorch: an index past the table).
+    def forward(
+        self: Any, pos: tuple[torch.Tensor, ...], scale_factor: tuple[float, ...] = (1.0, 1.0, 1.0)
+    ) -> torch.Tensor:
+        grid = tuple(axis_pos.shape[0] for axis_pos in pos)  # frames, height, width
+        angles = [
+            (getattr(self, f"angles_{i}")[pos[i]] / scale_factor[i]).view(
+                *(grid[i] if j == i else 1 for j in range(3)), -1
+            ).expand(*grid, -1)
+            for i in range(3)
+        ]  # fmt: skip
+        angles = torch.cat(angles, dim=-1)
+        cos, sin = torch.cos(angles), torch.sin(angles)
+        rope = torch.stack([cos, -sin, sin, cos], dim=-1)
+        return rope.view(*rope.shape[:-1], 2, 2).unsqueeze(-4)
 
     module.forward = types.MethodType(forward, module)
