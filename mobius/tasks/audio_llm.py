@@ -15,16 +15,26 @@ The audio instance of the modality-encoder → embedding → decoder split (``mo
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
 
 from mobius.errors import UnsupportedError
 from mobius.sources.config import ArchitectureConfig
+from mobius.tasks.audio_inputs import (
+    AUDIO_CHUNKS,
+    AUDIO_CLIPS,
+    AUDIO_ROWS,
+    FRAMES,
+    MASKS,
+    PROMPTS,
+    ROW_MASK,
+    SAMPLES,
+    audio_inputs,
+    masks_rows,
+)
 from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
 from mobius.tasks.modality import Modality, place_features, scatter_features
-from mobius.tasks.phi4_multimodal import MODE
 from mobius.tasks.vlm import (
     IMAGE,
     IMAGE_TOKENS,
@@ -43,28 +53,20 @@ from mobius.tasks.vlm_inputs import own_image_features
 ASR = "automatic-speech-recognition"
 AUDIO_TEXT = "audio-text-to-text"
 AUDIO_TOKENS = "num_audio_tokens"
-FRAMES = "num_frames"
-SAMPLES = "num_samples"
-PROMPTS = "prompt_batch"  # MusicFlamingo's tower reads the prompts beside its clips
-AUDIO_ROWS = "num_audio_rows"  # Granite Speech's mask of the projector's rows per clip
 # the mappings transformers lists decoder-only speech LLMs in (none holds all of them)
 MAPPINGS = ("SPEECH_SEQ_2_SEQ", "MULTIMODAL_LM", "SEQ_TO_SEQ_CAUSAL_LM", "CAUSAL_LM")
 # example sizes: distinct from the base task's (2, 7, 4, 11) and each other (the image rows too:
 # the embedding graph of a model with both takes both)
-_SIZES = {AUDIO_TOKENS: 6, FRAMES: 200, SAMPLES: 3200, PROMPTS: 3, AUDIO_ROWS: 9, IMAGE_TOKENS: 8}
-# mask names the processors give beside input_features
-MASKS = (
-    "input_features_mask",
-    "feature_attention_mask",
-    "attention_mask",
-    "padding_mask",
-    "audio_attention_mask",
-)
-# the log-mel features under the processors' names (Phi-4-multimodal's: audio_input_features)
-FEATURES = ("input_features", "audio_input_features")
-# one count per clip: Phi-4-multimodal's audio tokens, dots.ocr-3's waveform samples per chunk
-PER_CLIP = ("audio_embed_sizes", "chunk_sample_lengths")
-ROW_MASK = "input_features_mask"
+_SIZES = {
+    AUDIO_TOKENS: 6,
+    FRAMES: 200,
+    SAMPLES: 3200,
+    PROMPTS: 3,
+    AUDIO_ROWS: 9,
+    IMAGE_TOKENS: 8,
+    AUDIO_CHUNKS: 10,
+    AUDIO_CLIPS: 12,
+}
 
 
 def model_class(hf: Any) -> type | None:
@@ -187,132 +189,6 @@ class _Auto:
 
         config = AutoConfig.from_pretrained(directory)
         return cls._cls(config).from_pretrained(directory, **kwargs)
-
-
-def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
-    """The features method's required arguments under their HF names: ``input_features``
-    ``[batch, mel, frames]`` (``[batch, frames, width]`` for towers configured by ``input_dim``;
-    frames fixed at ``2 * max_source_positions`` for Whisper-style towers, which check it), its
-    mask ``[batch, frames]``, and ``input_ids`` where the tower reads the prompt (MusicFlamingo)."""
-    hf = config.hf_config
-    audio = audio_config(hf)
-    params = _signature(hf)
-    frames: str | int = FRAMES
-    if isinstance(getattr(audio, "max_source_positions", None), int):
-        frames = 2 * audio.max_source_positions
-    _check_known(hf, params)  # before any input is shaped: the unknown argument is the reason
-    specs = []
-    for name, p in params.items():
-        if name == "self" or p.kind in _VARIADIC:
-            continue
-        if name in FEATURES:
-            dims = _feature_dims(audio, frames)
-            specs.append(TensorSpec(name, None, dims, multiple_of=_frame_multiple(audio)))
-        elif name == "input_values":  # raw waveform (OmniASR): [batch, 1, samples]
-            frames = SAMPLES
-            specs.append(TensorSpec(name, None, (BATCH, 1, SAMPLES)))
-        elif name in MASKS:
-            unit = specs[0].multiple_of if specs else 1
-            specs.append(TensorSpec(name, torch.int64, (BATCH, frames), multiple_of=unit))
-        elif name == "input_ids":  # the prompts, one per row: not one per clip (or window)
-            specs.append(TensorSpec(name, torch.int64, (PROMPTS, SEQUENCE)))
-        elif name in PER_CLIP:
-            specs.append(TensorSpec(name, torch.int64, (BATCH,)))
-        elif name == MODE:  # 1 where the call has images too (phi4_multimodal)
-            specs.append(TensorSpec(name, torch.int64, (1,)))
-    if not any(s.name in (*FEATURES, "input_values") for s in specs):  # (*args, **kwargs)
-        specs = [TensorSpec("input_features", None, _feature_dims(audio, frames))]
-    if masks_rows(hf):
-        specs.append(TensorSpec(ROW_MASK, torch.int64, (BATCH, AUDIO_ROWS)))
-    return specs
-
-
-_KNOWN = (*FEATURES, "input_values", "input_ids", *PER_CLIP, MODE, *MASKS)
-
-
-def _check_known(hf: Any, params: dict[str, inspect.Parameter]) -> None:
-    """Refuses a features method with a required argument the audio graph has no input for,
-    naming it."""
-    for name, p in params.items():
-        if name == "self" or p.kind in _VARIADIC or name in _KNOWN:
-            continue
-        if p.default is inspect.Parameter.empty:
-            raise UnsupportedError(
-                f"{hf.model_type}: the audio features method takes '{name}', which the audio "
-                "graph has no contract for"
-            )
-
-
-def masks_rows(hf: Any) -> bool:
-    """The forward keeps only the features method's output rows that ``input_features_mask``
-    marks (Granite Speech: the processor's ``[batch, rows]`` mask of each clip's projector rows),
-    a mask the features method itself does not take."""
-    cls = model_class(hf)
-    forward = inspect.signature(cls.forward).parameters if cls is not None else {}
-    return ROW_MASK in forward and ROW_MASK not in _signature(hf)
-
-
-def _frame_multiple(audio: Any) -> int:
-    """What the frame count must be a multiple of: towers that cut the frames into chunks of
-    ``2 * n_window`` (Qwen3-ASR); FastConformer towers under an ``asr_config`` that stack
-    ``subsampling_factor`` frames and refuse any other count (Nemotron 3.5 Transcribe)."""
-    if isinstance(getattr(audio, "n_window", None), int):
-        return 2 * audio.n_window
-    if getattr(audio, "asr_config", None) is not None:
-        return audio.subsampling_factor
-    return 1
-
-
-def _mel_first(audio: Any) -> bool:
-    """``input_features`` is ``[batch, mel, frames]`` (Whisper-style towers, by
-    ``num_mel_bins``; dots.ocr-3's by ``feature_size``), not ``[batch, frames, width]``
-    (``_frame_width``; FastConformer towers under an ``asr_config``: Nemotron 3.5 Transcribe)."""
-    has_width = any(isinstance(getattr(audio, n, None), int) for n in _WIDTHS)
-    has_width = has_width or getattr(audio, "asr_config", None) is not None
-    return _mel_bins(audio) is not None and not has_width
-
-
-def _mel_bins(audio: Any) -> int | None:
-    for name in ("num_mel_bins", "feature_size"):
-        if isinstance(getattr(audio, name, None), int):
-            return getattr(audio, name)
-    return None
-
-
-_WIDTHS = ("input_dim", "num_stacked_frames", "input_size")
-
-
-def _feature_dims(audio: Any, frames: str | int) -> tuple:
-    if _mel_first(audio):
-        return (BATCH, _mel_bins(audio), frames)
-    return (BATCH, frames, _frame_width(audio))
-
-
-def _frame_width(audio: Any) -> int:
-    """A frame's width where the features are ``[batch, frames, width]``: Granite Speech's
-    ``input_dim``; Phi-4-multimodal's conformer's ``input_size``; Fun-ASR-Nano's
-    ``num_mel_bins * num_stacked_frames`` (low-frame-rate stacking)."""
-    for name in ("input_dim", "input_size"):
-        if isinstance(getattr(audio, name, None), int):
-            return getattr(audio, name)
-    if getattr(audio, "asr_config", None) is not None:
-        return audio.asr_config.num_mel_bins
-    return audio.num_mel_bins * audio.num_stacked_frames
-
-
-def _signature(hf: Any) -> dict[str, inspect.Parameter]:
-    """The features method's parameters: the head's, or where it only forwards ``*args,
-    **kwargs`` (Voxtral, Granite Speech), the base model's under it."""
-    from transformers.models.auto.modeling_auto import MODEL_MAPPING
-
-    params = inspect.signature(_features_method(model_class(hf))).parameters
-    named = [p for n, p in params.items() if n != "self" and p.kind not in _VARIADIC]
-    if not named and type(hf) in MODEL_MAPPING:
-        params = inspect.signature(MODEL_MAPPING[type(hf)].get_audio_features).parameters
-    return dict(params)
-
-
-_VARIADIC = (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
 
 
 class _AudioGraph(Task):

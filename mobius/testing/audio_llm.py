@@ -45,7 +45,11 @@ AUDIO_OVERRIDES: dict[str, dict[str, Any]] = {
         "audio_token_id": 250,
     },
     "voxtral_realtime": {"audio_token_id": 250},
-    "moss_transcribe_diarize": {"audio_config": {"max_source_positions": 32, "num_mel_bins": 16}},
+    # MOSS Transcribe's windows: 64 frames of 160 samples (30 s of 480000 in the real config)
+    "moss_transcribe_diarize": {
+        "audio_config": {"max_source_positions": 32, "num_mel_bins": 16},
+        "audio_chunk_size": 64 * 160,
+    },
     "glmasr": {"audio_config": {"num_mel_bins": 16}},
     # Granite Speech's Q-Former projector reads the tower's hidden_dim as encoder_hidden_size
     # (1024 and 1024 in the real config; the shrink leaves 1024 and 1408): both 64
@@ -110,12 +114,15 @@ def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int =
     """Random log-mel clips in the audio graph's layout, one per entry of ``lengths`` (each a
     fraction of the window), with the mask the processor gives: real frames 1, padding 0."""
     from mobius.sources.config import from_hf
-    from mobius.tasks.audio_llm import AUDIO_ROWS, MASKS, _mel_first, audio_config, audio_inputs
+    from mobius.tasks.audio_inputs import AUDIO_ROWS, MASKS, _mel_first, audio_inputs, chunked
+    from mobius.tasks.audio_llm import audio_config
 
     specs = audio_inputs(from_hf(model.config))
     gen = torch.Generator().manual_seed(seed)
     if any(s.name == "input_values" for s in specs):
         return _waveforms(specs, lengths, gen)
+    if chunked(model.config):
+        return _windows(model, specs, CHUNKED_LENGTHS, gen)
     feature = next(s for s in specs if s.name == "input_features")
     mel_first = _mel_first(audio_config(model.config))
     width, frames = feature.dims[1:] if mel_first else feature.dims[:0:-1]
@@ -144,12 +151,61 @@ def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int =
 
 
 SAMPLES_PER_CHUNK = "chunk_sample_lengths"
+# clips of one and a half windows and of five eighths of one: 2 + 1 windows
+CHUNKED_LENGTHS = (1.5, 0.625)
+
+
+def _windows(model: Any, specs: list, lengths: tuple[float, ...], gen: torch.Generator) -> dict:
+    """MOSS Transcribe's processor layout: each clip (its length in windows) cut into windows of
+    ``audio_chunk_size`` samples, one row of log-mel features per window, zero past the clip's
+    end, with each window's frame mask (``input_features_mask``) and each clip's sample mask
+    (``padding_mask``)."""
+    from mobius.tasks.audio_inputs import SAMPLE_MASK
+
+    feature = next(s for s in specs if s.name == "input_features")
+    mel, frames = feature.dims[1:]
+    hop = model.config.audio_chunk_size // frames
+    clip_frames = [int(frames * fraction) for fraction in lengths]
+    rows, masks = [], []
+    for real in clip_frames:
+        for start in range(0, real, frames):
+            row = torch.randn((mel, frames), generator=gen)
+            mask = (torch.arange(frames) < real - start).to(torch.int64)
+            rows.append(row * mask)
+            masks.append(mask)
+    samples = torch.zeros((len(lengths), max(clip_frames) * hop), dtype=torch.int64)
+    for clip, real in enumerate(clip_frames):
+        samples[clip, : real * hop] = 1
+    return {
+        "input_features": torch.stack(rows),
+        "input_features_mask": torch.stack(masks),
+        SAMPLE_MASK: samples,
+    }
+
+
+def clip_inputs(model: Any, audio: dict) -> list[dict]:
+    """The audio inputs of each clip alone: its row of every input, or where the processor cuts
+    clips into windows (``chunked``), its windows' rows and its row of ``padding_mask``."""
+    from mobius.tasks.audio_inputs import SAMPLE_MASK, chunked
+
+    main = audio.get("input_features", audio.get("input_values"))
+    if not chunked(model.config):
+        return [{k: v[row : row + 1] for k, v in audio.items()} for row in range(len(main))]
+    size = model.config.audio_chunk_size
+    windows = [-(-int(n) // size) for n in audio[SAMPLE_MASK].sum(-1)]
+    clips, start = [], 0
+    for clip, count in enumerate(windows):
+        one = {k: v[start : start + count] for k, v in audio.items() if k != SAMPLE_MASK}
+        clips.append({**one, SAMPLE_MASK: audio[SAMPLE_MASK][clip : clip + 1]})
+        start += count
+    return clips
 
 
 def real_frames(model: Any, audio: dict) -> torch.Tensor:
     """``[batch, frames]``: 1 on each clip's real frames, by its mask (or, for dots.ocr-3, its
     ``chunk_sample_lengths``)."""
-    from mobius.tasks.audio_llm import MASKS, audio_config
+    from mobius.tasks.audio_inputs import MASKS
+    from mobius.tasks.audio_llm import audio_config
 
     mask = next((audio[n] for n in MASKS if n in audio), None)
     if mask is not None:
@@ -177,7 +233,7 @@ def _row_mask(model: Any, values: torch.Tensor, real_frames: list[int]) -> torch
 def _waveforms(specs: list, lengths: tuple[float, ...], gen: torch.Generator) -> dict:
     """Raw clips ``[batch, 1, samples]`` (0.2 s at 16 kHz), zero past each clip's length, and
     the mask the feature extractor gives (``padding_mask``: 1 on real samples)."""
-    from mobius.tasks.audio_llm import MASKS
+    from mobius.tasks.audio_inputs import MASKS
 
     samples = 3200
     values = torch.randn((len(lengths), 1, samples), generator=gen) * 0.3
@@ -194,16 +250,15 @@ def _waveforms(specs: list, lengths: tuple[float, ...], gen: torch.Generator) ->
 def features_per_clip(model: Any, audio: dict) -> list[int]:
     """How many audio tokens each clip makes: HF's features of each clip alone (for a tower that
     reads the prompt, which needs these counts first, its own output-length rule on the mask)."""
-    from mobius.tasks.audio_llm import MASKS, audio_features
+    from mobius.tasks.audio_inputs import MASKS
+    from mobius.tasks.audio_llm import audio_features
 
     if _reads_prompt(model):  # MusicFlamingo: (frames after the convolutions, after pooling)
         mask = next(audio[n] for n in MASKS if n in audio)
         lengths = model.model.audio_tower._get_feat_extract_output_lengths(mask.sum(-1))
         return [int(n) for n in lengths[-1]]
     counts = []
-    main = audio.get("input_features", audio.get("input_values"))
-    for row in range(len(main)):
-        one = {k: v[row : row + 1] for k, v in audio.items()}
+    for one in clip_inputs(model, audio):
         with torch.no_grad():
             counts.append(int(audio_features(model, one).shape[0]))
     return counts
@@ -212,7 +267,7 @@ def features_per_clip(model: Any, audio: dict) -> list[int]:
 def _reads_prompt(model: Any) -> bool:
     """The audio features method takes the prompts (``input_ids``) beside the clips."""
     from mobius.sources.config import from_hf
-    from mobius.tasks.audio_llm import audio_inputs
+    from mobius.tasks.audio_inputs import audio_inputs
 
     return any(s.name == "input_ids" for s in audio_inputs(from_hf(model.config)))
 
@@ -245,7 +300,7 @@ def audio_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dic
     from mobius.runtime.audio_llm import OnnxAudioLanguageModel
     from mobius.runtime.vlm import next_positions, sequence_positions
     from mobius.tasks.audio_llm import audio_features
-    from mobius.testing.vlm import hf_generate
+    from mobius.testing.vlm import _cache_of, hf_generate
     from mobius.verification.pairs import to_numpy
 
     runner = OnnxAudioLanguageModel(package)
@@ -268,7 +323,7 @@ def audio_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dic
             input_ids=step,
             attention_mask=step_mask,
             position_ids=step_positions,
-            past_key_values=first.past_key_values,
+            past_key_values=_cache_of(first),
             use_cache=True,
         )
     logits, cache = runner.decode(

@@ -276,9 +276,12 @@ def hf_generate(model: Any, inputs: dict, new_tokens: int) -> tuple[np.ndarray, 
 
 
 def _cache_of(out: Any) -> Any:
-    """The cache a forward returned (InstructBLIP's is in its language model's outputs)."""
+    """The cache a forward returned (InstructBLIP's is in its language model's outputs; MOSS
+    Transcribe's output names it ``cache``)."""
     inner = getattr(out, "language_model_outputs", None)
-    return (inner if inner is not None else out).past_key_values
+    out = inner if inner is not None else out
+    cache = getattr(out, "past_key_values", None)
+    return cache if cache is not None else getattr(out, "cache", None)
 
 
 def vlm_parity(

@@ -144,7 +144,8 @@ def test_per_clip_counts_are_audio_inputs_by_their_processor_names():
     """dots.ocr-3's features method takes each chunk's waveform samples (``chunk_sample_lengths``,
     its feature extractor's output): an int64 input per clip beside its mel-first features
     (``feature_size`` mel bins), in a package with its vision encoder."""
-    from mobius.tasks.audio_llm import audio_inputs, modalities
+    from mobius.tasks.audio_inputs import audio_inputs
+    from mobius.tasks.audio_llm import modalities
 
     arch = from_hf(tiny_config_for("dots3_note"))
     specs = {s.name: s for s in audio_inputs(arch)}
@@ -154,3 +155,17 @@ def test_per_clip_counts_are_audio_inputs_by_their_processor_names():
     assert specs["chunk_sample_lengths"].dtype == torch.int64
     assert specs["chunk_sample_lengths"].dims == ("batch",)
     assert [m.name for m in modalities(arch)] == ["image", "audio"]
+
+
+def test_windowed_clips_take_window_rows_and_a_sample_mask_per_clip():
+    """MOSS Transcribe's processor cuts each clip into windows (``audio_chunk_size`` samples):
+    features and their frame mask have one row per window, ``padding_mask`` (which the head's
+    features method forwards to the base model's) one row of raw samples per clip."""
+    from mobius.tasks.audio_inputs import audio_inputs
+
+    specs = {s.name: s for s in audio_inputs(from_hf(tiny_config_for("moss_transcribe_diarize")))}
+    assert list(specs) == ["input_features", "input_features_mask", "padding_mask"]
+    assert specs["input_features"].dims[0] == specs["input_features_mask"].dims[0]
+    assert specs["input_features"].dims[0] == "audio_chunks"
+    assert specs["padding_mask"].dims == ("audio_clips", "num_samples")
+    assert specs["padding_mask"].dtype == torch.int64
