@@ -48,10 +48,9 @@ REASONS = {
 }
 AUDIO_CLASSES = (
     "AceStepAudioTokenDetokenizer", "AceStepAudioTokenizer", "AudioLDM2ProjectionModel",
-    "AutoencoderKLKVAEAudio", "AutoencoderKLLTX2Audio", "AutoencoderKLMiniMaxH3Audio",
-    "AutoencoderOobleck", "AutoencoderSAME", "Cosmos3AVAEAudioTokenizer", "LongCatAudioDiTVae",
-    "LongCatAudioDiTTransformer", "MMAudioVAE", "MiniMaxMusic3ConditionEncoder",
-    "MiniMaxMusic3Transformer1DModel", "StableAudioDiTModel", "StableAudioProjectionModel",
+    "AutoencoderKLLTX2Audio", "Cosmos3AVAEAudioTokenizer", "LongCatAudioDiTTransformer",
+    "MMAudioVAE", "MiniMaxMusic3ConditionEncoder", "MiniMaxMusic3Transformer1DModel",
+    "StableAudioDiTModel", "StableAudioProjectionModel",
 )  # fmt: skip
 
 

@@ -1,0 +1,92 @@
+"""Audio classes: VAEs over waveforms, and the forward arguments of audio models whose sizes the
+config gives under keys of their own.
+
+Audio latents are one-dimensional, ``[batch, channels, sample_length]`` (``LENGTH``, the axis
+UNet1D's latents have): a waveform VAE's ``vae_encoder`` takes ``sample`` ``[batch,
+audio_channels, sample_length]`` and its ``vae_decoder`` takes ``latent_sample`` ``[batch,
+latent_channels, sample_length]``, the length axis named alike on both sides as image VAEs name
+height and width alike. Each class is a row of a table: where its config keeps the channel
+counts, and how its encoder gives the latent distribution's parameters (CONTRACTS.md: mean and
+log-variance concatenated on channels) or its latents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from mobius.diffusers.tasks import (
+    LENGTH,
+    DiffusersTask,
+    call_vae_decoder,
+    call_vae_encoder,
+)
+from mobius.tasks.base import BATCH, TensorSpec
+
+FLOAT = None  # the model's dtype
+Encode = Callable[[torch.nn.Module, dict[str, torch.Tensor]], tuple]
+
+
+def _mean_latents(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
+    """LongCat's encoder samples its posterior unless told not to: the mean, scaled as the
+    encoder scales its latents."""
+    return (model.encode(x["sample"], sample_posterior=False).latents,)
+
+
+def _mean_and_log_std(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
+    """MiniMax-H3's posterior keeps the mean and the log standard deviation: the log-variance
+    is twice the latter."""
+    dist = model.encode(x["sample"]).latent_dist
+    return (torch.cat([dist.mean, 2 * dist.logs], dim=1),)
+
+
+@dataclass(frozen=True)
+class AudioVae:
+    """Where a waveform VAE's config keeps its audio and latent channel counts, and its
+    encoder's call (the generic one by default)."""
+
+    audio_channels: Callable[[Any], int]
+    latent_channels: Callable[[Any], int]
+    encode: Encode = call_vae_encoder
+    latent_output: str = "latent_parameters"
+
+
+def _key(name: str, default: int) -> Callable[[Any], int]:
+    return lambda cfg: cfg.get(name, default)
+
+
+AUDIO_VAES = {
+    "AutoencoderOobleck": AudioVae(_key("audio_channels", 2), _key("decoder_input_channels", 64)),
+    "AutoencoderKLKVAEAudio": AudioVae(_key("num_channels", 1), _key("codebook_dim", 64)),
+    "LongCatAudioDiTVae": AudioVae(
+        _key("in_channels", 1), _key("latent_dim", 64), _mean_latents, "latents"
+    ),
+    "AutoencoderKLMiniMaxH3Audio": AudioVae(
+        lambda cfg: 1, _key("latent_channels", 32), _mean_and_log_std
+    ),
+    "AutoencoderSAME": AudioVae(
+        _key("audio_channels", 2), _key("latent_dim", 256), latent_output="latents"
+    ),  # fmt: skip
+}
+
+
+def audio_vae_tasks(name: str) -> list[DiffusersTask] | None:
+    """The ``vae_encoder`` and ``vae_decoder`` graphs of audio VAE ``name``, or None when
+    ``name`` is no audio VAE of the table."""
+    vae = AUDIO_VAES.get(name)
+    if vae is None:
+        return None
+
+    def encoder_inputs(cfg: Any) -> list[TensorSpec]:
+        return [TensorSpec("sample", FLOAT, (BATCH, vae.audio_channels(cfg), LENGTH))]
+
+    def decoder_inputs(cfg: Any) -> list[TensorSpec]:
+        return [TensorSpec("latent_sample", FLOAT, (BATCH, vae.latent_channels(cfg), LENGTH))]
+
+    return [
+        DiffusersTask("vae_encoder", encoder_inputs, vae.encode, (vae.latent_output,)),
+        DiffusersTask("vae_decoder", decoder_inputs, call_vae_decoder, ("sample",)),
+    ]

@@ -1,0 +1,33 @@
+"""Small configs for the diffusers audio classes: VAEs and vocoders over waveforms or mel
+spectrograms, and diffusion transformers over audio latents ``[batch, channels, length]``.
+
+Strides multiply to 8 at most, so that the traced length (40) and the sweep's (64, 96) are all
+whole numbers of latent frames.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# fmt: off
+AUDIO_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
+    ("AutoencoderOobleck", "AutoencoderOobleck",
+     {"encoder_hidden_size": 8, "downsampling_ratios": [2, 4], "channel_multiples": [1, 2],
+      "decoder_channels": 8, "decoder_input_channels": 4, "audio_channels": 2}),
+    ("AutoencoderKLKVAEAudio", "AutoencoderKLKVAEAudio",
+     {"encoder_dim": 4, "encoder_rates": [2, 4], "latent_dim": 16, "codebook_dim": 4,
+      "decoder_dim": 16, "decoder_rates": [4, 2], "num_channels": 1, "attn_num_heads": 2}),
+    ("LongCatAudioDiTVae", "LongCatAudioDiTVae",
+     {"in_channels": 1, "channels": 4, "c_mults": [1, 2], "strides": [2, 4], "latent_dim": 4,
+      "encoder_latent_dim": 8, "downsampling_ratio": 8}),
+    ("AutoencoderKLMiniMaxH3Audio", "AutoencoderKLMiniMaxH3Audio",
+     {"encoder_dim": 4, "encoder_rates": (2, 4), "latent_dim": 16, "latent_channels": 4,
+      "num_attention_heads": 2, "decoder_dim": 16, "decoder_rates": (4, 2),
+      "decoder_kernel_sizes": (8, 4), "resblock_kernel_sizes": (3,),
+      "resblock_dilation_sizes": ((1, 3),)}),
+    ("AutoencoderSAME", "AutoencoderSAME",
+     {"audio_channels": 2, "patch_size": 4, "encoder_channels": 8, "encoder_c_mults": (2,),
+      "encoder_strides": (2,), "encoder_transformer_depths": (1,), "latent_dim": 4,
+      "dim_heads": 8, "ff_mult": 2}),
+]
+# fmt: on
