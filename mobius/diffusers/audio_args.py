@@ -73,9 +73,14 @@ AUDIO_VAES = {
 }
 
 
-def audio_vae_tasks(name: str) -> list[DiffusersTask] | None:
-    """The ``vae_encoder`` and ``vae_decoder`` graphs of audio VAE ``name``, or None when
-    ``name`` is no audio VAE of the table."""
+def audio_tasks(name: str, cls: type) -> list[DiffusersTask] | None:
+    """The graphs of audio class ``name``: a VAE's ``vae_encoder`` and ``vae_decoder``, or the
+    generic contract's one graph for a class with an argument rule below (the transformer table
+    would read its latents as an image); None for any other class."""
+    if any(owner == name for owner, _ in ARGUMENT_RULES):
+        from mobius.diffusers.generic import forward_task
+
+        return [forward_task(cls)]
     vae = AUDIO_VAES.get(name)
     if vae is None:
         return None
@@ -90,3 +95,41 @@ def audio_vae_tasks(name: str) -> list[DiffusersTask] | None:
         DiffusersTask("vae_encoder", encoder_inputs, vae.encode, (vae.latent_output,)),
         DiffusersTask("vae_decoder", decoder_inputs, call_vae_decoder, ("sample",)),
     ]
+
+
+# --- forward arguments the config sizes under keys of its own ---------------------------------
+
+Rule = Callable[[Any], TensorSpec]
+
+
+def _channels_by_length(name: str, key: str, default: int) -> Rule:
+    """``[batch, cfg[key], sample_length]``: audio latents or a mel spectrogram."""
+    return lambda cfg: TensorSpec(name, FLOAT, (BATCH, cfg.get(key, default), LENGTH))
+
+
+def _frames_by_width(name: str, width: Callable[[Any], int]) -> Rule:
+    """``[batch, sample_length, width]``: one feature vector per latent frame."""
+    return lambda cfg: TensorSpec(name, FLOAT, (BATCH, LENGTH, width(cfg)))
+
+
+ARGUMENT_RULES: dict[tuple[str, str], Rule] = {
+    ("MMAudioVocoder", "mel"): _channels_by_length("mel", "num_mels", 128),
+    ("MiniMaxMusic3Vocoder", "latents"): _channels_by_length("latents", "latent_channels", 128),
+    # conditioning aligned frame by frame with the latents
+    ("MiniMaxMusic3Transformer1DModel", "encoder_hidden_states"): _frames_by_width(
+        "encoder_hidden_states", lambda cfg: cfg.get("condition_dim", 2048)
+    ),
+    # the autoregressive stage's hidden states of every condition layer, concatenated
+    ("MiniMaxMusic3ConditionEncoder", "hidden_states"): _frames_by_width(
+        "hidden_states",
+        lambda cfg: cfg.get("num_condition_layers", 8) * cfg.get("condition_hidden_dim", 4096),
+    ),
+    ("StableAudio3DurationEmbedder", "seconds"): lambda cfg: TensorSpec(
+        "seconds", torch.float32, (BATCH,)
+    ),
+}
+
+
+def argument_rule(cls: type, name: str) -> Rule | None:
+    """The rule sizing ``cls.forward``'s argument ``name`` from the config, or None."""
+    return ARGUMENT_RULES.get((cls.__name__, name))

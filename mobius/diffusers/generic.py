@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from mobius.diffusers.audio_args import argument_rule
 from mobius.diffusers.tasks import (
     FRAMES,
     HEIGHT,
@@ -82,6 +83,8 @@ def _added_time_ids(cfg: Any) -> TensorSpec | None:
 def argument_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:
     """The graph input for ``cls.forward``'s argument ``name``, or None when the config gives no
     size for it."""
+    if (rule := argument_rule(cls, name)) is not None:  # audio models (audio_args.py)
+        return rule(cfg)
     layout = sample_layout(cls)
     channels = cfg.get("in_channels", 4)
     if name == "sample":
@@ -238,7 +241,7 @@ def forward_task(cls: type) -> ForwardTask:
         required = param.default is inspect.Parameter.empty and param.kind not in (
             param.VAR_KEYWORD, param.VAR_POSITIONAL,
         )  # fmt: skip
-        if required and name not in KNOWN:
+        if required and name not in KNOWN and argument_rule(cls, name) is None:
             raise UnsupportedError(
                 f"mobius cannot size the diffusers class {cls.__name__}'s input '{name}' from "
                 "its config"

@@ -29,5 +29,17 @@ AUDIO_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
      {"audio_channels": 2, "patch_size": 4, "encoder_channels": 8, "encoder_c_mults": (2,),
       "encoder_strides": (2,), "encoder_transformer_depths": (1,), "latent_dim": 4,
       "dim_heads": 8, "ff_mult": 2}),
+    ("MMAudioVocoder", "MMAudioVocoder",
+     {"num_mels": 8, "upsample_initial_channel": 16, "upsample_rates": (2, 2),
+      "upsample_kernel_sizes": (4, 4), "resblock_kernel_sizes": (3,),
+      "resblock_dilation_sizes": ((1, 3),)}),
+    ("MiniMaxMusic3Vocoder", "MiniMaxMusic3Vocoder",
+     {"latent_channels": 8, "decoder_input_dim": 8, "decoder_hidden_dim": 16,
+      "upsampling_ratios": (2, 2)}),
+    ("MiniMaxMusic3Transformer1DModel", "MiniMaxMusic3Transformer1DModel",
+     {"in_channels": 4, "condition_dim": 6, "num_layers": 1, "num_attention_heads": 2,
+      "attention_head_dim": 8, "ff_inner_dim": 32, "rotary_dim": 4, "fourier_embedding_dim": 16}),
+    ("StableAudio3DurationEmbedder", "StableAudio3DurationEmbedder",
+     {"output_dim": 8, "fourier_dim": 8}),
 ]
 # fmt: on
