@@ -51,8 +51,7 @@ REASONS = {
 }
 AUDIO_CLASSES = (
     "AceStepAudioTokenDetokenizer", "AceStepAudioTokenizer", "AudioLDM2ProjectionModel",
-    "AutoencoderKLLTX2Audio", "Cosmos3AVAEAudioTokenizer", "LongCatAudioDiTTransformer",
-    "MMAudioVAE", "StableAudioDiTModel", "StableAudioProjectionModel",
+    "AutoencoderKLLTX2Audio", "Cosmos3AVAEAudioTokenizer", "MMAudioVAE", "StableAudioDiTModel", "StableAudioProjectionModel",
 )  # fmt: skip
 
 

@@ -24,7 +24,7 @@ from mobius.diffusers.tasks import (
     call_vae_decoder,
     call_vae_encoder,
 )
-from mobius.tasks.base import BATCH, TensorSpec
+from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
 FLOAT = None  # the model's dtype
 Encode = Callable[[torch.nn.Module, dict[str, torch.Tensor]], tuple]
@@ -112,6 +112,13 @@ def _frames_by_width(name: str, width: Callable[[Any], int]) -> Rule:
     return lambda cfg: TensorSpec(name, FLOAT, (BATCH, LENGTH, width(cfg)))
 
 
+def _text(key: str, default: int) -> Rule:
+    """``[batch, sequence_length, cfg[key]]``: a text encoder's states."""
+    return lambda cfg: TensorSpec(
+        "encoder_hidden_states", FLOAT, (BATCH, SEQUENCE, cfg.get(key, default))
+    )
+
+
 ARGUMENT_RULES: dict[tuple[str, str], Rule] = {
     ("MMAudioVocoder", "mel"): _channels_by_length("mel", "num_mels", 128),
     ("MiniMaxMusic3Vocoder", "latents"): _channels_by_length("latents", "latent_channels", 128),
@@ -127,6 +134,30 @@ ARGUMENT_RULES: dict[tuple[str, str], Rule] = {
     ("StableAudio3DurationEmbedder", "seconds"): lambda cfg: TensorSpec(
         "seconds", torch.float32, (BATCH,)
     ),
+    ("StableAudio3DiTModel", "hidden_states"): _channels_by_length(
+        "hidden_states", "io_channels", 256
+    ),
+    ("StableAudio3DiTModel", "encoder_hidden_states"): _text("cond_token_dim", 768),
+    ("StableAudio3DiTModel", "global_hidden_states"): lambda cfg: TensorSpec(
+        "global_hidden_states", FLOAT, (BATCH, cfg.get("global_cond_dim", 768))
+    ),
+    # LongCat's latents run frame by frame: [batch, sample_length, latent_dim]
+    ("LongCatAudioDiTTransformer", "hidden_states"): _frames_by_width(
+        "hidden_states", lambda cfg: cfg.get("latent_dim", 64)
+    ),
+    ("LongCatAudioDiTTransformer", "latent_cond"): _frames_by_width(
+        "latent_cond", lambda cfg: cfg.get("latent_dim", 64)
+    ),
+    ("LongCatAudioDiTTransformer", "attention_mask"): lambda cfg: TensorSpec(
+        "attention_mask", torch.bool, (BATCH, LENGTH)
+    ),
+    ("LongCatAudioDiTTransformer", "encoder_hidden_states"): _text("dit_text_dim", 768),
+}
+
+# optional forward arguments each class's pipeline always passes: graph inputs all the same
+PIPELINE_ARGUMENTS = {
+    "StableAudio3DiTModel": {"encoder_attention_mask"},
+    "LongCatAudioDiTTransformer": {"latent_cond", "attention_mask"},
 }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers.audio_args import argument_rule
+from mobius.diffusers.audio_args import PIPELINE_ARGUMENTS, argument_rule
 from mobius.diffusers.tasks import (
     FRAMES,
     HEIGHT,
@@ -130,7 +130,7 @@ def argument_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:
 
 
 # optional in the signature, needed by the forward all the same
-NEEDED = {"Kandinsky3UNet": {"encoder_attention_mask"}}
+NEEDED = {"Kandinsky3UNet": {"encoder_attention_mask"}, **PIPELINE_ARGUMENTS}
 
 
 def optional_args(cfg: Any, cls: type) -> set[str]:

@@ -41,5 +41,12 @@ AUDIO_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
       "attention_head_dim": 8, "ff_inner_dim": 32, "rotary_dim": 4, "fourier_embedding_dim": 16}),
     ("StableAudio3DurationEmbedder", "StableAudio3DurationEmbedder",
      {"output_dim": 8, "fourier_dim": 8}),
+    ("StableAudio3DiTModel", "StableAudio3DiTModel",
+     {"io_channels": 4, "embed_dim": 16, "depth": 1, "num_heads": 2, "cond_token_dim": 12,
+      "global_cond_dim": 10, "local_add_cond_dim": 5, "timestep_features_dim": 16,
+      "ff_mult": 2.0, "num_memory_tokens": 2}),
+    ("LongCatAudioDiTTransformer", "LongCatAudioDiTTransformer",
+     {"dit_dim": 16, "dit_depth": 2, "dit_heads": 2, "dit_text_dim": 12, "latent_dim": 4,
+      "ff_mult": 2.0}),
 ]
 # fmt: on
