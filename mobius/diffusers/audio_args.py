@@ -152,6 +152,23 @@ ARGUMENT_RULES: dict[tuple[str, str], Rule] = {
         "attention_mask", torch.bool, (BATCH, LENGTH)
     ),
     ("LongCatAudioDiTTransformer", "encoder_hidden_states"): _text("dit_text_dim", 768),
+    # ACE-Step: latents frame by frame beside the context latents (source latents and chunk
+    # masks) that fill the rest of in_channels; timestep_r is the flow's reference time
+    ("AceStepTransformer1DModel", "hidden_states"): _frames_by_width(
+        "hidden_states", lambda cfg: cfg.get("audio_acoustic_hidden_dim", 64)
+    ),
+    ("AceStepTransformer1DModel", "context_latents"): _frames_by_width(
+        "context_latents",
+        lambda cfg: cfg.get("in_channels", 192) - cfg.get("audio_acoustic_hidden_dim", 64),
+    ),
+    ("AceStepTransformer1DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
+        "encoder_hidden_states",
+        FLOAT,
+        (BATCH, SEQUENCE, cfg.get("encoder_hidden_size") or cfg.get("hidden_size", 2048)),
+    ),
+    ("AceStepTransformer1DModel", "timestep_r"): lambda cfg: TensorSpec(
+        "timestep_r", torch.float32, (BATCH,)
+    ),
 }
 
 # optional forward arguments each class's pipeline always passes: graph inputs all the same

@@ -48,5 +48,10 @@ AUDIO_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("LongCatAudioDiTTransformer", "LongCatAudioDiTTransformer",
      {"dit_dim": 16, "dit_depth": 2, "dit_heads": 2, "dit_text_dim": 12, "latent_dim": 4,
       "ff_mult": 2.0}),
+    ("AceStepTransformer1DModel", "AceStepTransformer1DModel",
+     {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
+      "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "in_channels": 12,
+      "audio_acoustic_hidden_dim": 4, "patch_size": 2, "sliding_window": 4,
+      "encoder_hidden_size": 12}),
 ]
 # fmt: on
