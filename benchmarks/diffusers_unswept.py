@@ -50,7 +50,7 @@ REASONS = {
     "arithmetic differs from the float at 238 frame counts below 2e6 (the first 9344)",
 }
 AUDIO_CLASSES = (
-    "AceStepAudioTokenDetokenizer", "AceStepAudioTokenizer", "AudioLDM2ProjectionModel",
+    "AudioLDM2ProjectionModel",
     "AutoencoderKLLTX2Audio", "Cosmos3AVAEAudioTokenizer", "MMAudioVAE", "StableAudioDiTModel", "StableAudioProjectionModel",
 )  # fmt: skip
 

@@ -169,6 +169,16 @@ ARGUMENT_RULES: dict[tuple[str, str], Rule] = {
     ("AceStepTransformer1DModel", "timestep_r"): lambda cfg: TensorSpec(
         "timestep_r", torch.float32, (BATCH,)
     ),
+    # ACE-Step's tokenizer takes the latents already cut into windows of pool_window_size
+    # frames, one token per window; its detokenizer takes the tokens
+    ("AceStepAudioTokenizer", "hidden_states"): lambda cfg: TensorSpec(
+        "hidden_states",
+        FLOAT,
+        (BATCH, LENGTH, cfg.get("pool_window_size", 5), cfg.get("audio_acoustic_hidden_dim", 64)),
+    ),
+    ("AceStepAudioTokenDetokenizer", "hidden_states"): _frames_by_width(
+        "hidden_states", lambda cfg: cfg.get("hidden_size", 2048)
+    ),
 }
 
 # optional forward arguments each class's pipeline always passes: graph inputs all the same

@@ -53,5 +53,14 @@ AUDIO_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
       "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "in_channels": 12,
       "audio_acoustic_hidden_dim": 4, "patch_size": 2, "sliding_window": 4,
       "encoder_hidden_size": 12}),
+    ("AceStepAudioTokenizer", "AceStepAudioTokenizer",
+     {"hidden_size": 16, "intermediate_size": 32, "audio_acoustic_hidden_dim": 4,
+      "pool_window_size": 5, "fsq_dim": 16, "fsq_input_levels": [8, 5, 5],
+      "fsq_input_num_quantizers": 2, "num_attention_pooler_hidden_layers": 2,
+      "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "sliding_window": 2}),
+    ("AceStepAudioTokenDetokenizer", "AceStepAudioTokenDetokenizer",
+     {"hidden_size": 16, "intermediate_size": 32, "audio_acoustic_hidden_dim": 4,
+      "pool_window_size": 5, "num_attention_pooler_hidden_layers": 2,
+      "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "sliding_window": 2}),
 ]
 # fmt: on
