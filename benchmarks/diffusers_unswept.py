@@ -51,7 +51,7 @@ REASONS = {
 }
 AUDIO_CLASSES = (
     "AudioLDM2ProjectionModel",
-    "AutoencoderKLLTX2Audio", "Cosmos3AVAEAudioTokenizer", "MMAudioVAE", "StableAudioDiTModel", "StableAudioProjectionModel",
+    "Cosmos3AVAEAudioTokenizer", "MMAudioVAE", "StableAudioDiTModel", "StableAudioProjectionModel",
 )  # fmt: skip
 
 

@@ -5,7 +5,8 @@ Audio latents are one-dimensional, ``[batch, channels, sample_length]`` (``LENGT
 UNet1D's latents have): a waveform VAE's ``vae_encoder`` takes ``sample`` ``[batch,
 audio_channels, sample_length]`` and its ``vae_decoder`` takes ``latent_sample`` ``[batch,
 latent_channels, sample_length]``, the length axis named alike on both sides as image VAEs name
-height and width alike. Each class is a row of a table: where its config keeps the channel
+height and width alike. A VAE over mel spectrograms (LTX-2's) adds a last axis of mel bins
+that its config fixes: ``[batch, channels, sample_length, mel_bins]``. Each class is a row of a table: where its config keeps the channel
 counts, and how its encoder gives the latent distribution's parameters (CONTRACTS.md: mean and
 log-variance concatenated on channels) or its latents.
 """
@@ -45,17 +46,25 @@ def _mean_and_log_std(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tup
 
 @dataclass(frozen=True)
 class AudioVae:
-    """Where a waveform VAE's config keeps its audio and latent channel counts, and its
-    encoder's call (the generic one by default)."""
+    """Where an audio VAE's config keeps its audio and latent channel counts, and its
+    encoder's call (the generic one by default). A VAE over mel spectrograms has a last axis
+    of mel bins, fixed by the config, in its audio and in its latents."""
 
     audio_channels: Callable[[Any], int]
     latent_channels: Callable[[Any], int]
     encode: Encode = call_vae_encoder
     latent_output: str = "latent_parameters"
+    mel_bins: Callable[[Any], tuple[int, int]] | None = None  # (audio's, latents')
 
 
 def _key(name: str, default: int) -> Callable[[Any], int]:
     return lambda cfg: cfg.get(name, default)
+
+
+def _ltx2_mel_bins(cfg: Any) -> tuple[int, int]:
+    """LTX-2's audio VAE halves the mel bins at each level but the last."""
+    bins = cfg.get("mel_bins") or 64
+    return bins, bins // 2 ** (len(cfg.get("ch_mult", (1, 2, 4))) - 1)
 
 
 AUDIO_VAES = {
@@ -85,11 +94,16 @@ def audio_tasks(name: str, cls: type) -> list[DiffusersTask] | None:
     if vae is None:
         return None
 
+    def bins(cfg: Any, side: int) -> tuple[int, ...]:
+        return (vae.mel_bins(cfg)[side],) if vae.mel_bins else ()
+
     def encoder_inputs(cfg: Any) -> list[TensorSpec]:
-        return [TensorSpec("sample", FLOAT, (BATCH, vae.audio_channels(cfg), LENGTH))]
+        dims = (BATCH, vae.audio_channels(cfg), LENGTH, *bins(cfg, 0))
+        return [TensorSpec("sample", FLOAT, dims)]
 
     def decoder_inputs(cfg: Any) -> list[TensorSpec]:
-        return [TensorSpec("latent_sample", FLOAT, (BATCH, vae.latent_channels(cfg), LENGTH))]
+        dims = (BATCH, vae.latent_channels(cfg), LENGTH, *bins(cfg, 1))
+        return [TensorSpec("latent_sample", FLOAT, dims)]
 
     return [
         DiffusersTask("vae_encoder", encoder_inputs, vae.encode, (vae.latent_output,)),
