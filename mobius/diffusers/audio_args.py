@@ -50,7 +50,7 @@ class AudioVae:
     encoder's call (the generic one by default). A VAE over mel spectrograms has a last axis
     of mel bins, fixed by the config, in its audio and in its latents."""
 
-    audio_channels: Callable[[Any], int]
+    audio_channels: Callable[[Any], int | None]  # None: mono audio without a channel axis
     latent_channels: Callable[[Any], int]
     encode: Encode = call_vae_encoder
     latent_output: str = "latent_parameters"
@@ -78,7 +78,18 @@ AUDIO_VAES = {
     ),
     "AutoencoderSAME": AudioVae(
         _key("audio_channels", 2), _key("latent_dim", 256), latent_output="latents"
-    ),  # fmt: skip
+    ),
+    # mel spectrograms [batch, channels, sample_length, mel_bins], time on the length axis
+    "AutoencoderKLLTX2Audio": AudioVae(
+        _key("in_channels", 2), _key("latent_channels", 8), mel_bins=_ltx2_mel_bins
+    ),
+    # STFT front ends (overrides/stft.py): Cosmos3 takes each stereo channel apart, MMAudio a
+    # mono waveform [batch, sample_length] and gives back a mel spectrogram
+    "Cosmos3AVAEAudioTokenizer": AudioVae(
+        lambda cfg: cfg.get("input_channels", 1) * (2 if cfg.get("stereo", True) else 1),
+        _key("vocoder_input_dim", 64),
+    ),
+    "MMAudioVAE": AudioVae(lambda cfg: None, _key("latent_channels", 40)),
 }
 
 
@@ -98,7 +109,8 @@ def audio_tasks(name: str, cls: type) -> list[DiffusersTask] | None:
         return (vae.mel_bins(cfg)[side],) if vae.mel_bins else ()
 
     def encoder_inputs(cfg: Any) -> list[TensorSpec]:
-        dims = (BATCH, vae.audio_channels(cfg), LENGTH, *bins(cfg, 0))
+        channels = vae.audio_channels(cfg)
+        dims = (BATCH, *(() if channels is None else (channels,)), LENGTH, *bins(cfg, 0))
         return [TensorSpec("sample", FLOAT, dims)]
 
     def decoder_inputs(cfg: Any) -> list[TensorSpec]:

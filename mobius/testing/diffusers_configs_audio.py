@@ -65,5 +65,13 @@ AUDIO_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("AutoencoderKLLTX2Audio", "AutoencoderKLLTX2Audio",
      {"base_channels": 8, "output_channels": 2, "ch_mult": (1, 2, 4), "num_res_blocks": 1,
       "in_channels": 2, "latent_channels": 4, "mel_bins": 16}),
+    ("Cosmos3AVAEAudioTokenizer", "Cosmos3AVAEAudioTokenizer",
+     {"vocoder_input_dim": 4, "dec_dim": 8, "dec_c_mults": (1, 2), "dec_strides": (2, 4),
+      "dec_out_channels": 2, "stereo": True, "input_channels": 1, "enc_dim": 8,
+      "enc_intermediate_dim": 16, "enc_num_layers": 1, "enc_num_blocks": 1, "enc_n_fft": 16,
+      "enc_hop_length": 4, "enc_latent_dim": 8, "enc_c_mults": (1,), "enc_strides": (2,)}),
+    ("MMAudioVAE", "MMAudioVAE",
+     {"mel_bins": 8, "latent_channels": 4, "hidden_channels": 8, "channel_multipliers": (1, 2),
+      "layers_per_block": 1, "n_fft": 16, "hop_length": 4, "sample_rate": 16000}),
 ]
 # fmt: on

@@ -21,6 +21,7 @@ from mobius.diffusers.overrides import (
     kandinsky6,
     lumina2,
     mochi,
+    stft,
 )
 from mobius.synth.overrides import install_overrides
 
@@ -53,6 +54,12 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_mochi.MochiRoPE": mochi.centers_by_arange,
     f"{_M}.autoencoders.autoencoder_kl_mochi.MochiChunkedGroupNorm3D": mochi.whole_group_norm,
     f"{_M}.autoencoders.autoencoder_kl_mochi.MochiDownBlock3D": mochi.unchunked_attention,
+    f"{_M}.autoencoders.autoencoder_cosmos3_audio.Cosmos3AudioSpectrogramConvNeXtEncoder": (
+        stft.cosmos3_spectrogram_by_convolution
+    ),
+    f"{_M}.autoencoders.autoencoder_mmaudio.MMAudioMelSpectrogram": (
+        stft.mmaudio_mel_by_convolution
+    ),
 }
 
 
