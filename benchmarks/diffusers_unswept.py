@@ -50,7 +50,7 @@ REASONS = {
     "arithmetic differs from the float at 238 frame counts below 2e6 (the first 9344)",
 }
 AUDIO_CLASSES = (
-    "AudioLDM2ProjectionModel", "StableAudioDiTModel", "StableAudioProjectionModel",
+    "StableAudioDiTModel",
 )  # fmt: skip
 
 

@@ -205,12 +205,46 @@ ARGUMENT_RULES: dict[tuple[str, str], Rule] = {
     ("AceStepAudioTokenDetokenizer", "hidden_states"): _frames_by_width(
         "hidden_states", lambda cfg: cfg.get("hidden_size", 2048)
     ),
+    # Stable Audio's conditioning: the T5 states and the clip's start and end in seconds
+    ("StableAudioProjectionModel", "text_hidden_states"): lambda cfg: TensorSpec(
+        "text_hidden_states", FLOAT, (BATCH, SEQUENCE, cfg.get("text_encoder_dim"))
+    ),
+    ("StableAudioProjectionModel", "start_seconds"): lambda cfg: TensorSpec(
+        "start_seconds", FLOAT, (BATCH,)
+    ),
+    ("StableAudioProjectionModel", "end_seconds"): lambda cfg: TensorSpec(
+        "end_seconds", FLOAT, (BATCH,)
+    ),
+    # AudioLDM2: CLAP's one embedding and T5's states, each with its padding mask
+    ("AudioLDM2ProjectionModel", "hidden_states"): lambda cfg: TensorSpec(
+        "hidden_states", FLOAT, (BATCH, 1, cfg.get("text_encoder_dim"))
+    ),
+    ("AudioLDM2ProjectionModel", "hidden_states_1"): lambda cfg: TensorSpec(
+        "hidden_states_1", FLOAT, (BATCH, SEQUENCE, cfg.get("text_encoder_1_dim"))
+    ),
+    ("AudioLDM2ProjectionModel", "attention_mask"): lambda cfg: TensorSpec(
+        "attention_mask", torch.int64, (BATCH, 1)
+    ),
+    ("AudioLDM2ProjectionModel", "attention_mask_1"): lambda cfg: TensorSpec(
+        "attention_mask_1", torch.int64, (BATCH, SEQUENCE)
+    ),
+    # MiniMax Music 3's depth decoder: one step per codebook, at most max_position_embeddings
+    ("MiniMaxMusic3RVQDepthDecoder", "inputs_embeds"): lambda cfg: TensorSpec(
+        "inputs_embeds", FLOAT, (BATCH, SEQUENCE, cfg.get("hidden_size", 4096))
+    ),
 }
 
 # optional forward arguments each class's pipeline always passes: graph inputs all the same
 PIPELINE_ARGUMENTS = {
     "StableAudio3DiTModel": {"encoder_attention_mask"},
     "LongCatAudioDiTTransformer": {"latent_cond", "attention_mask"},
+    "StableAudioProjectionModel": {"text_hidden_states", "start_seconds", "end_seconds"},
+    "AudioLDM2ProjectionModel": {
+        "hidden_states",
+        "hidden_states_1",
+        "attention_mask",
+        "attention_mask_1",
+    },
 }
 
 

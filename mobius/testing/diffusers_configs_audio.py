@@ -73,5 +73,12 @@ AUDIO_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("MMAudioVAE", "MMAudioVAE",
      {"mel_bins": 8, "latent_channels": 4, "hidden_channels": 8, "channel_multipliers": (1, 2),
       "layers_per_block": 1, "n_fft": 16, "hop_length": 4, "sample_rate": 16000}),
+    ("StableAudioProjectionModel", "StableAudioProjectionModel",
+     {"text_encoder_dim": 12, "conditioning_dim": 8, "min_value": 0, "max_value": 512}),
+    ("AudioLDM2ProjectionModel", "AudioLDM2ProjectionModel",
+     {"text_encoder_dim": 12, "text_encoder_1_dim": 10, "langauge_model_dim": 8}),
+    ("MiniMaxMusic3RVQDepthDecoder", "MiniMaxMusic3RVQDepthDecoder",
+     {"hidden_size": 16, "num_layers": 1, "num_attention_heads": 2, "intermediate_size": 32,
+      "audio_vocab_size": 8, "num_codebooks": 4, "max_position_embeddings": 16}),
 ]
 # fmt: on
