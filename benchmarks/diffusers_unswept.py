@@ -4,7 +4,6 @@ them (no contract, with the argument no contract fills; or a contract and no sma
 
 from __future__ import annotations
 
-AUDIO = "audio latents ([batch, channels, length]): the contracts have image and video axes only"
 PYTORCH_FAILS = "PyTorch's own forward failed at the small config tried ({}); not investigated"
 
 # classes examined for the sweep and left out
@@ -49,9 +48,6 @@ REASONS = {
     "latent frames, a Python float: the trace fixes the count (137 at 40 frames), and integer "
     "arithmetic differs from the float at 238 frame counts below 2e6 (the first 9344)",
 }
-AUDIO_CLASSES = (
-    "StableAudioDiTModel",
-)  # fmt: skip
 
 
 MULTI = "a list of ControlNets, built from models, not from a config (each converts alone)"
@@ -59,8 +55,6 @@ MULTI = "a list of ControlNets, built from models, not from a config (each conve
 
 def reason(name: str) -> str | None:
     """The recorded reason ``name`` is not swept, or None."""
-    if name in AUDIO_CLASSES:
-        return AUDIO
     if "MultiControlNet" in name:
         return MULTI
     return REASONS.get(name)

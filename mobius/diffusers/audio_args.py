@@ -232,6 +232,14 @@ ARGUMENT_RULES: dict[tuple[str, str], Rule] = {
     ("MiniMaxMusic3RVQDepthDecoder", "inputs_embeds"): lambda cfg: TensorSpec(
         "inputs_embeds", FLOAT, (BATCH, SEQUENCE, cfg.get("hidden_size", 4096))
     ),
+    ("StableAudioDiTModel", "hidden_states"): _channels_by_length(
+        "hidden_states", "in_channels", 64
+    ),
+    ("StableAudioDiTModel", "encoder_hidden_states"): _text("cross_attention_input_dim", 768),
+    # the seconds' embedding as one token
+    ("StableAudioDiTModel", "global_hidden_states"): lambda cfg: TensorSpec(
+        "global_hidden_states", FLOAT, (BATCH, 1, cfg.get("global_states_input_dim", 1536))
+    ),
 }
 
 # optional forward arguments each class's pipeline always passes: graph inputs all the same
@@ -239,6 +247,7 @@ PIPELINE_ARGUMENTS = {
     "StableAudio3DiTModel": {"encoder_attention_mask"},
     "LongCatAudioDiTTransformer": {"latent_cond", "attention_mask"},
     "StableAudioProjectionModel": {"text_hidden_states", "start_seconds", "end_seconds"},
+    "StableAudioDiTModel": {"global_hidden_states"},
     "AudioLDM2ProjectionModel": {
         "hidden_states",
         "hidden_states_1",
@@ -251,3 +260,24 @@ PIPELINE_ARGUMENTS = {
 def argument_rule(cls: type, name: str) -> Rule | None:
     """The rule sizing ``cls.forward``'s argument ``name`` from the config, or None."""
     return ARGUMENT_RULES.get((cls.__name__, name))
+
+
+def _stable_audio_rotary(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> Any:
+    """Stable Audio's pipeline builds the rotary table over the latents and the global token,
+    from their lengths alone: the graph builds it the same way."""
+    from diffusers.models.embeddings import get_1d_rotary_pos_embed
+
+    length = x["hidden_states"].shape[2] + x["global_hidden_states"].shape[1]
+    dim = model.config.attention_head_dim // 2
+    positions = torch.arange(length, device=x["hidden_states"].device)  # as for an int length
+    return get_1d_rotary_pos_embed(dim, positions, use_real=True, repeat_interleave_real=False)
+
+
+# forward arguments each class's pipeline computes from the inputs' sizes: computed in the graph
+COMPUTED_ARGUMENTS = {"StableAudioDiTModel": {"rotary_embedding": _stable_audio_rotary}}
+
+
+def computed_arguments(cls: type, model: torch.nn.Module, x: dict[str, torch.Tensor]) -> dict:
+    """The arguments ``cls``'s pipeline derives from the inputs ``x`` (COMPUTED_ARGUMENTS)."""
+    rules = COMPUTED_ARGUMENTS.get(cls.__name__, {})
+    return {name: rule(model, x) for name, rule in rules.items()}

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers.audio_args import PIPELINE_ARGUMENTS, argument_rule
+from mobius.diffusers.audio_args import PIPELINE_ARGUMENTS, argument_rule, computed_arguments
 from mobius.diffusers.tasks import (
     FRAMES,
     HEIGHT,
@@ -215,7 +215,7 @@ class ForwardTask(DiffusersTask):
         return {n for n, p in self._params() if p.default is not inspect.Parameter.empty}
 
     def _call_model(self, model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
-        kwargs = dict(x)
+        kwargs = dict(x) | computed_arguments(self.cls, model, x)
         if "return_dict" in dict(self._params()):
             kwargs["return_dict"] = True
         output = model(**kwargs)

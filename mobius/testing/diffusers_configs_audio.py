@@ -80,5 +80,10 @@ AUDIO_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("MiniMaxMusic3RVQDepthDecoder", "MiniMaxMusic3RVQDepthDecoder",
      {"hidden_size": 16, "num_layers": 1, "num_attention_heads": 2, "intermediate_size": 32,
       "audio_vocab_size": 8, "num_codebooks": 4, "max_position_embeddings": 16}),
+    ("StableAudioDiTModel", "StableAudioDiTModel",
+     {"sample_size": 32, "in_channels": 4, "num_layers": 1, "attention_head_dim": 8,
+      "num_attention_heads": 2, "num_key_value_attention_heads": 1, "out_channels": 4,
+      "cross_attention_dim": 16, "time_proj_dim": 16, "global_states_input_dim": 10,
+      "cross_attention_input_dim": 12}),
 ]
 # fmt: on
