@@ -1,8 +1,10 @@
 """Small configs for the diffusers audio classes: VAEs and vocoders over waveforms or mel
 spectrograms, and diffusion transformers over audio latents ``[batch, channels, length]``.
 
-Strides multiply to 8 at most, so that the traced length (40) and the sweep's (64, 96) are all
-whole numbers of latent frames.
+Where a class pads its input to a whole number of hops or patches, the hop does not divide
+every length the sweep feeds (16 against 40, 64 and 96; ACE-Step's patch of 3), so that the
+graph is checked with and without padding; elsewhere strides multiply to 8 at most, so that
+the traced length (40) and the sweep's (64, 96) are whole numbers of latent frames.
 """
 
 from __future__ import annotations
@@ -15,19 +17,19 @@ AUDIO_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
      {"encoder_hidden_size": 8, "downsampling_ratios": [2, 4], "channel_multiples": [1, 2],
       "decoder_channels": 8, "decoder_input_channels": 4, "audio_channels": 2}),
     ("AutoencoderKLKVAEAudio", "AutoencoderKLKVAEAudio",
-     {"encoder_dim": 4, "encoder_rates": [2, 4], "latent_dim": 16, "codebook_dim": 4,
-      "decoder_dim": 16, "decoder_rates": [4, 2], "num_channels": 1, "attn_num_heads": 2}),
+     {"encoder_dim": 4, "encoder_rates": [2, 8], "latent_dim": 16, "codebook_dim": 4,
+      "decoder_dim": 16, "decoder_rates": [8, 2], "num_channels": 1, "attn_num_heads": 2}),
     ("LongCatAudioDiTVae", "LongCatAudioDiTVae",
      {"in_channels": 1, "channels": 4, "c_mults": [1, 2], "strides": [2, 4], "latent_dim": 4,
       "encoder_latent_dim": 8, "downsampling_ratio": 8}),
     ("AutoencoderKLMiniMaxH3Audio", "AutoencoderKLMiniMaxH3Audio",
-     {"encoder_dim": 4, "encoder_rates": (2, 4), "latent_dim": 16, "latent_channels": 4,
-      "num_attention_heads": 2, "decoder_dim": 16, "decoder_rates": (4, 2),
+     {"encoder_dim": 4, "encoder_rates": (2, 8), "latent_dim": 16, "latent_channels": 4,
+      "num_attention_heads": 2, "decoder_dim": 16, "decoder_rates": (8, 2),
       "decoder_kernel_sizes": (8, 4), "resblock_kernel_sizes": (3,),
       "resblock_dilation_sizes": ((1, 3),)}),
     ("AutoencoderSAME", "AutoencoderSAME",
      {"audio_channels": 2, "patch_size": 4, "encoder_channels": 8, "encoder_c_mults": (2,),
-      "encoder_strides": (2,), "encoder_transformer_depths": (1,), "latent_dim": 4,
+      "encoder_strides": (4,), "encoder_transformer_depths": (1,), "latent_dim": 4,
       "dim_heads": 8, "ff_mult": 2}),
     ("MMAudioVocoder", "MMAudioVocoder",
      {"num_mels": 8, "upsample_initial_channel": 16, "upsample_rates": (2, 2),
@@ -51,7 +53,7 @@ AUDIO_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("AceStepTransformer1DModel", "AceStepTransformer1DModel",
      {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2,
       "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "in_channels": 12,
-      "audio_acoustic_hidden_dim": 4, "patch_size": 2, "sliding_window": 4,
+      "audio_acoustic_hidden_dim": 4, "patch_size": 3, "sliding_window": 4,
       "encoder_hidden_size": 12}),
     ("AceStepAudioTokenizer", "AceStepAudioTokenizer",
      {"hidden_size": 16, "intermediate_size": 32, "audio_acoustic_hidden_dim": 4,
@@ -66,10 +68,10 @@ AUDIO_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
      {"base_channels": 8, "output_channels": 2, "ch_mult": (1, 2, 4), "num_res_blocks": 1,
       "in_channels": 2, "latent_channels": 4, "mel_bins": 16}),
     ("Cosmos3AVAEAudioTokenizer", "Cosmos3AVAEAudioTokenizer",
-     {"vocoder_input_dim": 4, "dec_dim": 8, "dec_c_mults": (1, 2), "dec_strides": (2, 4),
+     {"vocoder_input_dim": 4, "dec_dim": 8, "dec_c_mults": (1, 2), "dec_strides": (4, 4),
       "dec_out_channels": 2, "stereo": True, "input_channels": 1, "enc_dim": 8,
       "enc_intermediate_dim": 16, "enc_num_layers": 1, "enc_num_blocks": 1, "enc_n_fft": 16,
-      "enc_hop_length": 4, "enc_latent_dim": 8, "enc_c_mults": (1,), "enc_strides": (2,)}),
+      "enc_hop_length": 8, "enc_latent_dim": 8, "enc_c_mults": (1,), "enc_strides": (2,)}),
     ("MMAudioVAE", "MMAudioVAE",
      {"mel_bins": 8, "latent_channels": 4, "hidden_channels": 8, "channel_multipliers": (1, 2),
       "layers_per_block": 1, "n_fft": 16, "hop_length": 4, "sample_rate": 16000}),

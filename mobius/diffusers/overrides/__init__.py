@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from mobius.diffusers.overrides import (
+    audio_padding,
     chroma,
     cogvideox,
     cosmos,
@@ -59,6 +60,19 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.autoencoders.autoencoder_mmaudio.MMAudioMelSpectrogram": (
         stft.mmaudio_mel_by_convolution
+    ),
+    f"{_M}.autoencoders.autoencoder_kl_minimax_h3_audio.AutoencoderKLMiniMaxH3Audio": (
+        audio_padding.minimax_h3_always_pads
+    ),
+    f"{_M}.autoencoders.autoencoder_cosmos3_audio.Cosmos3AVAEAudioTokenizer": (
+        audio_padding.cosmos3_always_pads
+    ),
+    f"{_M}.autoencoders.autoencoder_same.PatchEmbed": audio_padding.same_patches_always_pad,
+    f"{_M}.autoencoders.autoencoder_same.SAMETransformerResamplingBlock": (
+        audio_padding.same_segments_always_pad
+    ),
+    f"{_M}.transformers.ace_step_transformer.AceStepTransformer1DModel": (
+        audio_padding.ace_step_always_pads
     ),
 }
 
