@@ -141,7 +141,7 @@ def report(results: dict) -> str:
         HEADING, "",
         "`python benchmarks/diffusers_coverage.py`: each class from a small config "
         "(`mobius/testing/diffusers_configs.py`, `diffusers_configs_more.py`, "
-        "`diffusers_configs_any.py`), every parameter "
+        "`diffusers_configs_any.py`, `diffusers_configs_audio.py`), every parameter "
         "random (weights scaled by 1/sqrt(fan-in) so activations stay of order one), converted "
         "with the CLI and run on onnxruntime at two size sets, each with a batch, resolution, "
         "text length (and frame count for video) other than the traced ones (batch 3, 16x8 "

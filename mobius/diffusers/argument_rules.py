@@ -7,7 +7,8 @@ meaning of a common name (``x``, ``fps``) wins; a class with rules takes the gen
 (``components.component_tasks``). ``DERIVED`` computes, in the graph, arguments a pipeline
 builds from the other inputs' sizes (position ranges); ``NEEDED`` lists arguments optional in a
 signature that the forward reads all the same. Axes that follow others (a joint text-and-image
-sequence, frames folded into the batch, ...) are named in ``tasks.related_sizes``.
+sequence, frames folded into the batch, ...) are named in ``tasks.related_sizes``. The audio
+classes' rules sit beside their VAEs in ``audio_args.py`` and join these tables.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import torch
 
+from mobius.diffusers import audio_args
 from mobius.diffusers.tasks import (
     BATCH_FRAMES,
     FRAMES,
@@ -241,6 +243,12 @@ NEEDED: dict[str, set[str]] = {
     "SparseControlNetModel": {"conditioning_mask"},  # read under concat_conditioning_mask
     "WanVACETransformer3DModel": {"control_hidden_states", "control_hidden_states_scale"},
 }
+
+
+# the audio classes' rules, kept beside their VAEs (audio_args.py), in the same tables
+RULES |= audio_args.ARGUMENT_RULES
+DERIVED |= audio_args.DERIVED
+NEEDED |= audio_args.PIPELINE_ARGUMENTS
 
 
 def rule_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:

@@ -40,9 +40,12 @@ PLAIN_LATENT_VAES = ("AutoencoderTiny", "AutoencoderDC", "VQModel")
 
 def component_tasks(name: str) -> list[Task]:
     """The graphs of diffusers model class ``name``, each a Task named as its directory."""
+    from mobius.diffusers.audio_args import audio_tasks
     from mobius.diffusers.transformers2d import transformer_task
 
     cls = model_class(name)
+    if (audio := audio_tasks(name, cls)) is not None:
+        return audio
     if name in PLAIN_LATENT_VAES:
         return list(dt.vae_tasks("latents", cls))
     if name.startswith("Autoencoder") or (hasattr(cls, "encode") and hasattr(cls, "decode")):

@@ -222,7 +222,8 @@ class ForwardTask(DiffusersTask):
         if "return_dict" in dict(self._params()):
             kwargs["return_dict"] = True
         output = model(**kwargs)
-        self._outputs = output_names(output)
+        # a field named as an input is prefixed, as ``sample`` is (a graph's names are unique)
+        self._outputs = [f"out_{n}" if n in x else n for n in output_names(output)]
         return _flatten(output)
 
     def outputs(self, config: Any) -> list[str]:

@@ -21,10 +21,15 @@ SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
 
 # models whose pipelines pass the timestep as a fraction (a sigma in [0, 1]), which the model
 # multiplies by 1000 itself: at 1000x the usual range, float32 sines of arguments near 1e6 differ
-# by 1e-4 between any two implementations; UNet1D's Gaussian Fourier features take t in [0, 1]
+# by 1e-4 between any two implementations; UNet1D's Gaussian Fourier features, MiniMax Music 3's
+# random Fourier features, Stable Audio 3's exponential ones, and LongCat's and ACE-Step's
+# sinusoids (scaled by 1000 inside) take t in [0, 1]; Stable Audio's cosine scheduler gives its
+# Gaussian Fourier features atan(sigma) * 2 / pi
 SIGMA_TIMESTEPS = (
     "FluxTransformer2DModel", "AuraFlowTransformer2DModel", "FluxControlNetModel", "UNet1DModel",
     "Krea2Transformer2DModel", "Ideogram4Transformer2DModel", "BriaFibo2Transformer2DModel",
+    "MiniMaxMusic3Transformer1DModel", "StableAudio3DiTModel", "LongCatAudioDiTTransformer",
+    "AceStepTransformer1DModel", "StableAudioDiTModel",
 )  # fmt: skip
 
 

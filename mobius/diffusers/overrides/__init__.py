@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from mobius.diffusers.overrides import (
+    audio_padding,
     chroma,
     cogvideox,
     cosmos,
@@ -21,6 +22,7 @@ from mobius.diffusers.overrides import (
     kandinsky6,
     lumina2,
     mochi,
+    stft,
 )
 from mobius.synth.overrides import install_overrides
 
@@ -54,6 +56,25 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_mochi.MochiRoPE": mochi.centers_by_arange,
     f"{_M}.autoencoders.autoencoder_kl_mochi.MochiChunkedGroupNorm3D": mochi.whole_group_norm,
     f"{_M}.autoencoders.autoencoder_kl_mochi.MochiDownBlock3D": mochi.unchunked_attention,
+    f"{_M}.autoencoders.autoencoder_cosmos3_audio.Cosmos3AudioSpectrogramConvNeXtEncoder": (
+        stft.cosmos3_spectrogram_by_convolution
+    ),
+    f"{_M}.autoencoders.autoencoder_mmaudio.MMAudioMelSpectrogram": (
+        stft.mmaudio_mel_by_convolution
+    ),
+    f"{_M}.autoencoders.autoencoder_kl_minimax_h3_audio.AutoencoderKLMiniMaxH3Audio": (
+        audio_padding.minimax_h3_always_pads
+    ),
+    f"{_M}.autoencoders.autoencoder_cosmos3_audio.Cosmos3AVAEAudioTokenizer": (
+        audio_padding.cosmos3_always_pads
+    ),
+    f"{_M}.autoencoders.autoencoder_same.PatchEmbed": audio_padding.same_patches_always_pad,
+    f"{_M}.autoencoders.autoencoder_same.SAMETransformerResamplingBlock": (
+        audio_padding.same_segments_always_pad
+    ),
+    f"{_M}.transformers.ace_step_transformer.AceStepTransformer1DModel": (
+        audio_padding.ace_step_always_pads
+    ),
 }
 
 
