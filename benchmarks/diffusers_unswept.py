@@ -87,6 +87,25 @@ REASONS = {
     "its pipeline recomputes per step from the resolution and the timestep",
     "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "
     "causal block mask, and it takes a KV cache",
+    "Cosmos3OmniTransformer": "vision_tokens, vision_token_shapes and "
+    "vision_noisy_frame_indexes are Python lists (per-sample token tensors and their (t, h, w) "
+    "grids), and und_len and sequence_length are Python ints",
+    "WanAnimate2Transformer3DModel": "hidden_states, encoder_hidden_states and "
+    "condition_latents are Python lists of per-sample tensors, and it requires kv_cache (a "
+    "WanAnimate2KVCache object), kv_cache_mode (a string) and seq_len (a Python int)",
+    "SanaWMLTX2RefinerTransformer3DModel": "video_rotary_emb is a (cos, sin) tuple its pipeline "
+    "builds from a Python list of absolute frame positions and the latent grid's int sizes "
+    "(build_rotary_emb_for_absolute_positions): its packed tokens carry no grid to derive it from",
+    "RFD4ProteinaTransformer": "reads is_in_context_conditioning and supports_local_latent (and "
+    "each feature its config lists) from conditioning, a dict of the preprocessor's tensors "
+    "(KeyError without it), and recycle_depth, a Python int, sets its loop count",
+    "RFD4ProteinaAutoencoder": "a protein autoencoder: encode takes atom37 coordinates and "
+    "samples its latent with randn_like (no latent_dist), and both encode and decode read "
+    "is_in_context_conditioning and supports_local_latent from conditioning, a dict of tensors",
+    "MiniMaxH3Transformer3DModel": "one packed sequence laid out by index tensors (text_indices, "
+    "video_indices and audio_indices must partition it for index_copy; timestep_indices point "
+    "into timestep's distinct levels): random feeds make no such layout and a contract fixing "
+    "one is not written",
 }
 AUDIO_CLASSES = (
     "AceStepAudioTokenDetokenizer", "AceStepAudioTokenizer", "AudioLDM2ProjectionModel",
