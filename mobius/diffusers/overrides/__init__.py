@@ -21,6 +21,7 @@ from mobius.diffusers.overrides import (
     kandinsky6,
     lumina2,
     mochi,
+    sana_wm,
 )
 from mobius.synth.overrides import install_overrides
 
@@ -54,6 +55,8 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_mochi.MochiRoPE": mochi.centers_by_arange,
     f"{_M}.autoencoders.autoencoder_kl_mochi.MochiChunkedGroupNorm3D": mochi.whole_group_norm,
     f"{_M}.autoencoders.autoencoder_kl_mochi.MochiDownBlock3D": mochi.unchunked_attention,
+    f"{_M}.transformers.transformer_sana_wm.GLUMBConvTemp": sana_wm.unchunked_feed_forward,
+    f"{_M}.transformers.transformer_sana_wm.SanaWMRotaryPosEmbed": sana_wm.rotary_by_recipe,
 }
 
 
