@@ -94,6 +94,25 @@ REASONS = {
     "T5FilmDecoder": "forward takes encodings_and_masks, a Python list of (encoding, mask) "
     "pairs, one per encoder of its pipeline: the generic contract names tensor arguments and "
     "has no names for a nested list's members",
+    "Cosmos3OmniTransformer": "vision_tokens, vision_token_shapes and "
+    "vision_noisy_frame_indexes are Python lists (per-sample token tensors and their (t, h, w) "
+    "grids), and und_len and sequence_length are Python ints",
+    "WanAnimate2Transformer3DModel": "hidden_states, encoder_hidden_states and "
+    "condition_latents are Python lists of per-sample tensors, and it requires kv_cache (a "
+    "WanAnimate2KVCache object), kv_cache_mode (a string) and seq_len (a Python int)",
+    "SanaWMLTX2RefinerTransformer3DModel": "video_rotary_emb is a (cos, sin) tuple its pipeline "
+    "builds from a Python list of absolute frame positions and the latent grid's int sizes "
+    "(build_rotary_emb_for_absolute_positions): its packed tokens carry no grid to derive it from",
+    "RFD4ProteinaTransformer": "reads is_in_context_conditioning and supports_local_latent (and "
+    "each feature its config lists) from conditioning, a dict of the preprocessor's tensors "
+    "(KeyError without it), and recycle_depth, a Python int, sets its loop count",
+    "RFD4ProteinaAutoencoder": "a protein autoencoder: encode takes atom37 coordinates and "
+    "samples its latent with randn_like (no latent_dist), and both encode and decode read "
+    "is_in_context_conditioning and supports_local_latent from conditioning, a dict of tensors",
+    "MiniMaxH3Transformer3DModel": "one packed sequence laid out by index tensors (text_indices, "
+    "video_indices and audio_indices must partition it for index_copy; timestep_indices point "
+    "into timestep's distinct levels): random feeds make no such layout and a contract fixing "
+    "one is not written",
 }
 
 
@@ -150,4 +169,8 @@ NOTES = [
     "the config's in the graph, not fixed by the trace. Related axes are fed as the pipelines "
     "relate them: `batch_frames` = batch x frames, `text_and_image_length` = text + patch tokens, "
     "`patch_count` = (height / p) x (width / p), `sequence_length_2` = text + 3.",
+    "SanaWMTransformer3DModel's config has no softmax blocks (softmax_every_n 0, gated-delta-net "
+    "blocks only): its softmax blocks cast float32 queries, keys and values to bfloat16 for "
+    "SDPA, which onnxruntime's CPU cannot run (no bfloat16 Attention; the session fails to "
+    "load). Its gated-delta-net blocks scan the frames one by one in Python: frames fixed to 5.",
 ]

@@ -215,6 +215,12 @@ RULES: dict[tuple[str, str], Rule] = {
         "video_coords", FLOAT, (BATCH, 3, IMAGE_SEQUENCE, 2)),
     ("LTX2VideoTransformer3DModel", "audio_coords"): lambda _cfg: TensorSpec(
         "audio_coords", FLOAT, (BATCH, 1, LENGTH, 2)),
+    # SANA-WM: one timestep per frame (LTX style, [batch, 1, frames]); the prompt's states with a
+    # singleton axis before the tokens, caption_channels wide
+    ("SanaWMTransformer3DModel", "timestep"): lambda _cfg: TensorSpec(
+        "timestep", torch.float32, (BATCH, 1, FRAMES)),
+    ("SanaWMTransformer3DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
+        "encoder_hidden_states", FLOAT, (BATCH, 1, SEQUENCE, cfg.get("caption_channels", 2304))),
 }  # fmt: skip
 
 
@@ -241,6 +247,7 @@ NEEDED: dict[str, set[str]] = {
     "LTXVideoTransformer3DModel": {"video_coords"},
     "LTX2VideoTransformer3DModel": {"video_coords", "audio_coords"},
     "SparseControlNetModel": {"conditioning_mask"},  # read under concat_conditioning_mask
+    "SanaWMTransformer3DModel": {"encoder_attention_mask"},  # its cross-attention's bias
     "WanVACETransformer3DModel": {"control_hidden_states", "control_hidden_states_scale"},
 }
 

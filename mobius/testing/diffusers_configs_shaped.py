@@ -113,5 +113,9 @@ SHAPED_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
       "cross_attention_dim": 16, "audio_in_channels": 4, "audio_out_channels": 4,
       "audio_num_attention_heads": 2, "audio_attention_head_dim": 8,
       "audio_cross_attention_dim": 16, "num_layers": 1, "caption_channels": 12}),
+    ("SanaWMTransformer3DModel", "SanaWMTransformer3DModel",
+     {"in_channels": 4, "num_layers": 2, "hidden_size": 32, "num_attention_heads": 2,
+      "linear_head_dim": 16, "softmax_every_n": 0, "chunk_plucker_post_attn_blocks": 2,
+      "chunk_plucker_channels": 8, "caption_channels": 12, "image_size": 16}),
 ]
 # fmt: on

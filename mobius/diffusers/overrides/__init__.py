@@ -22,6 +22,7 @@ from mobius.diffusers.overrides import (
     kandinsky6,
     lumina2,
     mochi,
+    sana_wm,
     stft,
 )
 from mobius.synth.overrides import install_overrides
@@ -75,6 +76,8 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.ace_step_transformer.AceStepTransformer1DModel": (
         audio_padding.ace_step_always_pads
     ),
+    f"{_M}.transformers.transformer_sana_wm.GLUMBConvTemp": sana_wm.unchunked_feed_forward,
+    f"{_M}.transformers.transformer_sana_wm.SanaWMRotaryPosEmbed": sana_wm.rotary_by_recipe,
 }
 
 
