@@ -54,6 +54,19 @@ def test_build_verify_writes_and_passes(packages, capsys):
     assert out.rstrip().endswith("PASS: 2 outputs within tolerance")
 
 
+def test_a_gguf_source_is_verified_against_its_dequantized_weights(tmp_path, capsys):
+    """``verify --model FILE.gguf``: the reference is transformers' dequantization of the file
+    (quantized blocks included), the package the one ``build-gguf`` wrote."""
+    from mobius.testing.gguf_files import write_tiny_llama
+
+    gguf_file = write_tiny_llama(tmp_path / "tiny.gguf")
+    package = tmp_path / "onnx"
+    assert main(["build-gguf", str(gguf_file), "--output", str(package), "-q"]) == 0
+    code, out, _ = run(capsys, "--model", str(gguf_file), "--onnx", str(package))
+    assert code == 0, out
+    assert "logits  prefill" in out and "greedy tokens" in out
+
+
 def test_json_has_every_number(packages, capsys, tmp_path):
     path = tmp_path / "verify.json"
     code, _, _ = run(
