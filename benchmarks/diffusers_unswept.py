@@ -109,10 +109,6 @@ REASONS = {
     "RFD4ProteinaAutoencoder": "a protein autoencoder: encode takes atom37 coordinates and "
     "samples its latent with randn_like (no latent_dist), and both encode and decode read "
     "is_in_context_conditioning and supports_local_latent from conditioning, a dict of tensors",
-    "MiniMaxH3Transformer3DModel": "one packed sequence laid out by index tensors (text_indices, "
-    "video_indices and audio_indices must partition it for index_copy; timestep_indices point "
-    "into timestep's distinct levels): random feeds make no such layout and a contract fixing "
-    "one is not written",
 }
 
 

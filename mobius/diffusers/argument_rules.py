@@ -13,6 +13,7 @@ classes' rules sit beside their VAEs in ``audio_args.py`` and join these tables.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,8 @@ from mobius.diffusers.tasks import (
     HEIGHT,
     IMAGE_SEQUENCE,
     LENGTH,
+    NOISE_LEVELS,
+    PACKED,
     PATCHES,
     SEQUENCE_2,
     TEXT_AND_IMAGE,
@@ -221,6 +224,31 @@ RULES: dict[tuple[str, str], Rule] = {
         "timestep", torch.float32, (BATCH, 1, FRAMES)),
     ("SanaWMTransformer3DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
         "encoder_hidden_states", FLOAT, (BATCH, 1, SEQUENCE, cfg.get("caption_channels", 2304))),
+    # MiniMax-H3: one packed sequence of the prompt's, the video's patch and the audio's frame
+    # tokens, each modality's rows placed by an index tensor into it; each row's (t, h, w)
+    # rotary position, modality tag and noise level (an index into timestep's distinct levels,
+    # sigmas in [0, 1]), all shared by the batch
+    ("MiniMaxH3Transformer3DModel", "hidden_states"): lambda cfg: TensorSpec(
+        "hidden_states", FLOAT, (BATCH, IMAGE_SEQUENCE, cfg.get("in_channels", 24) * math.prod(
+            cfg.get("patch_size", (1, 2, 2))))),
+    ("MiniMaxH3Transformer3DModel", "audio_hidden_states"): lambda cfg: TensorSpec(
+        "audio_hidden_states", FLOAT, (BATCH, LENGTH, cfg.get("audio_in_channels", 32))),
+    ("MiniMaxH3Transformer3DModel", "encoder_hidden_states"): _tokens(
+        "encoder_hidden_states", "text_dim", 5120),
+    ("MiniMaxH3Transformer3DModel", "timestep"): lambda _cfg: TensorSpec(
+        "timestep", torch.float32, (NOISE_LEVELS,)),
+    ("MiniMaxH3Transformer3DModel", "timestep_indices"): lambda _cfg: TensorSpec(
+        "timestep_indices", torch.int64, (PACKED,)),
+    ("MiniMaxH3Transformer3DModel", "token_tags"): lambda _cfg: TensorSpec(
+        "token_tags", torch.int64, (PACKED,)),
+    ("MiniMaxH3Transformer3DModel", "position_ids"): lambda _cfg: TensorSpec(
+        "position_ids", torch.float32, (PACKED, 3)),
+    ("MiniMaxH3Transformer3DModel", "video_indices"): lambda _cfg: TensorSpec(
+        "video_indices", torch.int64, (IMAGE_SEQUENCE,)),
+    ("MiniMaxH3Transformer3DModel", "audio_indices"): lambda _cfg: TensorSpec(
+        "audio_indices", torch.int64, (LENGTH,)),
+    ("MiniMaxH3Transformer3DModel", "text_indices"): lambda _cfg: TensorSpec(
+        "text_indices", torch.int64, (SEQUENCE,)),
 }  # fmt: skip
 
 

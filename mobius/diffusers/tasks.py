@@ -23,10 +23,13 @@ TEXT_AND_IMAGE = "text_and_image_length"  # a prompt's tokens then the image's p
 BATCH_FRAMES = "batch_frames"  # frames folded into the batch: batch * num_frames rows
 SEQUENCE_2 = "sequence_length_2"  # a second text, of a length other than the first's
 PATCHES = "patch_count"  # one token per patch of unpacked latents: (height / p) * (width / p)
+PACKED = "packed_length"  # one packed sequence: the prompt, the video's and the audio's tokens
+NOISE_LEVELS = "noise_levels"  # the distinct noise levels of a packed sequence's rows
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
 EXAMPLE_SIZES = {
     BATCH: 2, SEQUENCE: 7, HEIGHT: 24, WIDTH: 40, IMAGE_SEQUENCE: 12, FRAMES: 5, LENGTH: 40,
+    NOISE_LEVELS: 3,
     "image_height": 192, "image_width": 320,  # a ControlNet's conditioning image: 8x the latents
 }  # fmt: skip
 
@@ -80,7 +83,8 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     given as patch tokens number the patches of the image beside them (SD3.5 ControlNets); a
     joint sequence is the prompt then the patch tokens; frames folded into the batch number
     batch times frames; a second text is 3 tokens longer than the first (any other length); a
-    token per patch of the latents numbers their patches."""
+    token per patch of the latents numbers their patches; a packed sequence holds the prompt's,
+    the video's patch tokens and the audio's frames."""
     out = dict(sizes)
     levels = (
         cfg.get("conditioning_embedding_out_channels")
@@ -100,6 +104,7 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     out[SEQUENCE_2] = sizes[SEQUENCE] + 3
     patch = cfg.get("patch_size") if isinstance(cfg.get("patch_size"), int) else 2
     out[PATCHES] = (sizes[HEIGHT] // patch) * (sizes[WIDTH] // patch)
+    out[PACKED] = sizes[SEQUENCE] + out[IMAGE_SEQUENCE] + sizes[LENGTH]
     return out
 
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 RUN_SIZES = {
     "batch": 3, "sequence_length": 6, "height": 16, "width": 8, "image_sequence_length": 10,
     "image_height": 128, "image_width": 64, "num_frames": 9, "sample_length": 64,
+    "noise_levels": 2,
 }  # fmt: skip
 SECOND_SIZES = {
     "batch": 1, "sequence_length": 5, "height": 32, "width": 48, "image_sequence_length": 16,
     "image_height": 256, "image_width": 384, "num_frames": 13, "sample_length": 96,
+    "noise_levels": 4,
 }  # fmt: skip
 SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
 
@@ -24,13 +26,39 @@ SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
 # by 1e-4 between any two implementations; UNet1D's Gaussian Fourier features, MiniMax Music 3's
 # random Fourier features, Stable Audio 3's exponential ones, and LongCat's and ACE-Step's
 # sinusoids (scaled by 1000 inside) take t in [0, 1]; Stable Audio's cosine scheduler gives its
-# Gaussian Fourier features atan(sigma) * 2 / pi
+# Gaussian Fourier features atan(sigma) * 2 / pi; MiniMax-H3 embeds its sigmas as they are
 SIGMA_TIMESTEPS = (
     "FluxTransformer2DModel", "AuraFlowTransformer2DModel", "FluxControlNetModel", "UNet1DModel",
     "Krea2Transformer2DModel", "Ideogram4Transformer2DModel", "BriaFibo2Transformer2DModel",
     "MiniMaxMusic3Transformer1DModel", "StableAudio3DiTModel", "LongCatAudioDiTTransformer",
-    "AceStepTransformer1DModel", "StableAudioDiTModel",
+    "AceStepTransformer1DModel", "StableAudioDiTModel", "MiniMaxH3Transformer3DModel",
 )  # fmt: skip
+
+
+def _packed_layout(sizes: dict, gen) -> dict:
+    """MiniMax-H3's packed sequence: a random permutation of its rows split into the prompt's,
+    the video's and the audio's (so that the three index tensors partition it, as index_copy
+    needs), each row tagged with its modality (video 0, text 1, audio 2) and given one of the
+    noise levels (every level used at least once)."""
+    import torch
+
+    text, video = sizes["sequence_length"], sizes["image_sequence_length"]
+    packed, levels = sizes["packed_length"], sizes["noise_levels"]
+    rows = torch.randperm(packed, generator=gen)
+    tags = torch.full((packed,), 2, dtype=torch.int64)
+    tags[rows[:text]], tags[rows[text : text + video]] = 1, 0
+    level = torch.arange(packed) % levels
+    return {
+        "text_indices": rows[:text],
+        "video_indices": rows[text : text + video],
+        "audio_indices": rows[text + video :],
+        "token_tags": tags,
+        "timestep_indices": level[torch.randperm(packed, generator=gen)],
+    }
+
+
+# classes whose integer inputs lay out one packed sequence: made from the sizes, not at random
+PACKED_LAYOUTS = {"MiniMaxH3Transformer3DModel": _packed_layout}
 
 
 def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> dict:
@@ -49,8 +77,11 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
         "num_frames": arch.hf_config.get("video_length") or run_sizes["num_frames"]
     }
     sizes = related_sizes(arch.hf_config, sizes)
-    out = {}
+    layout = PACKED_LAYOUTS.get(arch.model_type)
+    out = {k: v for k, v in (layout(sizes, gen) if layout else {}).items() if k in graph}
     for spec in task.inputs(arch, None):
+        if spec.name in out:
+            continue
         if spec.name not in graph:  # an optional input the graph does not read
             continue
         shape = [
