@@ -93,14 +93,15 @@ AUDIO_VAES = {
 }
 
 
-def audio_tasks(name: str, cls: type) -> list[DiffusersTask] | None:
-    """The graphs of audio class ``name``: a VAE's ``vae_encoder`` and ``vae_decoder``, or the
-    generic contract's one graph for a class with an argument rule below (the transformer table
-    would read its latents as an image); None for any other class."""
-    if any(owner == name for owner, _ in ARGUMENT_RULES):
-        from mobius.diffusers.generic import forward_task
+def audio_ruled(name: str) -> bool:
+    """A class with an argument rule below: the generic contract's one graph, its latents read
+    as audio (``components.component_tasks``)."""
+    return any(owner == name for owner, _ in ARGUMENT_RULES)
 
-        return [forward_task(cls)]
+
+def audio_tasks(name: str, cls: type) -> list[DiffusersTask] | None:
+    """The graphs of audio VAE ``name``, ``vae_encoder`` and ``vae_decoder``; None for any other
+    class."""
     vae = AUDIO_VAES.get(name)
     if vae is None:
         return None

@@ -40,10 +40,13 @@ PLAIN_LATENT_VAES = ("AutoencoderTiny", "AutoencoderDC", "VQModel")
 
 def component_tasks(name: str) -> list[Task]:
     """The graphs of diffusers model class ``name``, each a Task named as its directory."""
-    from mobius.diffusers.audio_args import audio_tasks
+    from mobius.diffusers.audio_args import audio_ruled, audio_tasks
+    from mobius.diffusers.generic import forward_task
     from mobius.diffusers.transformers2d import transformer_task
 
     cls = model_class(name)
+    if audio_ruled(name):  # its latents are audio: the transformer table would read an image
+        return [forward_task(cls)]
     if (audio := audio_tasks(name, cls)) is not None:
         return audio
     if name in PLAIN_LATENT_VAES:
@@ -59,14 +62,10 @@ def component_tasks(name: str) -> list[Task]:
 
         return [CONTROLNET]
     if argument_rules.ruled(cls):  # arguments beyond the transformer table: the generic contract
-        from mobius.diffusers.generic import forward_task
-
         return [forward_task(cls)]
     try:
         return [transformer_task(cls)]
     except UnsupportedError:  # an argument outside the transformer table: the class's forward
-        from mobius.diffusers.generic import forward_task
-
         return [forward_task(cls)]
 
 

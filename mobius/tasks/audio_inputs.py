@@ -37,6 +37,47 @@ PER_CLIP = ("audio_embed_sizes", "chunk_sample_lengths")
 ROW_MASK = "input_features_mask"
 
 
+# the mappings transformers lists decoder-only speech LLMs in (none holds all of them)
+MAPPINGS = ("SPEECH_SEQ_2_SEQ", "MULTIMODAL_LM", "SEQ_TO_SEQ_CAUSAL_LM", "CAUSAL_LM")
+
+
+def model_class(hf: Any) -> type | None:
+    """The speech LLM's ``...ForConditionalGeneration``: the class one of ``MAPPINGS`` gives."""
+    from transformers.models.auto import modeling_auto
+
+    for name in MAPPINGS:
+        mapping = getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING")
+        if type(hf) in mapping:
+            cls = mapping[type(hf)]
+            if features_method(cls) is not None:
+                return cls
+    return None
+
+
+def features_method(owner: Any) -> Any:
+    """``get_audio_features`` (on the head or the base model under it; ``audio_qwen2`` for a
+    model with none), else None."""
+    from mobius.tasks.audio_qwen2 import OWN_FEATURES
+
+    cls = owner if isinstance(owner, type) else type(owner)
+    if cls.__name__ in OWN_FEATURES:
+        own = OWN_FEATURES[cls.__name__]
+        return own if isinstance(owner, type) else own.__get__(owner)
+    method = getattr(owner, "get_audio_features", None)
+    if method is None and isinstance(owner, torch.nn.Module):
+        method = getattr(getattr(owner, "model", None), "get_audio_features", None)
+    return method
+
+
+def audio_config(hf: Any) -> Any:
+    """The audio tower's config: ``audio_config`` (Granite Speech: ``encoder_config``)."""
+    for name in ("audio_config", "encoder_config"):
+        sub = getattr(hf, name, None)
+        if sub is not None:
+            return sub
+    return None
+
+
 def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     """The features method's required arguments under their HF names: ``input_features``
     ``[batch, mel, frames]`` (``[batch, frames, width]`` for towers configured by ``input_dim``;
@@ -45,8 +86,6 @@ def audio_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     Where the processor cuts clips into windows (``chunked``), the features and their mask have
     one row per window (``audio_chunks``) and ``padding_mask`` one row of raw samples per clip
     (``[audio_clips, num_samples]``)."""
-    from mobius.tasks.audio_llm import audio_config
-
     hf = config.hf_config
     audio = audio_config(hf)
     params = _signature(hf)
@@ -111,8 +150,6 @@ def masks_rows(hf: Any) -> bool:
     """The forward keeps only the features method's output rows that ``input_features_mask``
     marks (Granite Speech: the processor's ``[batch, rows]`` mask of each clip's projector rows),
     a mask the features method itself does not take."""
-    from mobius.tasks.audio_llm import model_class
-
     cls = model_class(hf)
     forward = inspect.signature(cls.forward).parameters if cls is not None else {}
     return ROW_MASK in forward and ROW_MASK not in _signature(hf)
@@ -173,9 +210,7 @@ def _signature(hf: Any) -> dict[str, inspect.Parameter]:
     (MOSS Transcribe's ``padding_mask``)."""
     from transformers.models.auto.modeling_auto import MODEL_MAPPING
 
-    from mobius.tasks.audio_llm import _features_method, model_class
-
-    params = dict(inspect.signature(_features_method(model_class(hf))).parameters)
+    params = dict(inspect.signature(features_method(model_class(hf))).parameters)
     named = [p for n, p in params.items() if n != "self" and p.kind not in _VARIADIC]
     if type(hf) not in MODEL_MAPPING:
         return params

@@ -30,8 +30,11 @@ from mobius.tasks.audio_inputs import (
     PROMPTS,
     ROW_MASK,
     SAMPLES,
+    audio_config,
     audio_inputs,
+    features_method,
     masks_rows,
+    model_class,
 )
 from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
 from mobius.tasks.modality import Modality, place_features, scatter_features
@@ -53,8 +56,6 @@ from mobius.tasks.vlm_inputs import own_image_features
 ASR = "automatic-speech-recognition"
 AUDIO_TEXT = "audio-text-to-text"
 AUDIO_TOKENS = "num_audio_tokens"
-# the mappings transformers lists decoder-only speech LLMs in (none holds all of them)
-MAPPINGS = ("SPEECH_SEQ_2_SEQ", "MULTIMODAL_LM", "SEQ_TO_SEQ_CAUSAL_LM", "CAUSAL_LM")
 # example sizes: distinct from the base task's (2, 7, 4, 11) and each other (the image rows too:
 # the embedding graph of a model with both takes both)
 _SIZES = {
@@ -69,49 +70,12 @@ _SIZES = {
 }
 
 
-def model_class(hf: Any) -> type | None:
-    """The speech LLM's ``...ForConditionalGeneration``: the class one of ``MAPPINGS`` gives."""
-    from transformers.models.auto import modeling_auto
-
-    for name in MAPPINGS:
-        mapping = getattr(modeling_auto, f"MODEL_FOR_{name}_MAPPING")
-        if type(hf) in mapping:
-            cls = mapping[type(hf)]
-            if _features_method(cls) is not None:
-                return cls
-    return None
-
-
-def _features_method(owner: Any) -> Any:
-    """``get_audio_features`` (on the head or the base model under it; ``audio_qwen2`` for a
-    model with none), else None."""
-    from mobius.tasks.audio_qwen2 import OWN_FEATURES
-
-    cls = owner if isinstance(owner, type) else type(owner)
-    if cls.__name__ in OWN_FEATURES:
-        own = OWN_FEATURES[cls.__name__]
-        return own if isinstance(owner, type) else own.__get__(owner)
-    method = getattr(owner, "get_audio_features", None)
-    if method is None and isinstance(owner, torch.nn.Module):
-        method = getattr(getattr(owner, "model", None), "get_audio_features", None)
-    return method
-
-
 def is_audio_llm(config: ArchitectureConfig) -> bool:
     """A decoder-only model with an audio tower that feeds its LM through embeddings."""
     hf = config.hf_config
     if config.is_encoder_decoder or audio_config(hf) is None:
         return False
     return model_class(hf) is not None
-
-
-def audio_config(hf: Any) -> Any:
-    """The audio tower's config: ``audio_config`` (Granite Speech: ``encoder_config``)."""
-    for name in ("audio_config", "encoder_config"):
-        sub = getattr(hf, name, None)
-        if sub is not None:
-            return sub
-    return None
 
 
 def in_speech_mapping(hf: Any) -> bool:
@@ -232,7 +196,7 @@ def audio_features(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> t
     row_mask = inputs.get(ROW_MASK) if masks_rows(model.config) else None
     inputs = {k: v for k, v in inputs.items() if row_mask is None or k != ROW_MASK}
     with _whole_when_iterated():
-        out = _features_method(model)(**inputs, return_dict=True)
+        out = features_method(model)(**inputs, return_dict=True)
     if row_mask is not None:  # HF's features[mask]: the mask marks each clip's first rows
         rows = out.pooler_output
         kept = torch.arange(rows.shape[1], device=rows.device)[None, :] < row_mask.sum(-1)[:, None]

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 from mobius.tasks.base import TensorSpec
+from mobius.tasks.image_shape import IMAGES, image_shape
 
 MODEL_TYPE = "phi4_multimodal"
 MODE = "audio_projection_mode"  # the audio graph's input: 1 where the call has images
@@ -152,17 +153,13 @@ def conformer(encoder: Any, features: torch.Tensor, mask: torch.Tensor) -> torch
 def _crops(name: str, config: Any) -> TensorSpec:
     """Each image's crops (the global view, then the sub-crops, padded to the most crops of any
     image) at the tower's size."""
-    from mobius.tasks.vlm_inputs import IMAGES, _image_shape
-
-    return TensorSpec(name, None, (IMAGES, CROPS, *_image_shape(config.hf_config.vision_config)))
+    return TensorSpec(name, None, (IMAGES, CROPS, *image_shape(config.hf_config.vision_config)))
 
 
 def _crop_masks(name: str, config: Any) -> TensorSpec:
     """Each crop's mask of real patches (1: real), as its crops are laid out (``_crops``)."""
-    from mobius.tasks.vlm_inputs import IMAGES, _image_shape
-
     vision = config.hf_config.vision_config
-    side = _image_shape(vision)[1] // vision.patch_size
+    side = image_shape(vision)[1] // vision.patch_size
     return TensorSpec(name, None, (IMAGES, CROPS, side, side))
 
 

@@ -23,9 +23,9 @@ from mobius.errors import UnsupportedError
 from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, TensorSpec
 from mobius.tasks.head import VLM_MAPPING, auto_mapping
+from mobius.tasks.image_shape import IMAGES, image_shape
 from mobius.tasks.vlm_prepend import prepended_features_method
 
-IMAGES = "num_images"
 PATCHES = "num_patches"
 QFORMER_SEQUENCE = "qformer_sequence_length"
 HEIGHT, WIDTH = "image_height", "image_width"
@@ -47,27 +47,6 @@ def required_arguments(method: Any) -> list[str]:
     ]
 
 
-def _image_shape(vision: Any) -> tuple[int, int, int]:
-    """(channels, height, width) of one image for a vision sub-config."""
-    if vision is not None and getattr(vision, "image_size", None) is None:
-        vision = _pixel_sub_config(vision)
-    channels = getattr(vision, "num_channels", None) or getattr(vision, "in_channels", 3)
-    size = getattr(vision, "image_size", None)  # None: any size (an axis the trace names)
-    height, width = size if isinstance(size, (list, tuple)) else (size, size)
-    return channels, height, width
-
-
-def _pixel_sub_config(vision: Any) -> Any:
-    """A vision config made of towers in sequence names its image size on the first tower's
-    sub-config (Unlimited-OCR: SAM, then a CLIP encoder on SAM's features), the one that reads
-    the pixels; ``vision`` itself where no sub-config names one."""
-    for key in getattr(vision, "sub_configs", None) or {}:
-        sub = getattr(vision, key, None)
-        if getattr(sub, "image_size", None) is not None:
-            return sub
-    return vision
-
-
 def _pixels(name: str, config: ArchitectureConfig) -> TensorSpec:
     """``<view>pixel_values``: images at the size of ``<view>vision_config`` (``pixel_values``:
     ``vision_config``; ``high_res_pixel_values``: ``high_res_vision_config``); for a model that
@@ -75,7 +54,7 @@ def _pixels(name: str, config: ArchitectureConfig) -> TensorSpec:
     prefix = name.removesuffix("pixel_values")
     vision = getattr(config.hf_config, f"{prefix}vision_config", None)
     frames = (FRAMES,) if takes_videos(image_features_method(config)) else ()
-    return TensorSpec(name, None, (IMAGES, *frames, *_image_shape(vision)))
+    return TensorSpec(name, None, (IMAGES, *frames, *image_shape(vision)))
 
 
 def _per_image_pair(dtype: torch.dtype) -> Callable[[str, ArchitectureConfig], TensorSpec]:
@@ -137,7 +116,7 @@ def padded_images_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     image_width]`` padded to the largest image, both sides multiples of the patches the projector
     merges, and each image's own ``image_sizes`` ``[num_images, 2]`` in pixels."""
     hf = config.hf_config
-    channels = _image_shape(hf.vision_config)[0]
+    channels = image_shape(hf.vision_config)[0]
     unit = hf.vision_config.patch_size * getattr(hf, "spatial_merge_size", 1)
     return [
         TensorSpec("pixel_values", None, (IMAGES, channels, HEIGHT, WIDTH), unit),
@@ -148,7 +127,7 @@ def padded_images_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
 def example_side(dim: str, spec: TensorSpec, config: ArchitectureConfig) -> int:
     """Distinct example sides within the tower's position table: the full ``image_size``
     high and one merged patch less wide."""
-    size = _image_shape(config.hf_config.vision_config)[1]
+    size = image_shape(config.hf_config.vision_config)[1]
     return size if dim == HEIGHT else max(size - spec.multiple_of, spec.multiple_of)
 
 
@@ -171,7 +150,7 @@ def packed_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     (each image's patches row-major, images one after another) and each image's size in patches,
     ``target_sizes`` int32 ``[num_images, 2]``."""
     hf = config.hf_config
-    channels, patch = _image_shape(hf.vision_config)[0], hf.vision_config.patch_size
+    channels, patch = image_shape(hf.vision_config)[0], hf.vision_config.patch_size
     return [
         TensorSpec(
             "pixel_values",
@@ -208,7 +187,7 @@ def tiled_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     """The processor's anyres batch: per image, the whole image resized to one tile and then its
     best resolution's tiles, padded to the batch's most, ``[num_images, num_tiles, channels,
     tile, tile]``; and each image's ``image_sizes`` ``[num_images, 2]`` in pixels."""
-    channels, tile, _ = _image_shape(config.hf_config.vision_config)
+    channels, tile, _ = image_shape(config.hf_config.vision_config)
     return [
         TensorSpec("pixel_values", None, (IMAGES, TILES, channels, tile, tile)),
         TensorSpec("image_sizes", torch.int64, (IMAGES, 2)),
@@ -227,7 +206,7 @@ def fixed_resolution_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
     one tile, then the tiles, ``[1, 1 + rows * columns, channels, tile, tile]``; and its
     ``image_sizes`` ``[1, 2]`` (checked to be the fixed resolution when the graph runs)."""
     hf = config.hf_config
-    channels, tile, _ = _image_shape(hf.vision_config)
+    channels, tile, _ = image_shape(hf.vision_config)
     height, width = fixed_resolution(hf)
     tiles = 1 + (height // tile) * (width // tile)
     return [
@@ -330,7 +309,7 @@ def patch_sequence_inputs(hf: Any, method: Any) -> list[TensorSpec] | None:
     otherwise."""
     if not {"spatial_shapes", "pixel_attention_mask"} <= set(required_arguments(method)):
         return None
-    channels, patch = _image_shape(hf.vision_config)[0], hf.vision_config.patch_size
+    channels, patch = image_shape(hf.vision_config)[0], hf.vision_config.patch_size
     return [
         TensorSpec("pixel_values", None, (IMAGES, PATCHES, channels * patch * patch)),
         TensorSpec("spatial_shapes", torch.int64, (IMAGES, 2)),
@@ -398,7 +377,7 @@ def vision_inputs(config: ArchitectureConfig) -> list[TensorSpec]:
         )
     method = image_features_method(config)
     arguments = image_feature_arguments(config)
-    channels, height, width = _image_shape(vision)
+    channels, height, width = image_shape(vision)
     if "image_grid_thw" in arguments:
         # each image's patches, and its (t, h, w) grid of patches: flattened, or as small images
         # where the family's processor makes them so (PaddleOCR-VL, Kimi-K2.5)

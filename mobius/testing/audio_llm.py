@@ -114,8 +114,14 @@ def audio_batch(model: Any, lengths: tuple[int, ...] = (1.0, 0.625), seed: int =
     """Random log-mel clips in the audio graph's layout, one per entry of ``lengths`` (each a
     fraction of the window), with the mask the processor gives: real frames 1, padding 0."""
     from mobius.sources.config import from_hf
-    from mobius.tasks.audio_inputs import AUDIO_ROWS, MASKS, _mel_first, audio_inputs, chunked
-    from mobius.tasks.audio_llm import audio_config
+    from mobius.tasks.audio_inputs import (
+        AUDIO_ROWS,
+        MASKS,
+        _mel_first,
+        audio_config,
+        audio_inputs,
+        chunked,
+    )
 
     specs = audio_inputs(from_hf(model.config))
     gen = torch.Generator().manual_seed(seed)
@@ -204,8 +210,7 @@ def clip_inputs(model: Any, audio: dict) -> list[dict]:
 def real_frames(model: Any, audio: dict) -> torch.Tensor:
     """``[batch, frames]``: 1 on each clip's real frames, by its mask (or, for dots.ocr-3, its
     ``chunk_sample_lengths``)."""
-    from mobius.tasks.audio_inputs import MASKS
-    from mobius.tasks.audio_llm import audio_config
+    from mobius.tasks.audio_inputs import MASKS, audio_config
 
     mask = next((audio[n] for n in MASKS if n in audio), None)
     if mask is not None:
