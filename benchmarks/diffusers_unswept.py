@@ -167,6 +167,6 @@ NOTES = [
     "`patch_count` = (height / p) x (width / p), `sequence_length_2` = text + 3.",
     "SanaWMTransformer3DModel's config has no softmax blocks (softmax_every_n 0, gated-delta-net "
     "blocks only): its softmax blocks cast float32 queries, keys and values to bfloat16 for "
-    "SDPA, which onnxruntime's CPU cannot run (no bfloat16 Attention; the session fails to "
-    "load). Its gated-delta-net blocks scan the frames one by one in Python: frames fixed to 5.",
+    "SDPA, which onnxruntime's CPU cannot run (it has no bfloat16 Attention and refuses to load "
+    "the graph). Its gated-delta-net blocks scan the frames one by one in Python: frames fixed to 5.",
 ]

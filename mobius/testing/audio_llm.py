@@ -339,16 +339,31 @@ def audio_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dic
     )
     tokens, hf_logits = hf_generate(model, hf_inputs, new_tokens)
     ours, our_logits = runner.generate(ids.numpy(), mask.numpy(), features, new_tokens)
-    real = mask.numpy().astype(bool)
-    diff = lambda a, b: float(np.abs(np.asarray(a) - to_numpy(b)).max())  # noqa: E731
     return {
         "audio_tokens": int(expected.shape[0]),
-        "features_diff": diff(features, expected),
+        "features_diff": float(np.abs(np.asarray(features) - to_numpy(expected)).max()),
+        **decoder_results(
+            mask, (logits, first), (step_logits, second), (ours, our_logits), (tokens, hf_logits)
+        ),  # fmt: skip
+    }
+
+
+def decoder_results(mask: torch.Tensor, prefill: tuple, step: tuple, ours: tuple,
+                    hf: tuple) -> dict[str, Any]:  # fmt: skip
+    """The decoder's keys of a speech-LLM parity result: ``prefill`` and ``step`` are (our
+    logits, HF's output), ``ours`` and ``hf`` (greedy tokens, their logits); prefill logits are
+    compared on the rows' real positions only."""
+    from mobius.verification.pairs import to_numpy
+
+    real = mask.numpy().astype(bool)
+    (logits, first), (step_logits, second) = prefill, step
+    (our_tokens, our_logits), (tokens, hf_logits) = ours, hf
+    return {
         "prefill_diff": float(np.abs(logits[real] - to_numpy(first.logits)[real]).max()),
-        "decode_diff": diff(step_logits, second.logits),
+        "decode_diff": float(np.abs(np.asarray(step_logits) - to_numpy(second.logits)).max()),
         "generate_logits_diff": float(np.abs(our_logits - hf_logits).max()),
-        "tokens_equal": bool(np.array_equal(ours, tokens)),
-        "tokens": ours.tolist(),
+        "tokens_equal": bool(np.array_equal(our_tokens, tokens)),
+        "tokens": our_tokens.tolist(),
         "hf_tokens": tokens.tolist(),
     }
 

@@ -147,7 +147,12 @@ def omni_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict
     from mobius.runtime.vlm import DEEPSTACK, DEEPSTACK_FEATURES, next_positions
     from mobius.tasks.audio_llm import audio_features
     from mobius.tasks.vlm import language_model, vision_outputs
-    from mobius.testing.audio_llm import audio_batch, features_per_clip, real_frames
+    from mobius.testing.audio_llm import (
+        audio_batch,
+        decoder_results,
+        features_per_clip,
+        real_frames,
+    )
     from mobius.testing.vlm import _cache_of, hf_generate
     from mobius.testing.vlm_pixels import image_runs, pixel_inputs
     from mobius.verification.pairs import for_session, for_torch, to_numpy
@@ -227,7 +232,6 @@ def omni_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict
         deepstack=deepstack,
         more=images,
     )
-    real = mask.numpy().astype(bool)
     diff = lambda a, b: float(np.abs(np.asarray(a) - to_numpy(b)).max())  # noqa: E731
     image_diff = diff(image, hf_image)
     if hf_deepstack is not None:
@@ -243,12 +247,9 @@ def omni_parity(model: Any, package: Path, new_tokens: int = NEW_TOKENS) -> dict
         "image_features_diff": image_diff,
         "audio_features_diff": audio_diff,
         "features_diff": max(image_diff, audio_diff),
-        "prefill_diff": float(np.abs(logits[real] - to_numpy(first.logits)[real]).max()),
-        "decode_diff": diff(step_logits, second.logits),
-        "generate_logits_diff": float(np.abs(our_logits - hf_logits).max()),
-        "tokens_equal": bool(np.array_equal(ours, tokens)),
-        "tokens": ours.tolist(),
-        "hf_tokens": tokens.tolist(),
+        **decoder_results(
+            mask, (logits, first), (step_logits, second), (ours, our_logits), (tokens, hf_logits)
+        ),  # fmt: skip
     }
 
 
