@@ -42,6 +42,7 @@ def component_tasks(name: str) -> list[Task]:
     """The graphs of diffusers model class ``name``, each a Task named as its directory."""
     from mobius.diffusers.audio_args import audio_ruled, audio_tasks
     from mobius.diffusers.generic import forward_task
+    from mobius.diffusers.sampling import sampling_tasks
     from mobius.diffusers.transformers2d import transformer_task
 
     cls = model_class(name)
@@ -49,6 +50,8 @@ def component_tasks(name: str) -> list[Task]:
         return [forward_task(cls)]
     if (audio := audio_tasks(name, cls)) is not None:
         return audio
+    if (sampling := sampling_tasks(name, cls)) is not None:
+        return sampling
     if name in PLAIN_LATENT_VAES:
         return list(dt.vae_tasks("latents", cls))
     if name.startswith("Autoencoder") or (hasattr(cls, "encode") and hasattr(cls, "decode")):

@@ -25,6 +25,8 @@ SEQUENCE_2 = "sequence_length_2"  # a second text, of a length other than the fi
 PATCHES = "patch_count"  # one token per patch of unpacked latents: (height / p) * (width / p)
 PACKED = "packed_length"  # one packed sequence: the prompt, the video's and the audio's tokens
 NOISE_LEVELS = "noise_levels"  # the distinct noise levels of a packed sequence's rows
+SAMPLE_HEIGHT = "sample_height"  # a VAE's image beside its latents: 2x per level but the last
+SAMPLE_WIDTH = "sample_width"
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
 EXAMPLE_SIZES = {
@@ -84,7 +86,8 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     joint sequence is the prompt then the patch tokens; frames folded into the batch number
     batch times frames; a second text is 3 tokens longer than the first (any other length); a
     token per patch of the latents numbers their patches; a packed sequence holds the prompt's,
-    the video's patch tokens and the audio's frames."""
+    the video's patch tokens and the audio's frames; a VAE's image is its latents' size times 2
+    per level of ``block_out_channels`` but the last."""
     out = dict(sizes)
     levels = (
         cfg.get("conditioning_embedding_out_channels")
@@ -105,6 +108,8 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     patch = cfg.get("patch_size") if isinstance(cfg.get("patch_size"), int) else 2
     out[PATCHES] = (sizes[HEIGHT] // patch) * (sizes[WIDTH] // patch)
     out[PACKED] = sizes[SEQUENCE] + out[IMAGE_SEQUENCE] + sizes[LENGTH]
+    scale = 2 ** (len(cfg.get("block_out_channels") or (0,) * 4) - 1)
+    out[SAMPLE_HEIGHT], out[SAMPLE_WIDTH] = scale * sizes[HEIGHT], scale * sizes[WIDTH]
     return out
 
 

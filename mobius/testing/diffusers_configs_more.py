@@ -163,5 +163,14 @@ MORE_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
      {"patch_size": 2, "in_channels": 4, "num_layers": 1, "attention_head_dim": 8,
       "num_attention_heads": 2, "out_channels": 4, "text_embed_dim": 12, "time_embed_dim": 16,
       "condition_dim": 8, "pos_embed_max_size": 128, "sample_size": 16, "rope_axes_dim": (4, 4)}),
+    # a decoder that samples (its noise is an input: mobius/diffusers/sampling.py); the decoder's
+    # UNet is shallower than the encoder, whose depth sets the image's size
+    ("ConsistencyDecoderVAE", "ConsistencyDecoderVAE",
+     {"encoder_block_out_channels": (8, 16, 16), "encoder_layers_per_block": 1,
+      "encoder_down_block_types": ("DownEncoderBlock2D",) * 3, "encoder_norm_num_groups": 4,
+      "decoder_block_out_channels": (8, 16), "decoder_layers_per_block": 1,
+      "decoder_down_block_types": ("ResnetDownsampleBlock2D",) * 2,
+      "decoder_up_block_types": ("ResnetUpsampleBlock2D",) * 2, "decoder_norm_num_groups": 4,
+      "sample_size": 16}),
 ]
 # fmt: on

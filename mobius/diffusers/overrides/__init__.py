@@ -16,6 +16,7 @@ from mobius.diffusers.overrides import (
     audio_padding,
     chroma,
     cogvideox,
+    consistency_decoder,
     cosmos,
     frame_loops,
     joyimage,
@@ -33,6 +34,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
         chroma.guidance_zeros_by_shape
     ),
     f"{_M}.embeddings.CogVideoXPatchEmbed": cogvideox.joint_table_by_concat,
+    f"{_M}.autoencoders.consistency_decoder_vae.ConsistencyDecoderVAE": (
+        consistency_decoder.steps_by_index
+    ),
     f"{_M}.autoencoders.autoencoder_kl_wan.AutoencoderKLWan": frame_loops.frames_fixed_per_graph,
     f"{_M}.autoencoders.autoencoder_kl_qwenimage.AutoencoderKLQwenImage": (
         frame_loops.frames_fixed_per_graph

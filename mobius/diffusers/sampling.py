@@ -1,0 +1,79 @@
+"""VAE decoders that sample: the noise they draw is a graph input.
+
+A consistency decoder (ConsistencyDecoderVAE) decodes by denoising from random noise in a fixed
+number of steps, drawing noise with diffusers' ``randn_tensor`` at the start and between steps.
+A graph cannot draw the same numbers as a ``torch.Generator``, and a pipeline wants reproducible
+images, so the decoder graph takes the draws: ``noise`` ``[noise_draws, batch, 3, sample_height,
+sample_width]``, one image-sized draw per step, in the order the model draws them. The encoder is
+the plain ``vae_encoder``. PyTorch is checked with the same draws (``drawing_from``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from mobius.diffusers import tasks as dt
+from mobius.tasks.base import BATCH, TensorSpec
+
+# class -> (draws per decode, the modules whose randn_tensor draws them)
+SAMPLING_DECODERS = {
+    "ConsistencyDecoderVAE": (
+        2,
+        (
+            "diffusers.models.autoencoders.consistency_decoder_vae",
+            "diffusers.schedulers.scheduling_consistency_decoder",
+        ),
+    ),
+}
+IMAGE_CHANNELS = 3  # the decoders draw RGB images
+
+
+def sampling_tasks(name: str, cls: type) -> list[dt.DiffusersTask] | None:
+    """The encoder and the noise-taking decoder of sampling VAE ``name``; None for other classes."""
+    if name not in SAMPLING_DECODERS:
+        return None
+    draws, modules = SAMPLING_DECODERS[name]
+
+    def inputs(cfg: Any) -> list[TensorSpec]:
+        noise = (draws, BATCH, IMAGE_CHANNELS, dt.SAMPLE_HEIGHT, dt.SAMPLE_WIDTH)
+        return [*dt.vae_decoder_inputs(cfg), TensorSpec("noise", None, noise)]
+
+    def call(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
+        with drawing_from(x["noise"], modules):
+            return dt.call_vae_decoder(model, x)
+
+    encoder = dt.vae_tasks(cls=cls)[0]
+    return [encoder, dt.DiffusersTask("vae_decoder", inputs, call, ("sample",))]
+
+
+@contextlib.contextmanager
+def drawing_from(noise: torch.Tensor, modules: tuple[str, ...]) -> Iterator[None]:
+    """diffusers' ``randn_tensor``, as ``modules`` call it, returns ``noise[0]``, ``noise[1]``, ...
+    in turn; every draw must be taken."""
+    draws = list(noise.unbind(0))
+    taken = 0
+
+    def draw(shape: Any, generator: Any = None, device: Any = None, dtype: Any = None, **_: Any):
+        nonlocal taken
+        if taken == len(draws):
+            raise ValueError(f"the decoder draws more noise than the {len(draws)} draws given")
+        value = draws[taken]
+        taken += 1
+        return value if dtype is None else value.to(dtype)
+
+    loaded = [importlib.import_module(m) for m in modules]
+    originals = [m.randn_tensor for m in loaded]
+    for module in loaded:
+        module.randn_tensor = draw
+    try:
+        yield
+    finally:
+        for module, original in zip(loaded, originals, strict=True):
+            module.randn_tensor = original
+    if taken != len(draws):
+        raise ValueError(f"the decoder drew {taken} of the {len(draws)} noise draws given")
