@@ -17,6 +17,7 @@ from mobius.diffusers.overrides import (
     chroma,
     cogvideox,
     cosmos,
+    easyanimate,
     frame_loops,
     joyimage,
     kandinsky6,
@@ -33,6 +34,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
         chroma.guidance_zeros_by_shape
     ),
     f"{_M}.embeddings.CogVideoXPatchEmbed": cogvideox.joint_table_by_concat,
+    f"{_M}.transformers.transformer_easyanimate.EasyAnimateRotaryPosEmbed": (
+        easyanimate.crop_from_sizes
+    ),
     f"{_M}.autoencoders.autoencoder_kl_wan.AutoencoderKLWan": frame_loops.frames_fixed_per_graph,
     f"{_M}.autoencoders.autoencoder_kl_qwenimage.AutoencoderKLQwenImage": (
         frame_loops.frames_fixed_per_graph
