@@ -13,12 +13,6 @@ REASONS = {
     "controlnet contract does not fill",
     "ControlNetXSAdapter": "an adapter driven by UNetControlNetXSModel, not called alone",
     "BriaFiboTransformer2DModel": "needs text_encoder_layers (a list of tensors)",
-    "EasyAnimateTransformer3DModel": "its rotary grid is cropped by Python arithmetic on the "
-    "latent size (int(round(...)), a branch on the aspect ratio): the trace holds only for some "
-    "heights and widths",
-    "BriaFibo2Transformer2DModel": "its Perceiver's gist-token count is computed in Python "
-    "from each prompt's length (a list over the batch): a trace fixes the batch and the prompt "
-    "length",
     "AutoencoderKLQwenImage21": "no small config found in the time given (its channel and "
     "patch constraints)",
     "AutoencoderKLAllegro": "diffusers itself refuses: encoding without tiling is not implemented",

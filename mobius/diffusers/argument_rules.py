@@ -277,6 +277,8 @@ NEEDED: dict[str, set[str]] = {
     "SparseControlNetModel": {"conditioning_mask"},  # read under concat_conditioning_mask
     "SanaWMTransformer3DModel": {"encoder_attention_mask"},  # its cross-attention's bias
     "WanVACETransformer3DModel": {"control_hidden_states", "control_hidden_states_scale"},
+    # its pipeline passes the prompts' padding: each prompt's length sets its gist-token count
+    "BriaFibo2Transformer2DModel": {"encoder_attention_mask"},
 }
 
 

@@ -14,6 +14,7 @@ import torch
 
 from mobius.diffusers.overrides import (
     audio_padding,
+    bria_fibo2,
     chroma,
     cogvideox,
     cosmos,
@@ -32,6 +33,9 @@ _M = "diffusers.models"
 OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_chroma.ChromaCombinedTimestepTextProjEmbeddings": (
         chroma.guidance_zeros_by_shape
+    ),
+    f"{_M}.transformers.transformer_bria_fibo2.BriaFibo2Transformer2DModel": (
+        bria_fibo2.gist_slots_by_mask
     ),
     f"{_M}.embeddings.CogVideoXPatchEmbed": cogvideox.joint_table_by_concat,
     f"{_M}.transformers.transformer_easyanimate.EasyAnimateRotaryPosEmbed": (
