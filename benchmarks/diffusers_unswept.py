@@ -9,10 +9,7 @@ REASONS = {
     "AutoencoderKLTemporalDecoder": "decode takes num_frames as a Python int (frames folded "
     "into the batch): the VAE contract has no such argument",
     "TransformerTemporalModel": "frames folded into the batch with num_frames a Python int",
-    "ControlNetUnionModel": "forward requires control_type and control_type_idx, which the "
-    "controlnet contract does not fill",
     "ControlNetXSAdapter": "an adapter driven by UNetControlNetXSModel, not called alone",
-    "BriaFiboTransformer2DModel": "needs text_encoder_layers (a list of tensors)",
     "AutoencoderKLQwenImage21": "no small config found in the time given (its channel and "
     "patch constraints)",
     "AutoencoderKLAllegro": "diffusers itself refuses: encoding without tiling is not implemented",

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from mobius.diffusers import audio_args
+from mobius.diffusers.structured_args import UNION_IMAGES
 from mobius.diffusers.tasks import (
     BATCH_FRAMES,
     FRAMES,
@@ -249,6 +250,14 @@ RULES: dict[tuple[str, str], Rule] = {
         "audio_indices", torch.int64, (LENGTH,)),
     ("MiniMaxH3Transformer3DModel", "text_indices"): lambda _cfg: TensorSpec(
         "text_indices", torch.int64, (SEQUENCE,)),
+    # ControlNet Union: which of its num_control_type modes are in use (0 or 1 each); per control
+    # image (structured_args.UNION_IMAGES of them) its mode, an index into its task embedding,
+    # and its scale
+    ("ControlNetUnionModel", "control_type"): _features("control_type", "num_control_type", 6),
+    ("ControlNetUnionModel", "control_type_idx"): lambda _cfg: TensorSpec(
+        "control_type_idx", torch.int64, (UNION_IMAGES,)),
+    ("ControlNetUnionModel", "conditioning_scale"): lambda _cfg: TensorSpec(
+        "conditioning_scale", torch.float32, (UNION_IMAGES,)),
 }  # fmt: skip
 
 

@@ -15,7 +15,7 @@ import onnx_ir as ir
 import torch
 
 from mobius import failures
-from mobius.diffusers import argument_rules
+from mobius.diffusers import argument_rules, structured_args
 from mobius.diffusers import tasks as dt
 from mobius.diffusers.config import architecture, class_name, model_class
 from mobius.errors import ConfigError, UnsupportedError
@@ -49,6 +49,8 @@ def component_tasks(name: str) -> list[Task]:
         return [forward_task(cls)]
     if (audio := audio_tasks(name, cls)) is not None:
         return audio
+    if structured_args.structured(cls):  # lists or dicts of tensors: the generic contract
+        return [forward_task(cls)]
     if name in PLAIN_LATENT_VAES:
         return list(dt.vae_tasks("latents", cls))
     if name.startswith("Autoencoder") or (hasattr(cls, "encode") and hasattr(cls, "decode")):

@@ -107,8 +107,8 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
             value = torch.randint(0, 64, shape, generator=gen).float()
         elif spec.name in ("aspect_ratio", "added_time_ids"):
             value = torch.rand(shape, generator=gen) * 2
-        elif spec.name == "conditioning_scale":
-            value = torch.tensor(0.7)
+        elif spec.name == "conditioning_scale":  # a scalar, or one per control image
+            value = torch.full(shape, 0.7)
         else:
             value = torch.randn(shape, generator=gen)
         out[spec.name] = value
