@@ -82,9 +82,6 @@ REASONS = {
     "AceStepConditionEncoder": "its timbre encoder unpacks the references per batch row by "
     "the .item() of refer_audio_order_mask's max and bincount: the output's size depends on "
     "input values, which a graph traced once cannot follow",
-    "T5FilmDecoder": "forward takes encodings_and_masks, a Python list of (encoding, mask) "
-    "pairs, one per encoder of its pipeline: the generic contract names tensor arguments and "
-    "has no names for a nested list's members",
     "Cosmos3OmniTransformer": "vision_tokens, vision_token_shapes and "
     "vision_noisy_frame_indexes are Python lists (per-sample token tensors and their (t, h, w) "
     "grids), and und_len and sequence_length are Python ints",

@@ -258,6 +258,11 @@ RULES: dict[tuple[str, str], Rule] = {
         "control_type_idx", torch.int64, (UNION_IMAGES,)),
     ("ControlNetUnionModel", "conditioning_scale"): lambda _cfg: TensorSpec(
         "conditioning_scale", torch.float32, (UNION_IMAGES,)),
+    # T5FilmDecoder: the noisy spectrogram frames (at most targets_length, its position table)
+    # and the noise time in [0, 1) per row; its encodings are structured_args' pairs
+    ("T5FilmDecoder", "decoder_input_tokens"): lambda cfg: TensorSpec(
+        "decoder_input_tokens", FLOAT, (BATCH, LENGTH, cfg.get("input_dims", 128))),
+    ("T5FilmDecoder", "decoder_noise_time"): _per_row("decoder_noise_time"),
 }  # fmt: skip
 
 

@@ -135,5 +135,8 @@ SHAPED_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
      {"patch_size": 1, "in_channels": 8, "num_layers": 1, "num_single_layers": 1,
       "attention_head_dim": 8, "num_attention_heads": 2, "joint_attention_dim": 12,
       "axes_dims_rope": (2, 2, 4), "text_encoder_dim": 10}),
+    ("T5FilmDecoder", "T5FilmDecoder",
+     {"input_dims": 8, "targets_length": 128, "d_model": 16, "num_layers": 1, "num_heads": 2,
+      "d_kv": 8, "d_ff": 32, "dropout_rate": 0.0}),
 ]
 # fmt: on
