@@ -18,8 +18,6 @@ REASONS = {
     "Ideogram4PromptEnhancerHead": "a prompt-enhancer head, no diffusion component",
     "AutoencoderRAE": "its encoder is a pretrained DINOv2 loaded by name (network)",
     "MotionAdapter": "holds UNetMotionModel's motion modules; its own forward does nothing",
-    "T2IAdapter": "its forward returns a bare list of features: the contract names a dataclass's "
-    "fields, and a list without a field has no name there",
     "MultiAdapter": "a list of T2IAdapters, built from models, not from a config",
     "Kandinsky6SRTransformer3DModel": "no small config written (its sparse 'nabla' attention "
     "windows)",

@@ -263,6 +263,9 @@ RULES: dict[tuple[str, str], Rule] = {
     ("T5FilmDecoder", "decoder_input_tokens"): lambda cfg: TensorSpec(
         "decoder_input_tokens", FLOAT, (BATCH, LENGTH, cfg.get("input_dims", 128))),
     ("T5FilmDecoder", "decoder_noise_time"): _per_row("decoder_noise_time"),
+    # T2I-Adapter: the control image, in pixels (the latents' size times the VAE's 8)
+    ("T2IAdapter", "x"): lambda cfg: TensorSpec(
+        "x", FLOAT, (BATCH, cfg.get("in_channels", 3), "image_height", "image_width")),
 }  # fmt: skip
 
 

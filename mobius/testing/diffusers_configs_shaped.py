@@ -138,5 +138,14 @@ SHAPED_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("T5FilmDecoder", "T5FilmDecoder",
      {"input_dims": 8, "targets_length": 128, "d_model": 16, "num_layers": 1, "num_heads": 2,
       "d_kv": 8, "d_ff": 32, "dropout_rate": 0.0}),
+    ("T2IAdapter", "T2IAdapter",
+     {"in_channels": 3, "channels": (8, 16, 16), "num_res_blocks": 1, "downscale_factor": 8,
+      "adapter_type": "full_adapter"}),
+    ("T2IAdapter (full_adapter_xl)", "T2IAdapter",
+     {"in_channels": 3, "channels": (8, 16, 16, 16), "num_res_blocks": 1,
+      "downscale_factor": 16, "adapter_type": "full_adapter_xl"}),
+    ("T2IAdapter (light_adapter)", "T2IAdapter",
+     {"in_channels": 3, "channels": (8, 16, 16), "num_res_blocks": 1, "downscale_factor": 8,
+      "adapter_type": "light_adapter"}),
 ]
 # fmt: on
