@@ -6,9 +6,6 @@ from __future__ import annotations
 
 # classes examined for the sweep and left out
 REASONS = {
-    "AutoencoderKLTemporalDecoder": "decode takes num_frames as a Python int (frames folded "
-    "into the batch): the VAE contract has no such argument",
-    "TransformerTemporalModel": "frames folded into the batch with num_frames a Python int",
     "ControlNetXSAdapter": "an adapter driven by UNetControlNetXSModel, not called alone",
     "AutoencoderKLQwenImage21": "no small config found in the time given (its channel and "
     "patch constraints)",

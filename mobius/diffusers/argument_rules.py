@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from mobius.diffusers import audio_args
+from mobius.diffusers.folded_frames import frame_count
 from mobius.diffusers.structured_args import UNION_IMAGES
 from mobius.diffusers.tasks import (
     BATCH_FRAMES,
@@ -284,6 +285,8 @@ DERIVED: dict[tuple[str, str], Callable[[Any, dict[str, torch.Tensor]], Any]] = 
     ("Kandinsky5Transformer3DModel", "visual_rope_pos"): _kandinsky5_visual_positions,
     ("Kandinsky5Transformer3DModel", "text_rope_pos"): lambda _cfg, x: torch.arange(
         x["encoder_hidden_states"].shape[1], device=x["encoder_hidden_states"].device),
+    # frames folded into the batch: the count is the unfolded input's frame axis
+    ("TransformerTemporalModel", "num_frames"): lambda _cfg, x: frame_count(x, "hidden_states"),
 }  # fmt: skip
 
 # optional in the signature, read by the forward all the same

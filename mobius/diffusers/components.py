@@ -51,6 +51,10 @@ def component_tasks(name: str) -> list[Task]:
         return audio
     if structured_args.structured(cls):  # lists or dicts of tensors: the generic contract
         return [forward_task(cls)]
+    if name == "AutoencoderKLTemporalDecoder":  # decode folds frames: unfolded clips
+        from mobius.diffusers.folded_frames import temporal_decoder_tasks
+
+        return temporal_decoder_tasks(cls)
     if name in PLAIN_LATENT_VAES:
         return list(dt.vae_tasks("latents", cls))
     if name.startswith("Autoencoder") or (hasattr(cls, "encode") and hasattr(cls, "decode")):

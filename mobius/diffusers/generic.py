@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import argument_rules, structured_args
+from mobius.diffusers import argument_rules, folded_frames, structured_args
 from mobius.diffusers.tasks import (
     FRAMES,
     HEIGHT,
@@ -229,7 +229,7 @@ class ForwardTask(DiffusersTask):
         output = model(**kwargs)
         # a field named as an input is prefixed, as ``sample`` is (a graph's names are unique)
         self._outputs = [f"out_{n}" if n in x else n for n in output_names(output)]
-        return _flatten(output)
+        return folded_frames.unfold(self.cls, x, _flatten(output))
 
     def outputs(self, config: Any) -> list[str]:
         if not self._outputs:  # not traced yet: the names of one call on meta

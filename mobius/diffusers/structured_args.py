@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from mobius.diffusers.folded_frames import unfolded_spec
 from mobius.diffusers.tasks import SEQUENCE_2, unet_condition_inputs
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
@@ -100,6 +101,20 @@ def entries(specs: Callable[[Any], list[TensorSpec]], keys: tuple[str, ...]) -> 
     return structure
 
 
+def folded(channels_key: str) -> Callable:
+    """Frames folded into the batch: the input unfolded, ``[batch, num_frames, channels, height,
+    width]``, folded for the call (``folded_frames``)."""
+
+    def structure(name: str) -> Structure:
+        return Structure(
+            lambda cfg: [unfolded_spec(name, cfg.get(channels_key))],
+            lambda n, x: x[n].flatten(0, 1),
+            lambda n, _x: [n],
+        )
+
+    return structure
+
+
 def _sdxl_added_conditions(cfg: Any) -> list[TensorSpec]:
     """SDXL's pooled text and six size conditions (none without ``text_time``)."""
     return [s for s in unet_condition_inputs(cfg) if s.name in ("text_embeds", "time_ids")]
@@ -137,6 +152,8 @@ STRUCTURES: dict[tuple[str, str], Callable[[str], Structure]] = {
                                                              _control_image),
     ("ControlNetUnionModel", "added_cond_kwargs"): entries(_sdxl_added_conditions,
                                                            ("text_embeds", "time_ids")),
+    # frames folded into the batch (num_frames derived: argument_rules.DERIVED)
+    ("TransformerTemporalModel", "hidden_states"): folded("in_channels"),
     # T5FilmDecoder: the spectrogram pipeline's two encodings, each with its mask
     ("T5FilmDecoder", "encodings_and_masks"): pair_list(_film_pairs),
 }  # fmt: skip

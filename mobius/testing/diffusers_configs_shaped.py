@@ -147,5 +147,14 @@ SHAPED_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("T2IAdapter (light_adapter)", "T2IAdapter",
      {"in_channels": 3, "channels": (8, 16, 16), "num_res_blocks": 1, "downscale_factor": 8,
       "adapter_type": "light_adapter"}),
+    ("TransformerTemporalModel", "TransformerTemporalModel",
+     {"num_attention_heads": 2, "attention_head_dim": 8, "in_channels": 8, "norm_num_groups": 4,
+      "num_layers": 1}),
+    ("TransformerTemporalModel (sinusoidal positions)", "TransformerTemporalModel",
+     {"num_attention_heads": 2, "attention_head_dim": 8, "in_channels": 8, "norm_num_groups": 4,
+      "num_layers": 1, "positional_embeddings": "sinusoidal", "num_positional_embeddings": 32}),
+    ("AutoencoderKLTemporalDecoder", "AutoencoderKLTemporalDecoder",  # group norms of 32
+     {"block_out_channels": (32, 32), "layers_per_block": 1, "latent_channels": 4,
+      "down_block_types": ("DownEncoderBlock2D", "DownEncoderBlock2D")}),
 ]
 # fmt: on
