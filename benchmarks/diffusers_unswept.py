@@ -71,9 +71,6 @@ REASONS = {
     "its pipeline recomputes per step from the resolution and the timestep",
     "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "
     "causal block mask, and it takes a KV cache",
-    "MiniMaxMusic3ConditionEncoder": "resamples to int(frames * 44100 / 24000 * 960 / 512) "
-    "latent frames, a Python float: the trace fixes the count (137 at 40 frames), and integer "
-    "arithmetic differs from the float at 238 frame counts below 2e6 (the first 9344)",
     "AceStepConditionEncoder": "its timbre encoder unpacks the references per batch row by "
     "the .item() of refer_audio_order_mask's max and bincount: the output's size depends on "
     "input values, which a graph traced once cannot follow",

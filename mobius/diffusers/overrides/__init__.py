@@ -23,6 +23,7 @@ from mobius.diffusers.overrides import (
     joyimage,
     kandinsky6,
     lumina2,
+    minimax_music3,
     mochi,
     sana_wm,
     stft,
@@ -60,6 +61,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_kandinsky6.Kandinsky6RoPE3D": kandinsky6.rotary_grid_by_shape,
     f"{_M}.transformers.transformer_lumina2.Lumina2Transformer2DModel": (
         lumina2.joint_sequence_by_gathers
+    ),
+    f"{_M}.condition_embedders.condition_embedder_minimax_music3.MiniMaxMusic3ConditionEncoder": (
+        minimax_music3.length_by_integers
     ),
     f"{_M}.attention_processor.MochiAttention": mochi.masked_joint_attention,
     f"{_M}.transformers.transformer_mochi.MochiRoPE": mochi.centers_by_arange,
