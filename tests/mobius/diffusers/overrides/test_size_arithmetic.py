@@ -20,19 +20,20 @@ def _model(label: str) -> torch.nn.Module:
     return randomize_scaled(getattr(diffusers, name)(**kwargs), 0).eval()
 
 
-def test_easyanimate_crop_matches_the_model_at_every_grid():
-    """Both aspect-ratio branches, rounding half to even, one-patch sides (linspace of one)."""
+def test_easyanimate_crop_matches_the_model_table():
+    """Both aspect-ratio branches, rounding half to even, one-patch sides (linspace of one),
+    and 36x9 and 36x33 patches, where `30 / h` as a reciprocal rounds the resized side off."""
     from diffusers.models.transformers.transformer_easyanimate import EasyAnimateRotaryPosEmbed
 
     from mobius.diffusers.overrides.easyanimate import crop_from_sizes
 
     original, override = EasyAnimateRotaryPosEmbed(2, 32), EasyAnimateRotaryPosEmbed(2, 32)
     crop_from_sizes(override)
-    for rows in range(1, 25):
-        for cols in range(1, 25):
-            x = torch.zeros(1, 1, 2, 2 * rows, 2 * cols)
-            for want, got in zip(original(x), override(x), strict=True):
-                torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    grids = [(rows, cols) for rows in range(1, 13) for cols in range(1, 13)]
+    for rows, cols in [*grids, (36, 9), (36, 33)]:
+        x = torch.zeros(1, 1, 2, 2 * rows, 2 * cols)
+        for want, got in zip(original(x), override(x), strict=True):
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
 
 def test_easyanimate_converts_with_dynamic_sizes(tmp_path):
