@@ -7,8 +7,9 @@ is itself a tuple applies the rule again (``name.{i}.{j}``), as list outputs are
 (``down_block_res_samples.{i}``). A graph is made for one member count, fixed by the config (a
 tensor per transformer block) or by the class's pipeline (two encoders). A dict argument's
 entries are inputs under their keys (SDXL's ``added_cond_kwargs``: ``text_embeds`` and
-``time_ids``, the UNet contract's names). ``generic.ForwardTask`` lists the members as inputs
-and calls ``assemble`` before the model.
+``time_ids``, the UNet contract's names). An input whose frames the forward takes folded into
+the batch is given unfolded and folded for the call (``folded``; ``folded_frames.py``).
+``generic.ForwardTask`` lists the members as inputs and calls ``assemble`` before the model.
 """
 
 from __future__ import annotations

@@ -96,6 +96,8 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
             value = torch.rand(shape, generator=gen) * 0.9 + 0.01
         elif spec.name == "timestep":
             value = torch.rand(shape, generator=gen) * 900 + 10
+        elif spec.name == "decoder_noise_time":  # T5FilmDecoder's noise time, in [0, 1)
+            value = torch.rand(shape, generator=gen)
         elif spec.dtype == torch.bool:  # a padding mask: the last text token of row 0 padding
             value = torch.ones(shape, dtype=torch.bool)
             value[0, -1] = False
