@@ -145,6 +145,12 @@ NOTES = [
     "the config's in the graph, not fixed by the trace. Related axes are fed as the pipelines "
     "relate them: `batch_frames` = batch x frames, `text_and_image_length` = text + patch tokens, "
     "`patch_count` = (height / p) x (width / p), `sequence_length_2` = text + 3.",
+    "Classes with structured arguments (lists, pairs, dicts of tensors as `name.{i}`, "
+    "`name.{i}.{j}` and the dict's keys), frames folded into the batch (taken unfolded), a bare "
+    "list output (`output.{i}`), and the EasyAnimate, Bria FIBO 2 and MiniMax Music 3 condition "
+    "encoder overrides (`mobius/diffusers/structured_args.py`, `folded_frames.py`, `overrides/`; "
+    "configs in `mobius/testing/diffusers_configs_structured.py`) were run on 2026-12-07 at a "
+    "load of 5-6 on 2 cores.",
     "SanaWMTransformer3DModel's config has no softmax blocks (softmax_every_n 0, gated-delta-net "
     "blocks only): its softmax blocks cast float32 queries, keys and values to bfloat16 for "
     "SDPA, which onnxruntime's CPU cannot run (it has no bfloat16 Attention and refuses to load "
