@@ -6,27 +6,13 @@ from __future__ import annotations
 
 # classes examined for the sweep and left out
 REASONS = {
-    "AutoencoderKLTemporalDecoder": "decode takes num_frames as a Python int (frames folded "
-    "into the batch): the VAE contract has no such argument",
-    "TransformerTemporalModel": "frames folded into the batch with num_frames a Python int",
-    "ControlNetUnionModel": "forward requires control_type and control_type_idx, which the "
-    "controlnet contract does not fill",
     "ControlNetXSAdapter": "an adapter driven by UNetControlNetXSModel, not called alone",
-    "BriaFiboTransformer2DModel": "needs text_encoder_layers (a list of tensors)",
-    "EasyAnimateTransformer3DModel": "its rotary grid is cropped by Python arithmetic on the "
-    "latent size (int(round(...)), a branch on the aspect ratio): the trace holds only for some "
-    "heights and widths",
-    "BriaFibo2Transformer2DModel": "its Perceiver's gist-token count is computed in Python "
-    "from each prompt's length (a list over the batch): a trace fixes the batch and the prompt "
-    "length",
     "AutoencoderKLQwenImage21": "no small config found in the time given (its channel and "
     "patch constraints)",
     "AutoencoderKLAllegro": "diffusers itself refuses: encoding without tiling is not implemented",
     "Ideogram4PromptEnhancerHead": "a prompt-enhancer head, no diffusion component",
     "AutoencoderRAE": "its encoder is a pretrained DINOv2 loaded by name (network)",
     "MotionAdapter": "holds UNetMotionModel's motion modules; its own forward does nothing",
-    "T2IAdapter": "its forward returns a bare list of features: the contract names a dataclass's "
-    "fields, and a list without a field has no name there",
     "MultiAdapter": "a list of T2IAdapters, built from models, not from a config",
     "Kandinsky6SRTransformer3DModel": "no small config written (its sparse 'nabla' attention "
     "windows)",
@@ -85,15 +71,9 @@ REASONS = {
     "its pipeline recomputes per step from the resolution and the timestep",
     "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "
     "causal block mask, and it takes a KV cache",
-    "MiniMaxMusic3ConditionEncoder": "resamples to int(frames * 44100 / 24000 * 960 / 512) "
-    "latent frames, a Python float: the trace fixes the count (137 at 40 frames), and integer "
-    "arithmetic differs from the float at 238 frame counts below 2e6 (the first 9344)",
     "AceStepConditionEncoder": "its timbre encoder unpacks the references per batch row by "
     "the .item() of refer_audio_order_mask's max and bincount: the output's size depends on "
     "input values, which a graph traced once cannot follow",
-    "T5FilmDecoder": "forward takes encodings_and_masks, a Python list of (encoding, mask) "
-    "pairs, one per encoder of its pipeline: the generic contract names tensor arguments and "
-    "has no names for a nested list's members",
     "Cosmos3OmniTransformer": "vision_tokens, vision_token_shapes and "
     "vision_noisy_frame_indexes are Python lists (per-sample token tensors and their (t, h, w) "
     "grids), and und_len and sequence_length are Python ints",
@@ -165,6 +145,12 @@ NOTES = [
     "the config's in the graph, not fixed by the trace. Related axes are fed as the pipelines "
     "relate them: `batch_frames` = batch x frames, `text_and_image_length` = text + patch tokens, "
     "`patch_count` = (height / p) x (width / p), `sequence_length_2` = text + 3.",
+    "Classes with structured arguments (lists, pairs, dicts of tensors as `name.{i}`, "
+    "`name.{i}.{j}` and the dict's keys), frames folded into the batch (taken unfolded), a bare "
+    "list output (`output.{i}`), and the EasyAnimate, Bria FIBO 2 and MiniMax Music 3 condition "
+    "encoder overrides (`mobius/diffusers/structured_args.py`, `folded_frames.py`, `overrides/`; "
+    "configs in `mobius/testing/diffusers_configs_structured.py`) were run on 2026-12-07 at a "
+    "load of 5-6 on 2 cores.",
     "SanaWMTransformer3DModel's config has no softmax blocks (softmax_every_n 0, gated-delta-net "
     "blocks only): its softmax blocks cast float32 queries, keys and values to bfloat16 for "
     "SDPA, which onnxruntime's CPU cannot run (it has no bfloat16 Attention and refuses to load "

@@ -20,6 +20,8 @@ from typing import Any
 import torch
 
 from mobius.diffusers import audio_args
+from mobius.diffusers.folded_frames import frame_count
+from mobius.diffusers.structured_args import UNION_IMAGES
 from mobius.diffusers.tasks import (
     BATCH_FRAMES,
     FRAMES,
@@ -249,6 +251,22 @@ RULES: dict[tuple[str, str], Rule] = {
         "audio_indices", torch.int64, (LENGTH,)),
     ("MiniMaxH3Transformer3DModel", "text_indices"): lambda _cfg: TensorSpec(
         "text_indices", torch.int64, (SEQUENCE,)),
+    # ControlNet Union: which of its num_control_type modes are in use (0 or 1 each); per control
+    # image (structured_args.UNION_IMAGES of them) its mode, an index into its task embedding,
+    # and its scale
+    ("ControlNetUnionModel", "control_type"): _features("control_type", "num_control_type", 6),
+    ("ControlNetUnionModel", "control_type_idx"): lambda _cfg: TensorSpec(
+        "control_type_idx", torch.int64, (UNION_IMAGES,)),
+    ("ControlNetUnionModel", "conditioning_scale"): lambda _cfg: TensorSpec(
+        "conditioning_scale", torch.float32, (UNION_IMAGES,)),
+    # T5FilmDecoder: the noisy spectrogram frames (at most targets_length, its position table)
+    # and the noise time in [0, 1) per row; its encodings are structured_args' pairs
+    ("T5FilmDecoder", "decoder_input_tokens"): lambda cfg: TensorSpec(
+        "decoder_input_tokens", FLOAT, (BATCH, LENGTH, cfg.get("input_dims", 128))),
+    ("T5FilmDecoder", "decoder_noise_time"): _per_row("decoder_noise_time"),
+    # T2I-Adapter: the control image, in pixels (the latents' size times the VAE's 8)
+    ("T2IAdapter", "x"): lambda cfg: TensorSpec(
+        "x", FLOAT, (BATCH, cfg.get("in_channels", 3), "image_height", "image_width")),
 }  # fmt: skip
 
 
@@ -267,6 +285,8 @@ DERIVED: dict[tuple[str, str], Callable[[Any, dict[str, torch.Tensor]], Any]] = 
     ("Kandinsky5Transformer3DModel", "visual_rope_pos"): _kandinsky5_visual_positions,
     ("Kandinsky5Transformer3DModel", "text_rope_pos"): lambda _cfg, x: torch.arange(
         x["encoder_hidden_states"].shape[1], device=x["encoder_hidden_states"].device),
+    # frames folded into the batch: the count is the unfolded input's frame axis
+    ("TransformerTemporalModel", "num_frames"): lambda _cfg, x: frame_count(x, "hidden_states"),
 }  # fmt: skip
 
 # optional in the signature, read by the forward all the same
@@ -277,6 +297,8 @@ NEEDED: dict[str, set[str]] = {
     "SparseControlNetModel": {"conditioning_mask"},  # read under concat_conditioning_mask
     "SanaWMTransformer3DModel": {"encoder_attention_mask"},  # its cross-attention's bias
     "WanVACETransformer3DModel": {"control_hidden_states", "control_hidden_states_scale"},
+    # its pipeline passes the prompts' padding: each prompt's length sets its gist-token count
+    "BriaFibo2Transformer2DModel": {"encoder_attention_mask"},
 }
 
 

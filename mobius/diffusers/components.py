@@ -15,7 +15,7 @@ import onnx_ir as ir
 import torch
 
 from mobius import failures
-from mobius.diffusers import argument_rules
+from mobius.diffusers import argument_rules, structured_args
 from mobius.diffusers import tasks as dt
 from mobius.diffusers.config import architecture, class_name, model_class
 from mobius.errors import ConfigError, UnsupportedError
@@ -52,6 +52,12 @@ def component_tasks(name: str) -> list[Task]:
         return audio
     if (sampling := sampling_tasks(name, cls)) is not None:
         return sampling
+    if structured_args.structured(cls):  # lists or dicts of tensors: the generic contract
+        return [forward_task(cls)]
+    if name == "AutoencoderKLTemporalDecoder":  # decode folds frames: unfolded clips
+        from mobius.diffusers.folded_frames import temporal_decoder_tasks
+
+        return temporal_decoder_tasks(cls)
     if name in PLAIN_LATENT_VAES:
         return list(dt.vae_tasks("latents", cls))
     if name.startswith("Autoencoder") or (hasattr(cls, "encode") and hasattr(cls, "decode")):

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import argument_rules
+from mobius.diffusers import argument_rules, folded_frames, structured_args
 from mobius.diffusers.tasks import (
     FRAMES,
     HEIGHT,
@@ -199,6 +199,9 @@ class ForwardTask(DiffusersTask):
                 continue
             if name in argument_rules.derived(self.cls):  # computed from the other inputs
                 continue
+            if name in structured_args.structured(self.cls):  # a list or dict: its members
+                specs += structured_args.member_specs(name, cfg, self.cls)
+                continue
             required = param.default is inspect.Parameter.empty
             if name in NEEDED.get(self.cls.__name__, ()):
                 required = True
@@ -218,13 +221,15 @@ class ForwardTask(DiffusersTask):
         return {n for n, p in self._params() if p.default is not inspect.Parameter.empty}
 
     def _call_model(self, model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
-        kwargs = dict(x) | argument_rules.derive(self.cls, model.config, x)
+        kwargs = structured_args.assemble(self.cls, x) | argument_rules.derive(
+            self.cls, model.config, x
+        )
         if "return_dict" in dict(self._params()):
             kwargs["return_dict"] = True
         output = model(**kwargs)
         # a field named as an input is prefixed, as ``sample`` is (a graph's names are unique)
         self._outputs = [f"out_{n}" if n in x else n for n in output_names(output)]
-        return _flatten(output)
+        return folded_frames.unfold(self.cls, x, _flatten(output))
 
     def outputs(self, config: Any) -> list[str]:
         if not self._outputs:  # not traced yet: the names of one call on meta
@@ -245,7 +250,9 @@ def forward_task(cls: type) -> ForwardTask:
         required = param.default is inspect.Parameter.empty and param.kind not in (
             param.VAR_KEYWORD, param.VAR_POSITIONAL,
         )  # fmt: skip
-        if required and name not in KNOWN | argument_rules.ruled(cls):
+        if required and name not in KNOWN | argument_rules.ruled(cls) | structured_args.structured(
+            cls
+        ):
             raise UnsupportedError(
                 f"mobius cannot size the diffusers class {cls.__name__}'s input '{name}' from "
                 "its config"

@@ -305,8 +305,16 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
     from mobius.testing.diffusers_configs_audio import AUDIO_CONFIGS
     from mobius.testing.diffusers_configs_more import MORE_CONFIGS
     from mobius.testing.diffusers_configs_shaped import SHAPED_CONFIGS
+    from mobius.testing.diffusers_configs_structured import STRUCTURED_CONFIGS
 
-    return SMALL_CONFIGS + MORE_CONFIGS + ANY_CONFIGS + SHAPED_CONFIGS + AUDIO_CONFIGS
+    return (
+        SMALL_CONFIGS
+        + MORE_CONFIGS
+        + ANY_CONFIGS
+        + SHAPED_CONFIGS
+        + AUDIO_CONFIGS
+        + STRUCTURED_CONFIGS
+    )
 
 
 ALL_CONFIGS = _all_configs()

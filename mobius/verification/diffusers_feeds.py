@@ -96,6 +96,8 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
             value = torch.rand(shape, generator=gen) * 0.9 + 0.01
         elif spec.name == "timestep":
             value = torch.rand(shape, generator=gen) * 900 + 10
+        elif spec.name == "decoder_noise_time":  # T5FilmDecoder's noise time, in [0, 1)
+            value = torch.rand(shape, generator=gen)
         elif spec.dtype == torch.bool:  # a padding mask: the last text token of row 0 padding
             value = torch.ones(shape, dtype=torch.bool)
             value[0, -1] = False
@@ -107,8 +109,8 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
             value = torch.randint(0, 64, shape, generator=gen).float()
         elif spec.name in ("aspect_ratio", "added_time_ids"):
             value = torch.rand(shape, generator=gen) * 2
-        elif spec.name == "conditioning_scale":
-            value = torch.tensor(0.7)
+        elif spec.name == "conditioning_scale":  # a scalar, or one per control image
+            value = torch.full(shape, 0.7)
         else:
             value = torch.randn(shape, generator=gen)
         out[spec.name] = value

@@ -14,14 +14,17 @@ import torch
 
 from mobius.diffusers.overrides import (
     audio_padding,
+    bria_fibo2,
     chroma,
     cogvideox,
     consistency_decoder,
     cosmos,
+    easyanimate,
     frame_loops,
     joyimage,
     kandinsky6,
     lumina2,
+    minimax_music3,
     mochi,
     sana_wm,
     stft,
@@ -33,9 +36,15 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_chroma.ChromaCombinedTimestepTextProjEmbeddings": (
         chroma.guidance_zeros_by_shape
     ),
+    f"{_M}.transformers.transformer_bria_fibo2.BriaFibo2Transformer2DModel": (
+        bria_fibo2.gist_slots_by_mask
+    ),
     f"{_M}.embeddings.CogVideoXPatchEmbed": cogvideox.joint_table_by_concat,
     f"{_M}.autoencoders.consistency_decoder_vae.ConsistencyDecoderVAE": (
         consistency_decoder.steps_by_index
+    ),
+    f"{_M}.transformers.transformer_easyanimate.EasyAnimateRotaryPosEmbed": (
+        easyanimate.crop_from_sizes
     ),
     f"{_M}.autoencoders.autoencoder_kl_wan.AutoencoderKLWan": frame_loops.frames_fixed_per_graph,
     f"{_M}.autoencoders.autoencoder_kl_qwenimage.AutoencoderKLQwenImage": (
@@ -56,6 +65,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_kandinsky6.Kandinsky6RoPE3D": kandinsky6.rotary_grid_by_shape,
     f"{_M}.transformers.transformer_lumina2.Lumina2Transformer2DModel": (
         lumina2.joint_sequence_by_gathers
+    ),
+    f"{_M}.condition_embedders.condition_embedder_minimax_music3.MiniMaxMusic3ConditionEncoder": (
+        minimax_music3.length_by_integers
     ),
     f"{_M}.attention_processor.MochiAttention": mochi.masked_joint_attention,
     f"{_M}.transformers.transformer_mochi.MochiRoPE": mochi.centers_by_arange,
