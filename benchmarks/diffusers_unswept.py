@@ -49,10 +49,6 @@ REASONS = {
     "AutoencoderKLHunyuanVideo15": "its causal attention mask is filled by a Python loop over "
     "every latent token (frames x height x width), and its shape, [batch, tokens, tokens] "
     "against [batch, 1, tokens, channels], makes PyTorch itself fail at a batch above 1",
-    "QwenImageTransformer2DModel": "img_shapes (the latent grid, Python ints) and int() of the "
-    "prompt length cut its rotary table: a trace would fix both the grid and the prompt length",
-    "QwenImageControlNetModel": "img_shapes and the prompt length cut its rotary table as "
-    "QwenImageTransformer2DModel's do",
     "QwenImage21Transformer2DModel": "builds its rotary positions in Python from img_shapes "
     "(ints) and img_mask.tolist() (the mask's values): a trace fixes the grid and the layout",
     "NucleusMoEImageTransformer2DModel": "img_shapes (Python ints) and int() of the prompt "

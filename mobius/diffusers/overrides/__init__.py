@@ -22,6 +22,7 @@ from mobius.diffusers.overrides import (
     kandinsky6,
     lumina2,
     mochi,
+    qwenimage,
     sana_wm,
     stft,
 )
@@ -78,6 +79,19 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.transformers.transformer_sana_wm.GLUMBConvTemp": sana_wm.unchunked_feed_forward,
     f"{_M}.transformers.transformer_sana_wm.SanaWMRotaryPosEmbed": sana_wm.rotary_by_recipe,
+    f"{_M}.transformers.transformer_qwenimage.QwenEmbedRope": qwenimage.rotary_by_gathers,
+    f"{_M}.transformers.transformer_qwenimage.QwenImageTransformer2DModel": (
+        qwenimage.text_length_from_shape
+    ),
+    f"{_M}.controlnets.controlnet_qwenimage.QwenImageControlNetModel": (
+        qwenimage.text_length_from_shape
+    ),
+    f"{_M}.transformers.transformer_nucleusmoe_image.NucleusMoEImageTransformer2DModel": (
+        qwenimage.text_length_from_shape
+    ),
+    f"{_M}.transformers.transformer_nucleusmoe_image.NucleusMoEEmbedRope": (
+        qwenimage.nucleus_rotary_by_gathers
+    ),
 }
 
 
