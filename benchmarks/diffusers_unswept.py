@@ -51,8 +51,6 @@ REASONS = {
     "against [batch, 1, tokens, channels], makes PyTorch itself fail at a batch above 1",
     "QwenImage21Transformer2DModel": "builds its rotary positions in Python from img_shapes "
     "(ints) and img_mask.tolist() (the mask's values): a trace fixes the grid and the layout",
-    "NucleusMoEImageTransformer2DModel": "img_shapes (Python ints) and int() of the prompt "
-    "length cut its rotary table as QwenImageTransformer2DModel's do",
     "JoyImageEditPlusTransformer3DModel": "shape_list, one list of (t, h, w) grids per batch "
     "row, drives a Python loop over the batch that builds its rotary tables",
     "ZImageTransformer2DModel": "x and cap_feats are Python lists of per-sample tensors, each "

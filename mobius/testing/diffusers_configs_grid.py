@@ -18,5 +18,13 @@ GRID_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("QwenImageTransformer2DModel", "QwenImageTransformer2DModel", QWEN_IMAGE),
     ("QwenImageControlNetModel", "QwenImageControlNetModel",
      QWEN_IMAGE | {"extra_condition_channels": 4}),
+    # one dense block (its width rounds down to a multiple of 128: mlp_ratio 6 gives 128) and
+    # two routed: 4 experts, each taking the top 2 (then 1.5) x tokens / 4 of them
+    ("NucleusMoEImageTransformer2DModel", "NucleusMoEImageTransformer2DModel",
+     {"patch_size": 2, "in_channels": 16, "out_channels": 4, "num_layers": 3,
+      "attention_head_dim": 16, "num_attention_heads": 2, "num_key_value_heads": 1,
+      "joint_attention_dim": 12, "axes_dims_rope": (4, 6, 6), "mlp_ratio": 6.0,
+      "dense_moe_strategy": "leave_first_block_dense", "num_experts": 4,
+      "moe_intermediate_dim": 24, "capacity_factors": [2.0, 2.0, 1.5]}),
 ]
 # fmt: on

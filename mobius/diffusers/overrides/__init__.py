@@ -86,6 +86,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.controlnets.controlnet_qwenimage.QwenImageControlNetModel": (
         qwenimage.text_length_from_shape
     ),
+    f"{_M}.transformers.transformer_nucleusmoe_image.NucleusMoELayer": (
+        qwenimage.expert_choice_by_batched_matmul
+    ),
     f"{_M}.transformers.transformer_nucleusmoe_image.NucleusMoEImageTransformer2DModel": (
         qwenimage.text_length_from_shape
     ),

@@ -108,3 +108,57 @@ def text_length_from_shape(module: torch.nn.Module) -> None:
                 setattr(namespace, name, original)
 
     module.forward = types.MethodType(wrapped, module)
+
+
+def expert_choice_by_batched_matmul(module: torch.nn.Module) -> None:
+    # NucleusMoELayer routes by expert choice: each expert takes its top `capacity` tokens,
+    # capacity = max(1, ceil(capacity_factor * tokens / experts)) by Python float arithmetic
+    # (math.ceil of a symbolic size), and runs the experts over their equal shares by
+    # `num_tokens_per_expert.tolist()` and a loop. Here the capacity is the same ceiling in
+    # integers, the capacity factor as the exact fraction its float is (symbolic in the token
+    # count), and the experts one batched matmul over the [experts, share, width] tokens.
+    from fractions import Fraction
+
+    import torch.nn.functional as F
+
+    factor = Fraction(module.capacity_factor)
+
+    def forward(
+        self: Any,
+        hidden_states: torch.Tensor,
+        hidden_states_unmodulated: torch.Tensor,
+        timestep: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        bs, slen, dim = hidden_states.shape
+        if timestep is not None:
+            timestep_expanded = timestep.unsqueeze(1).expand(-1, slen, -1)
+            router_input = torch.cat([timestep_expanded, hidden_states_unmodulated], dim=-1)
+        else:
+            router_input = hidden_states_unmodulated
+        logits = self.gate(router_input)
+        if self.use_sigmoid:
+            scores = torch.sigmoid(logits.float()).to(logits.dtype)
+        else:
+            scores = F.softmax(logits.float(), dim=-1).to(logits.dtype)
+        affinity = scores.transpose(1, 2)  # (B, E, S)
+        share = factor.denominator * self.num_experts
+        capacity = torch.sym_max(1, (factor.numerator * slen + share - 1) // share)
+        top = torch.topk(affinity, k=capacity, dim=-1)
+        gating = affinity.gather(dim=-1, index=top.indices)  # (B, E, C)
+        offsets = torch.arange(bs, device=hidden_states.device).view(bs, 1, 1) * slen
+        tokens = (offsets + top.indices).transpose(0, 1).reshape(-1)  # expert by expert
+        gating_flat = gating.transpose(0, 1).reshape(-1)
+        sums = torch.zeros(bs * slen, device=hidden_states.device, dtype=gating_flat.dtype)
+        sums = sums.scatter_add(0, tokens, gating_flat)
+        gating_flat = gating_flat / (sums[tokens] + 1e-12) * self.route_scale
+        routed = hidden_states.reshape(bs * slen, dim)[tokens].view(self.num_experts, -1, dim)
+        gate, up = torch.bmm(routed, self.experts.gate_up_proj).chunk(2, dim=-1)
+        routed = torch.bmm(F.silu(gate) * up, self.experts.down_proj).reshape(-1, dim)
+        routed = (routed.type_as(hidden_states).float() * gating_flat.unsqueeze(-1)).to(
+            hidden_states.dtype
+        )
+        out = self.shared_expert(hidden_states).reshape(bs * slen, dim)
+        out = out.scatter_add(0, tokens.reshape(-1, 1).expand(-1, dim), routed)
+        return out.reshape(bs, slen, dim)
+
+    module.forward = types.MethodType(forward, module)
