@@ -33,10 +33,6 @@ REASONS = {
     "Kandinsky6SRTransformer3DModel": "no small config written (its sparse 'nabla' attention "
     "windows)",
     # looked at for the argument rules (mobius/diffusers/argument_rules.py) and left out
-    "HunyuanDiT2DModel": "needs a second prompt (encoder_hidden_states_t5) and both prompts' "
-    "masks, a style index into a one-entry table, and image_rotary_emb, a table its pipeline "
-    "computes for the latent grid; not written",
-    "HunyuanDiT2DControlNetModel": "the same arguments as HunyuanDiT2DModel; not written",
     "HunyuanVideo15Transformer3DModel": "orders each prompt's valid tokens by boolean masks in a "
     "Python loop over the batch (shapes that depend on the masks' values) and branches on "
     "whether image_embeds are all zero",

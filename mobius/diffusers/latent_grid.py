@@ -10,6 +10,13 @@ width]`` as its VAE gives them, and packs them itself; the grid ints are ``heigh
 ``width // p`` of that input (``DERIVED``), symbolic in the trace; the ``sample`` output is
 unpacked back to ``[batch, out_channels, height, width]``. A ControlNet's ``controlnet_cond``
 is unpacked latents alike. Other outputs (a ControlNet's per-block tokens) stay as tokens.
+
+HunyuanDiT takes its latents unpacked already, and a rotary table its pipeline computes from the
+grid's ints (``image_rotary_emb``: the grid resized into a 64 / p square by ``round``, each
+patch's position by ``linspace``): the same arithmetic runs in the graph on the input's size
+(``_hunyuan_rotary``), in float64 where Python computes in floats, ``torch.round`` rounding
+half to even as ``round`` does. Its two prompts are padded to the config's ``text_len`` and
+``text_len_t5`` (a learned padding table spans them), so their lengths are the config's.
 """
 
 from __future__ import annotations
@@ -84,6 +91,43 @@ def unpacked_output(cls: type, cfg: Any, x: dict[str, torch.Tensor], output: Any
     return output
 
 
+def _scalar(size: Any, like: torch.Tensor) -> torch.Tensor:
+    """A symbolic size as a float64 scalar tensor (``torch.tensor`` of it would fix it)."""
+    return like.new_zeros((), dtype=torch.float64) + size
+
+
+def _linspace(start: torch.Tensor, end: torch.Tensor, steps: Any) -> torch.Tensor:
+    """``torch.linspace`` in float32 from float64 ends, as its CPU kernel computes it: from the
+    start for the first half, from the end for the rest (its vectorised loop adds the step to
+    each lane's base, which can round an ulp apart: within 2e-6 of it in the tables)."""
+    count = _scalar(steps, start).float()
+    start, end = start.float(), torch.where(count > 1, end.float(), start.float())
+    index = torch.arange(steps, device=start.device, dtype=torch.float32)
+    step = (end - start) / torch.clamp(count - 1, min=1)
+    return torch.where(index < steps // 2, start + step * index, end - step * (steps - 1 - index))
+
+
+def _hunyuan_rotary(cfg: Any, x: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """HunyuanDiT's ``image_rotary_emb`` for the latents' grid (its pipeline's
+    ``get_resize_crop_region_for_grid`` and ``get_2d_rotary_pos_embed``)."""
+    from diffusers.models.embeddings import get_2d_rotary_pos_embed_from_grid
+
+    latents = x["hidden_states"]
+    p = _patch(cfg)
+    rows, cols = latents.shape[-2] // p, latents.shape[-1] // p
+    base = 512 // 8 // p
+    h, w = _scalar(rows, latents), _scalar(cols, latents)
+    tall = h / w > 1
+    resized_h = torch.where(tall, base, torch.round(base / w * h))
+    resized_w = torch.where(tall, torch.round(base / h * w), base)
+    top, left = torch.round((base - resized_h) / 2.0), torch.round((base - resized_w) / 2.0)
+    grid_h = _linspace(top, (top + resized_h) * (h - 1) / h, rows)
+    grid_w = _linspace(left, (left + resized_w) * (w - 1) / w, cols)
+    grid = torch.stack(torch.meshgrid(grid_w, grid_h, indexing="xy"), dim=0)
+    head = cfg.get("attention_head_dim") or cfg.get("hidden_size") // cfg.get("num_attention_heads")
+    return get_2d_rotary_pos_embed_from_grid(head, grid.reshape(2, 1, rows, cols), use_real=True)
+
+
 def _mask(name: str):
     """A prompt's padding mask, True for a token (the pipelines pass the tokenizer's)."""
     return lambda _cfg: TensorSpec(name, torch.bool, (BATCH, SEQUENCE))
@@ -104,7 +148,47 @@ RULES = {
         "encoder_hidden_states_mask"),
 }  # fmt: skip
 
-DERIVED = {(name, "img_shapes"): _grid for name in PACKED}
 
-# optional in the signature; the pipelines pass the prompt's mask
+def _hunyuan_text(name: str, length_key: str, width_key: str, mask: bool = False):
+    """One of HunyuanDiT's prompts (or its mask, True for a token), padded to ``length_key``."""
+
+    def rule(cfg: Any) -> TensorSpec:
+        length = cfg.get(length_key)
+        if mask:
+            return TensorSpec(name, torch.bool, (BATCH, length))
+        return TensorSpec(name, FLOAT, (BATCH, length, cfg.get(width_key)))
+
+    return rule
+
+
+HUNYUAN_DIT = ("HunyuanDiT2DModel", "HunyuanDiT2DControlNetModel")
+for _name in HUNYUAN_DIT:
+    RULES |= {
+        (_name, "encoder_hidden_states"): _hunyuan_text(
+            "encoder_hidden_states", "text_len", "cross_attention_dim"),
+        (_name, "text_embedding_mask"): _hunyuan_text(
+            "text_embedding_mask", "text_len", "", mask=True),
+        (_name, "encoder_hidden_states_t5"): _hunyuan_text(
+            "encoder_hidden_states_t5", "text_len_t5", "cross_attention_dim_t5"),
+        (_name, "text_embedding_mask_t5"): _hunyuan_text(
+            "text_embedding_mask_t5", "text_len_t5", "", mask=True),
+        # original size, target size and crop's top-left corner, embedded like timesteps
+        (_name, "image_meta_size"): lambda _cfg: TensorSpec("image_meta_size", FLOAT, (BATCH, 6)),
+    }  # fmt: skip
+
+DERIVED = {(name, "img_shapes"): _grid for name in PACKED}
+DERIVED |= {(name, "image_rotary_emb"): _hunyuan_rotary for name in HUNYUAN_DIT}
+# the one style of its one-entry table: the pipelines pass 0 for every row
+DERIVED |= {
+    (name, "style"): lambda _cfg, x: torch.zeros(
+        x["hidden_states"].shape[0], dtype=torch.int64, device=x["hidden_states"].device)
+    for name in HUNYUAN_DIT
+}  # fmt: skip
+
+# optional in the signature; the pipelines pass the prompt's mask, HunyuanDiT's every condition
 NEEDED = {name: {"encoder_hidden_states_mask"} for name in PACKED}
+NEEDED |= {
+    name: {"encoder_hidden_states", "text_embedding_mask", "encoder_hidden_states_t5",
+           "text_embedding_mask_t5", "image_meta_size"}
+    for name in HUNYUAN_DIT
+}  # fmt: skip

@@ -13,6 +13,14 @@ QWEN_IMAGE = {
     "axes_dims_rope": (4, 6, 6),
 }  # fmt: skip
 
+# 4 layers: the fourth takes the first's skip; prompts padded to 5 and 6 tokens; the T5 width a
+# multiple of the 8 heads of its attention pooling
+HUNYUAN_DIT = {
+    "num_attention_heads": 2, "attention_head_dim": 8, "in_channels": 4, "patch_size": 2,
+    "sample_size": 8, "hidden_size": 16, "mlp_ratio": 2.0, "cross_attention_dim": 12,
+    "cross_attention_dim_t5": 16, "pooled_projection_dim": 8, "text_len": 5, "text_len_t5": 6,
+}  # fmt: skip
+
 # fmt: off
 GRID_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("QwenImageTransformer2DModel", "QwenImageTransformer2DModel", QWEN_IMAGE),
@@ -26,5 +34,9 @@ GRID_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
       "joint_attention_dim": 12, "axes_dims_rope": (4, 6, 6), "mlp_ratio": 6.0,
       "dense_moe_strategy": "leave_first_block_dense", "num_experts": 4,
       "moe_intermediate_dim": 24, "capacity_factors": [2.0, 2.0, 1.5]}),
+    ("HunyuanDiT2DModel", "HunyuanDiT2DModel", HUNYUAN_DIT | {"num_layers": 4}),
+    # a ControlNet block per skip of a 6-layer transformer's first half: 2
+    ("HunyuanDiT2DControlNetModel", "HunyuanDiT2DControlNetModel",
+     HUNYUAN_DIT | {"transformer_num_layers": 6}),
 ]
 # fmt: on
