@@ -39,9 +39,6 @@ REASONS = {
     "WanAnimateTransformer3DModel": "pose latents one frame shorter than the video and face "
     "pixels at the face encoder's own size, encoded in chunks of motion_encode_batch_size "
     "frames by a Python loop; not written",
-    "HiDreamImageTransformer2DModel": "patchifies square and non-square latents differently (a "
-    "branch on height == width), takes two prompts of their own lengths and routes tokens to "
-    "experts; not written",
     "AutoencoderKLHunyuanVideo15": "its causal attention mask is filled by a Python loop over "
     "every latent token (frames x height x width), and its shape, [batch, tokens, tokens] "
     "against [batch, 1, tokens, channels], makes PyTorch itself fail at a batch above 1",

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers.tasks import HEIGHT, WIDTH
+from mobius.diffusers.tasks import HEIGHT, SEQUENCE_2, TEXT_LAYERS, WIDTH
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
 FLOAT = None  # the model's dtype
@@ -176,6 +176,23 @@ for _name in HUNYUAN_DIT:
         (_name, "image_meta_size"): lambda _cfg: TensorSpec("image_meta_size", FLOAT, (BATCH, 6)),
     }  # fmt: skip
 
+# HiDream: latents unpacked (its patchify, overridden for every grid: overrides/hidream.py);
+# the T5 prompt; the Llama prompt as every layer's hidden states (its pipeline stacks them all;
+# the config's llama_layers pick some), a text of its own length; the pooled CLIP embeddings
+RULES |= {
+    ("HiDreamImageTransformer2DModel", "hidden_states"): lambda cfg: TensorSpec(
+        "hidden_states", FLOAT, (BATCH, cfg.get("in_channels"), HEIGHT, WIDTH)),
+    ("HiDreamImageTransformer2DModel", "timesteps"): lambda _cfg: TensorSpec(
+        "timesteps", torch.float32, (BATCH,)),
+    ("HiDreamImageTransformer2DModel", "encoder_hidden_states_t5"): lambda cfg: TensorSpec(
+        "encoder_hidden_states_t5", FLOAT, (BATCH, SEQUENCE, cfg.get("caption_channels")[0])),
+    ("HiDreamImageTransformer2DModel", "encoder_hidden_states_llama3"): lambda cfg: TensorSpec(
+        "encoder_hidden_states_llama3", FLOAT,
+        (TEXT_LAYERS, BATCH, SEQUENCE_2, cfg.get("caption_channels")[1])),
+    ("HiDreamImageTransformer2DModel", "pooled_embeds"): lambda cfg: TensorSpec(
+        "pooled_embeds", FLOAT, (BATCH, cfg.get("text_emb_dim"))),
+}  # fmt: skip
+
 DERIVED = {(name, "img_shapes"): _grid for name in PACKED}
 DERIVED |= {(name, "image_rotary_emb"): _hunyuan_rotary for name in HUNYUAN_DIT}
 # the one style of its one-entry table: the pipelines pass 0 for every row
@@ -192,3 +209,9 @@ NEEDED |= {
            "text_embedding_mask_t5", "image_meta_size"}
     for name in HUNYUAN_DIT
 }  # fmt: skip
+NEEDED["HiDreamImageTransformer2DModel"] = {
+    "timesteps",
+    "encoder_hidden_states_t5",
+    "encoder_hidden_states_llama3",
+    "pooled_embeds",
+}

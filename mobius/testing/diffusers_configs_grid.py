@@ -38,5 +38,14 @@ GRID_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     # a ControlNet block per skip of a 6-layer transformer's first half: 2
     ("HunyuanDiT2DControlNetModel", "HunyuanDiT2DControlNetModel",
      HUNYUAN_DIT | {"transformer_num_layers": 6}),
+    # one double-stream and one single-stream block, each reading one Llama layer (indices up to
+    # 3: the graph takes 4 layers or more); 4 experts, 2 per token; tokens padded to 32 x 32 /
+    # 4 in diffusers for non-square latents
+    ("HiDreamImageTransformer2DModel", "HiDreamImageTransformer2DModel",
+     {"patch_size": 2, "in_channels": 4, "out_channels": 4, "num_layers": 1,
+      "num_single_layers": 1, "attention_head_dim": 8, "num_attention_heads": 2,
+      "caption_channels": [12, 10], "text_emb_dim": 8, "num_routed_experts": 4,
+      "num_activated_experts": 2, "axes_dims_rope": (4, 2, 2), "max_resolution": (32, 48),
+      "llama_layers": [1, 3]}),
 ]
 # fmt: on

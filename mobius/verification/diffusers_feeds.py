@@ -11,12 +11,12 @@ from __future__ import annotations
 RUN_SIZES = {
     "batch": 3, "sequence_length": 6, "height": 16, "width": 8, "image_sequence_length": 10,
     "image_height": 128, "image_width": 64, "num_frames": 9, "sample_length": 64,
-    "noise_levels": 2,
+    "noise_levels": 2, "text_encoder_layers": 6,
 }  # fmt: skip
 SECOND_SIZES = {
     "batch": 1, "sequence_length": 5, "height": 32, "width": 48, "image_sequence_length": 16,
     "image_height": 256, "image_width": 384, "num_frames": 13, "sample_length": 96,
-    "noise_levels": 4,
+    "noise_levels": 4, "text_encoder_layers": 9,
 }  # fmt: skip
 SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
 

@@ -18,6 +18,7 @@ from mobius.diffusers.overrides import (
     cogvideox,
     cosmos,
     frame_loops,
+    hidream,
     joyimage,
     kandinsky6,
     lumina2,
@@ -80,6 +81,10 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_sana_wm.GLUMBConvTemp": sana_wm.unchunked_feed_forward,
     f"{_M}.transformers.transformer_sana_wm.SanaWMRotaryPosEmbed": sana_wm.rotary_by_recipe,
     f"{_M}.transformers.transformer_qwenimage.QwenEmbedRope": qwenimage.rotary_by_gathers,
+    f"{_M}.transformers.transformer_hidream_image.HiDreamImageTransformer2DModel": (
+        hidream.one_padding_token
+    ),
+    f"{_M}.transformers.transformer_hidream_image.MOEFeedForwardSwiGLU": hidream.dense_experts,
     f"{_M}.transformers.transformer_qwenimage.QwenImageTransformer2DModel": (
         qwenimage.text_length_from_shape
     ),
