@@ -128,6 +128,41 @@ def _hunyuan_rotary(cfg: Any, x: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
     return get_2d_rotary_pos_embed_from_grid(head, grid.reshape(2, 1, rows, cols), use_real=True)
 
 
+# LuminaPipeline's defaults: scaling_watershed (the timestep below which the rotary table is
+# scaled linearly, NTK-scaled from it on) and the VAE's down-sampling
+LUMINA_WATERSHED, VAE_SCALE = 1.0, 8
+
+
+def _lumina_rotary(cfg: Any, x: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Lumina-Next's ``image_rotary_emb`` for the latents' grid and the batch's first timestep
+    (its pipeline's ``get_2d_rotary_pos_embed_lumina(head_dim, 384, 384, linear_factor,
+    ntk_factor)``, of which the model reads the grid's rows and columns): scaled by
+    ``sqrt(height * width) / sample_size``, linearly below the watershed, by NTK from it on."""
+    latents, timestep = x["hidden_states"], x["timestep"]
+    p = _patch(cfg)
+    rows, cols = latents.shape[-2] // p, latents.shape[-1] // p
+    head = cfg.get("hidden_size") // cfg.get("num_attention_heads")
+    area = _scalar(latents.shape[-2] * VAE_SCALE, latents) * (latents.shape[-1] * VAE_SCALE)
+    scaling = torch.sqrt(area / float((cfg.get("sample_size") * VAE_SCALE) ** 2))
+    linear = timestep[0] < LUMINA_WATERSHED
+    linear_factor = torch.where(linear, scaling, 1.0)
+    ntk_factor = torch.where(linear, 1.0, scaling)
+    dim = head // 2
+    exponents = (
+        torch.arange(0, dim, 2, dtype=torch.float32, device=latents.device)[: dim // 2] / dim
+    )
+    theta = (10000.0 * ntk_factor).float()
+    freqs = 1.0 / theta**exponents / linear_factor.float()
+
+    def axis(n: Any) -> torch.Tensor:
+        angles = torch.outer(torch.arange(n, device=latents.device), freqs)
+        return torch.polar(torch.ones_like(angles), angles)
+
+    emb_h = axis(rows).view(rows, 1, head // 4, 1).expand(rows, cols, head // 4, 1)
+    emb_w = axis(cols).view(1, cols, head // 4, 1).expand(rows, cols, head // 4, 1)
+    return torch.cat([emb_h, emb_w], dim=-1).flatten(2)
+
+
 def _mask(name: str):
     """A prompt's padding mask, True for a token (the pipelines pass the tokenizer's)."""
     return lambda _cfg: TensorSpec(name, torch.bool, (BATCH, SEQUENCE))
@@ -193,7 +228,20 @@ RULES |= {
         "pooled_embeds", FLOAT, (BATCH, cfg.get("text_emb_dim"))),
 }  # fmt: skip
 
+# Lumina-Next: its caption and mask (True for a token); the timestep a fraction, 1 - t / 1000
+RULES |= {
+    ("LuminaNextDiT2DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
+        "encoder_hidden_states", FLOAT, (BATCH, SEQUENCE, cfg.get("cross_attention_dim"))),
+    ("LuminaNextDiT2DModel", "encoder_mask"): _mask("encoder_mask"),
+}  # fmt: skip
+
 DERIVED = {(name, "img_shapes"): _grid for name in PACKED}
+DERIVED[("LuminaNextDiT2DModel", "image_rotary_emb")] = _lumina_rotary
+# the pipeline's proportional attention (proportional_attn, its default): the base length is the
+# default image's patch count
+DERIVED[("LuminaNextDiT2DModel", "cross_attention_kwargs")] = lambda cfg, _x: {
+    "base_sequence_length": (cfg.get("sample_size") * VAE_SCALE // 16) ** 2
+}
 DERIVED |= {(name, "image_rotary_emb"): _hunyuan_rotary for name in HUNYUAN_DIT}
 # the one style of its one-entry table: the pipelines pass 0 for every row
 DERIVED |= {

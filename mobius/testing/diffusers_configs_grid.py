@@ -47,5 +47,9 @@ GRID_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
       "caption_channels": [12, 10], "text_emb_dim": 8, "num_routed_experts": 4,
       "num_activated_experts": 2, "axes_dims_rope": (4, 2, 2), "max_resolution": (32, 48),
       "llama_layers": [1, 3]}),
+    # a 64-pixel default image: proportional attention's base length (64 / 16)^2 = 16
+    ("LuminaNextDiT2DModel", "LuminaNextDiT2DModel",
+     {"sample_size": 8, "patch_size": 2, "in_channels": 4, "hidden_size": 32, "num_layers": 2,
+      "num_attention_heads": 2, "num_kv_heads": 1, "multiple_of": 16, "cross_attention_dim": 12}),
 ]
 # fmt: on

@@ -22,6 +22,7 @@ from mobius.diffusers.overrides import (
     joyimage,
     kandinsky6,
     lumina2,
+    lumina_next,
     mochi,
     qwenimage,
     sana_wm,
@@ -81,6 +82,10 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_sana_wm.GLUMBConvTemp": sana_wm.unchunked_feed_forward,
     f"{_M}.transformers.transformer_sana_wm.SanaWMRotaryPosEmbed": sana_wm.rotary_by_recipe,
     f"{_M}.transformers.transformer_qwenimage.QwenEmbedRope": qwenimage.rotary_by_gathers,
+    f"{_M}.embeddings.LuminaPatchEmbed": lumina_next.one_image_size,
+    f"{_M}.transformers.lumina_nextdit2d.LuminaNextDiT2DModel": (
+        lumina_next.proportional_attention_by_tensor
+    ),
     f"{_M}.transformers.transformer_hidream_image.HiDreamImageTransformer2DModel": (
         hidream.one_padding_token
     ),

@@ -84,3 +84,21 @@ def test_expert_choice_override_is_the_models():
         )
         with torch.no_grad():
             assert torch.allclose(layer(x, unmodulated, t), original(x, unmodulated, t), atol=1e-6)
+
+
+def test_lumina_next_rotary_is_the_pipelines():
+    """Lumina-Next's derived table equals LuminaPipeline's (a 384 x 384 table, linearly scaled
+    below the watershed timestep, NTK-scaled from it) cut to the grid, to the last bit."""
+    import math
+
+    from diffusers.models.embeddings import get_2d_rotary_pos_embed_lumina
+
+    from mobius.diffusers.latent_grid import _lumina_rotary
+
+    cfg = {"patch_size": 2, "hidden_size": 32, "num_attention_heads": 2, "sample_size": 8}
+    for height, width, t in [(8, 8, 0.5), (16, 8, 0.3), (32, 48, 0.9), (24, 40, 1.0)]:
+        scaling = math.sqrt(width * 8 * height * 8 / 64**2)
+        linear, ntk = (scaling, 1.0) if t < 1.0 else (1.0, scaling)
+        table = get_2d_rotary_pos_embed_lumina(16, 384, 384, linear_factor=linear, ntk_factor=ntk)
+        x = {"hidden_states": torch.zeros(1, 4, height, width), "timestep": torch.tensor([t])}
+        assert torch.equal(_lumina_rotary(cfg, x), table[: height // 2, : width // 2])
