@@ -52,12 +52,12 @@ def test_hunyuan_rotary_is_the_pipelines(rows, cols):
     from diffusers.models.embeddings import get_2d_rotary_pos_embed
     from diffusers.pipelines.hunyuandit.pipeline_hunyuandit import get_resize_crop_region_for_grid
 
-    from mobius.diffusers.latent_grid import _hunyuan_rotary
+    from mobius.diffusers.grid_rotary import hunyuan_dit_rotary
 
     crops = get_resize_crop_region_for_grid((rows, cols), 512 // 8 // 2)
     expected = get_2d_rotary_pos_embed(8, crops, (rows, cols), output_type="pt")
     latents = torch.zeros(1, 4, 2 * rows, 2 * cols)
-    got = _hunyuan_rotary({"patch_size": 2, "attention_head_dim": 8}, {"hidden_states": latents})
+    got = hunyuan_dit_rotary({"patch_size": 2, "attention_head_dim": 8}, {"hidden_states": latents})
     for e, g in zip(expected, got, strict=True):
         assert e.shape == g.shape
         assert (e - g).abs().max() < 1e-5  # linspace's vectorised rounding: an ulp apart
@@ -93,7 +93,7 @@ def test_lumina_next_rotary_is_the_pipelines():
 
     from diffusers.models.embeddings import get_2d_rotary_pos_embed_lumina
 
-    from mobius.diffusers.latent_grid import _lumina_rotary
+    from mobius.diffusers.grid_rotary import lumina_next_rotary
 
     cfg = {"patch_size": 2, "hidden_size": 32, "num_attention_heads": 2, "sample_size": 8}
     for height, width, t in [(8, 8, 0.5), (16, 8, 0.3), (32, 48, 0.9), (24, 40, 1.0)]:
@@ -101,4 +101,4 @@ def test_lumina_next_rotary_is_the_pipelines():
         linear, ntk = (scaling, 1.0) if t < 1.0 else (1.0, scaling)
         table = get_2d_rotary_pos_embed_lumina(16, 384, 384, linear_factor=linear, ntk_factor=ntk)
         x = {"hidden_states": torch.zeros(1, 4, height, width), "timestep": torch.tensor([t])}
-        assert torch.equal(_lumina_rotary(cfg, x), table[: height // 2, : width // 2])
+        assert torch.equal(lumina_next_rotary(cfg, x), table[: height // 2, : width // 2])
