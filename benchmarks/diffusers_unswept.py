@@ -42,12 +42,6 @@ REASONS = {
     "AutoencoderKLHunyuanVideo15": "its causal attention mask is filled by a Python loop over "
     "every latent token (frames x height x width), and its shape, [batch, tokens, tokens] "
     "against [batch, 1, tokens, channels], makes PyTorch itself fail at a batch above 1",
-    "QwenImage21Transformer2DModel": "its joint sequence is laid out by img_mask's values: each "
-    "image slot of the vision-language sequence is repeated 4-fold (repeat_interleave by the "
-    "mask), latents are written at the mask's True positions, rotary positions are built from "
-    "img_mask.tolist() and the attention's block-causal segments from image_ids.tolist(), so "
-    "the sequence's length and order depend on input values; a graph would need the layout as "
-    "index inputs (as MiniMax-H3's) and its KV-cache modes as separate graphs; not written",
     "JoyImageEditPlusTransformer3DModel": "shape_list, one list of (t, h, w) grids per batch "
     "row, drives a Python loop over the batch that builds its rotary tables",
     "ZImageTransformer2DModel": "x and cap_feats are Python lists of per-sample tensors, each "

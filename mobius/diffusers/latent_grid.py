@@ -36,6 +36,7 @@ PACKED: dict[str, tuple[str, ...]] = {
     "QwenImageTransformer2DModel": ("hidden_states",),
     "QwenImageControlNetModel": ("hidden_states", "controlnet_cond"),
     "NucleusMoEImageTransformer2DModel": ("hidden_states",),
+    "QwenImage21Transformer2DModel": ("hidden_states",),
 }
 
 
@@ -88,7 +89,9 @@ def unpacked_output(cls: type, cfg: Any, x: dict[str, torch.Tensor], output: Any
     if cls.__name__ not in PACKED or not hasattr(output, "keys") or "sample" not in output:
         return output
     _, _, height, width = x["hidden_states"].shape
-    output["sample"] = unpack(output["sample"], _patch(cfg), height, width)
+    p = _patch(cfg)
+    tokens = output["sample"][:, -(height // p) * (width // p) :]  # QwenImage21: text tokens first
+    output["sample"] = unpack(tokens, p, height, width)
     return output
 
 
@@ -164,7 +167,30 @@ RULES |= {
     ("LuminaNextDiT2DModel", "encoder_mask"): _mask("encoder_mask"),
 }  # fmt: skip
 
+
+def _text_then_target(cfg: Any, x: dict[str, torch.Tensor]) -> torch.Tensor:
+    """QwenImage21's ``img_mask`` for text-to-image: the prompt's tokens, then one image slot per
+    2 x 2 latent tokens of the target (its pipeline's ``append_target_slots``)."""
+    latents, text = x["hidden_states"], x["encoder_hidden_states"]
+    slots = latents.shape[-2] * latents.shape[-1] // 4
+    batch, length = text.shape[0], text.shape[1]
+    return torch.cat([torch.zeros(batch, length, dtype=torch.bool, device=text.device),
+                      torch.ones(batch, slots, dtype=torch.bool, device=text.device)], dim=1)  # fmt: skip
+
+
+# QwenImage 2.1 (text-to-image: overrides/qwenimage.py): latents unpatched (patch_size 1), its
+# VLM's text states context_in_dim wide and their mask
+RULES |= {
+    ("QwenImage21Transformer2DModel", "hidden_states"): _unpacked("hidden_states", "in_channels"),
+    ("QwenImage21Transformer2DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
+        "encoder_hidden_states", FLOAT, (BATCH, SEQUENCE, cfg.get("context_in_dim"))),
+    ("QwenImage21Transformer2DModel", "encoder_hidden_states_mask"): _mask(
+        "encoder_hidden_states_mask"),
+}  # fmt: skip
+
 DERIVED = {(name, "img_shapes"): _grid for name in PACKED}
+DERIVED[("QwenImage21Transformer2DModel", "img_shapes")] = lambda cfg, x: [_grid(cfg, x)]
+DERIVED[("QwenImage21Transformer2DModel", "img_mask")] = _text_then_target
 DERIVED[("LuminaNextDiT2DModel", "image_rotary_emb")] = lumina_next_rotary
 # the pipeline's proportional attention (proportional_attn, its default): the base length is the
 # default image's patch count

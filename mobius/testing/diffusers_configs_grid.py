@@ -26,6 +26,11 @@ GRID_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("QwenImageTransformer2DModel", "QwenImageTransformer2DModel", QWEN_IMAGE),
     ("QwenImageControlNetModel", "QwenImageControlNetModel",
      QWEN_IMAGE | {"extra_condition_channels": 4}),
+    # latents unpatched (patch_size 1), 2 x 2 latent tokens per image slot
+    ("QwenImage21Transformer2DModel", "QwenImage21Transformer2DModel",
+     {"patch_size": 1, "in_channels": 4, "out_channels": 4, "num_layers": 2,
+      "attention_head_dim": 16, "num_attention_heads": 2, "context_in_dim": 12, "mlp_ratio": 2,
+      "axes_dims_rope": (4, 6, 6)}),
     # one dense block (its width rounds down to a multiple of 128: mlp_ratio 6 gives 128) and
     # two routed: 4 experts, each taking the top 2 (then 1.5) x tokens / 4 of them
     ("NucleusMoEImageTransformer2DModel", "NucleusMoEImageTransformer2DModel",

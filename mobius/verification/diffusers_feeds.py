@@ -27,13 +27,14 @@ SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
 # random Fourier features, Stable Audio 3's exponential ones, and LongCat's and ACE-Step's
 # sinusoids (scaled by 1000 inside) take t in [0, 1]; Stable Audio's cosine scheduler gives its
 # Gaussian Fourier features atan(sigma) * 2 / pi; MiniMax-H3 embeds its sigmas as they are;
-# Lumina-Next takes 1 - t / 1000 (and scales its rotary table by whether it is below 1)
+# Lumina-Next takes 1 - t / 1000 (and scales its rotary table by whether it is below 1);
+# QwenImage 2.1 takes the step scaled to [0, 1]
 SIGMA_TIMESTEPS = (
     "FluxTransformer2DModel", "AuraFlowTransformer2DModel", "FluxControlNetModel", "UNet1DModel",
     "Krea2Transformer2DModel", "Ideogram4Transformer2DModel", "BriaFibo2Transformer2DModel",
     "MiniMaxMusic3Transformer1DModel", "StableAudio3DiTModel", "LongCatAudioDiTTransformer",
     "AceStepTransformer1DModel", "StableAudioDiTModel", "MiniMaxH3Transformer3DModel",
-    "LuminaNextDiT2DModel",
+    "LuminaNextDiT2DModel", "QwenImage21Transformer2DModel",
 )  # fmt: skip
 
 

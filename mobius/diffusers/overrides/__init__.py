@@ -86,6 +86,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.lumina_nextdit2d.LuminaNextDiT2DModel": (
         lumina_next.proportional_attention_by_tensor
     ),
+    f"{_M}.transformers.transformer_qwenimage21.QwenImage21Transformer2DModel": (
+        qwenimage.text_then_target_layout
+    ),
     f"{_M}.transformers.transformer_hidream_image.HiDreamImageTransformer2DModel": (
         hidream.one_padding_token
     ),

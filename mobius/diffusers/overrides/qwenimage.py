@@ -162,3 +162,78 @@ def expert_choice_by_batched_matmul(module: torch.nn.Module) -> None:
         return out.reshape(bs, slen, dim)
 
     module.forward = types.MethodType(forward, module)
+
+
+def _signed_rows(table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """``table[positions]`` with Python's negative indexing (rows counted from the end)."""
+    rows = torch.where(positions < 0, positions + table.shape[0], positions)
+    return table.to(positions.device).index_select(0, rows)
+
+
+def text_then_target_layout(module: torch.nn.Module) -> None:
+    # QwenImage21Transformer2DModel lays its joint sequence out from img_mask's values (image slots
+    # repeated 4-fold, latents written at the mask's True positions, rotary positions from
+    # .tolist(), attention segments from image_ids.tolist()): shapes from input values, which a
+    # graph traced once cannot follow. Text-to-image has one layout, the prompt's tokens then the
+    # target's, which is what the graph's derived img_mask says (latent_grid.py): here that layout
+    # is built from the sizes (each result as diffusers builds it for that mask), the prefix's one
+    # text segment and the target's full attention as one mask (the "decode" branch of its
+    # processor, which takes a mask), and no KV cache. Condition images are not covered.
+    from diffusers.models.modeling_outputs import Transformer2DModelOutput
+
+    tables = [torch.view_as_real(t) for t in module.pos_embed.freqs]  # complex: as real pairs
+
+    def rotary(text: Any, height: Any, width: Any, device: torch.device) -> torch.Tensor:
+        index = torch.arange(text + height * width, device=device)
+        patch = (index - text).clamp(min=0)
+        image = index >= text
+        frame = torch.where(image, text, index)
+        row = torch.where(image, patch // width - (height - height // 2), index)
+        col = torch.where(image, patch % width - (width - width // 2), index)
+        pairs = [_signed_rows(t, p) for t, p in zip(tables, (frame, row, col), strict=True)]
+        return torch.view_as_complex(torch.cat(pairs, dim=1).contiguous())
+
+    def forward(
+        self: Any,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        timestep: torch.Tensor,
+        img_shapes: list,
+        img_mask: torch.Tensor,
+        encoder_hidden_states_mask: torch.Tensor | None = None,
+        attention_kwargs: dict | None = None,
+        kv_cache: Any = None,
+        kv_cache_mode: str | None = None,
+        return_dict: bool = True,
+    ) -> Any:
+        if kv_cache is not None or len(img_shapes[0]) != 1:
+            raise NotImplementedError("QwenImage21 in a graph: text-to-image, no KV cache")
+        _, height, width = img_shapes[0][-1]
+        batch_size, text = encoder_hidden_states.shape[0], encoder_hidden_states.shape[1]
+        device = hidden_states.device
+        joint = torch.cat([self.txt_in(encoder_hidden_states), self.img_in(hidden_states)], dim=1)
+        rotary_emb = rotary(text, height, width, device)
+        index = torch.arange(text + height * width, device=device)
+        target = index >= text
+        timestep = timestep.to(hidden_states.dtype)
+        modulation_mask = None
+        if self.config.causal_condition:
+            timestep = torch.cat([timestep, timestep.new_zeros(1)], dim=0)
+            modulation_mask = target
+        temb = self.time_text_embed(timestep, hidden_states)
+        modulation = self.modulation(temb)
+        # the prefix attends causally within itself, the target to every key
+        allowed = (index[None, :] <= index[:, None]) | target[:, None]
+        mask = allowed[None, None]
+        if encoder_hidden_states_mask is not None:
+            image_keys = torch.ones(batch_size, height * width, dtype=torch.bool, device=device)
+            valid = torch.cat([encoder_hidden_states_mask.bool(), image_keys], dim=1)
+            mask = mask & valid[:, None, None, :]
+        for block in self.transformer_blocks:
+            joint = block(hidden_states=joint, modulation=modulation, rotary_emb=rotary_emb,
+                          attention_mask=mask, target_token_mask=modulation_mask)  # fmt: skip
+        joint = self.norm_out(joint, temb, modulation_mask)
+        output = self.proj_out(joint)
+        return Transformer2DModelOutput(sample=output) if return_dict else (output,)
+
+    module.forward = types.MethodType(forward, module)
