@@ -10,6 +10,9 @@ width]`` as its VAE gives them, and packs them itself; the grid ints are ``heigh
 ``width // p`` of that input (``DERIVED``), symbolic in the trace; the ``sample`` output is
 unpacked back to ``[batch, out_channels, height, width]``. A ControlNet's ``controlnet_cond``
 is unpacked latents alike. Other outputs (a ControlNet's per-block tokens) stay as tokens.
+QwenImage 2.1 (patch size 1) also takes ``img_mask``, derived as text-to-image's layout (the
+prompt, then the target's slots), and gives the prompt's tokens before the target's: its
+``sample`` is the last ``(height / p) * (width / p)`` tokens, unpacked.
 
 Classes that take their latents unpacked already (HunyuanDiT, Lumina-Next, HiDream) get the
 ints' other uses from the same input's size: the rotary tables their pipelines compute from the

@@ -102,3 +102,33 @@ def test_lumina_next_rotary_is_the_pipelines():
         table = get_2d_rotary_pos_embed_lumina(16, 384, 384, linear_factor=linear, ntk_factor=ntk)
         x = {"hidden_states": torch.zeros(1, 4, height, width), "timestep": torch.tensor([t])}
         assert torch.equal(lumina_next_rotary(cfg, x), table[: height // 2, : width // 2])
+
+
+def test_qwenimage21_layout_override_is_the_models():
+    """QwenImage 2.1's layout built from the sizes equals its forward on the derived img_mask
+    (segment-by-segment attention, rotary positions from the mask's values), with a padded
+    prompt row, at two grids and prompt lengths."""
+    import diffusers
+
+    from mobius.diffusers.components import component_tasks
+    from mobius.diffusers.overrides import install
+    from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
+
+    kwargs = next(c for c in ALL_CONFIGS if c[0] == "QwenImage21Transformer2DModel")[2]
+    model = randomize_scaled(diffusers.QwenImage21Transformer2DModel(**kwargs), 0).eval()
+    overridden = copy.deepcopy(model)
+    install(overridden)
+    (task,) = component_tasks("QwenImage21Transformer2DModel")
+    for height, width, text in [(16, 8, 6), (8, 12, 5)]:
+        mask = torch.ones(3, text, dtype=torch.bool)
+        mask[0, -1] = False
+        x = {
+            "hidden_states": torch.randn(3, 4, height, width),
+            "timestep": torch.rand(3),
+            "encoder_hidden_states": torch.randn(3, text, 12),
+            "encoder_hidden_states_mask": mask,
+        }
+        with torch.no_grad():
+            (expected,), (got,) = task.call(model, dict(x)), task.call(overridden, dict(x))
+        assert got.shape == (3, 4, height, width)
+        assert (expected - got).abs().max() < 1e-6
