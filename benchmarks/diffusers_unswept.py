@@ -17,30 +17,15 @@ REASONS = {
     "Kandinsky6SRTransformer3DModel": "no small config written (its sparse 'nabla' attention "
     "windows)",
     # looked at for the argument rules (mobius/diffusers/argument_rules.py) and left out
-    "HunyuanDiT2DModel": "needs a second prompt (encoder_hidden_states_t5) and both prompts' "
-    "masks, a style index into a one-entry table, and image_rotary_emb, a table its pipeline "
-    "computes for the latent grid; not written",
-    "HunyuanDiT2DControlNetModel": "the same arguments as HunyuanDiT2DModel; not written",
     "HunyuanVideo15Transformer3DModel": "orders each prompt's valid tokens by boolean masks in a "
     "Python loop over the batch (shapes that depend on the masks' values) and branches on "
     "whether image_embeds are all zero",
     "WanAnimateTransformer3DModel": "pose latents one frame shorter than the video and face "
     "pixels at the face encoder's own size, encoded in chunks of motion_encode_batch_size "
     "frames by a Python loop; not written",
-    "HiDreamImageTransformer2DModel": "patchifies square and non-square latents differently (a "
-    "branch on height == width), takes two prompts of their own lengths and routes tokens to "
-    "experts; not written",
     "AutoencoderKLHunyuanVideo15": "its causal attention mask is filled by a Python loop over "
     "every latent token (frames x height x width), and its shape, [batch, tokens, tokens] "
     "against [batch, 1, tokens, channels], makes PyTorch itself fail at a batch above 1",
-    "QwenImageTransformer2DModel": "img_shapes (the latent grid, Python ints) and int() of the "
-    "prompt length cut its rotary table: a trace would fix both the grid and the prompt length",
-    "QwenImageControlNetModel": "img_shapes and the prompt length cut its rotary table as "
-    "QwenImageTransformer2DModel's do",
-    "QwenImage21Transformer2DModel": "builds its rotary positions in Python from img_shapes "
-    "(ints) and img_mask.tolist() (the mask's values): a trace fixes the grid and the layout",
-    "NucleusMoEImageTransformer2DModel": "img_shapes (Python ints) and int() of the prompt "
-    "length cut its rotary table as QwenImageTransformer2DModel's do",
     "JoyImageEditPlusTransformer3DModel": "shape_list, one list of (t, h, w) grids per batch "
     "row, drives a Python loop over the batch that builds its rotary tables",
     "ZImageTransformer2DModel": "x and cap_feats are Python lists of per-sample tensors, each "
@@ -66,9 +51,6 @@ REASONS = {
     "HunyuanVideoFramepackTransformer3DModel": "at batch 1 it cuts the prompt to its unpadded "
     "length (a shape from the mask's values), at other batches it builds the attention mask in a "
     "Python loop over the batch",
-    "LuminaNextDiT2DModel": "its patch embedder builds [(height, width)] * batch_size, a Python "
-    "list as long as the batch (a trace fixes the batch), and image_rotary_emb is a complex table "
-    "its pipeline recomputes per step from the resolution and the timestep",
     "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "
     "causal block mask, and it takes a KV cache",
     "AceStepConditionEncoder": "its timbre encoder unpacks the references per batch row by "

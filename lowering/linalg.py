@@ -102,7 +102,9 @@ def addmm(ctx: LoweringContext, node: torch.fx.Node):
 @lowers(aten.einsum)
 def einsum(ctx: LoweringContext, node: torch.fx.Node):
     equation, operands = node.args[0], node.args[1]
-    return ctx.op.Einsum(*[ctx.value(o) for o in operands], equation=equation.replace(" ", ""))
+    dtype = ctx.out_dtype(node)  # torch promotes (float32 positions x float64 frequencies: HiDream)
+    return ctx.op.Einsum(*[ctx.value(o, dtype) for o in operands],
+                         equation=equation.replace(" ", ""))  # fmt: skip
 
 
 @lowers(aten.outer)

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import audio_args
+from mobius.diffusers import audio_args, latent_grid
 from mobius.diffusers.folded_frames import frame_count
 from mobius.diffusers.structured_args import UNION_IMAGES
 from mobius.diffusers.tasks import (
@@ -306,6 +306,11 @@ NEEDED: dict[str, set[str]] = {
 RULES |= audio_args.ARGUMENT_RULES
 DERIVED |= audio_args.DERIVED
 NEEDED |= audio_args.PIPELINE_ARGUMENTS
+# latent grids a pipeline passes as Python ints (latent_grid.py): unpacked latents in, the ints
+# derived from their size
+RULES |= latent_grid.RULES
+DERIVED |= latent_grid.DERIVED
+NEEDED |= latent_grid.NEEDED
 
 
 def rule_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import argument_rules, folded_frames, structured_args
+from mobius.diffusers import argument_rules, folded_frames, latent_grid, structured_args
 from mobius.diffusers.tasks import (
     FRAMES,
     HEIGHT,
@@ -224,9 +224,10 @@ class ForwardTask(DiffusersTask):
         kwargs = structured_args.assemble(self.cls, x) | argument_rules.derive(
             self.cls, model.config, x
         )
+        kwargs = latent_grid.packed_arguments(self.cls, model.config, kwargs)
         if "return_dict" in dict(self._params()):
             kwargs["return_dict"] = True
-        output = model(**kwargs)
+        output = latent_grid.unpacked_output(self.cls, model.config, x, model(**kwargs))
         # a field named as an input is prefixed, as ``sample`` is (a graph's names are unique)
         self._outputs = [f"out_{n}" if n in x else n for n in output_names(output)]
         return folded_frames.unfold(self.cls, x, _flatten(output))

@@ -27,11 +27,12 @@ PACKED = "packed_length"  # one packed sequence: the prompt, the video's and the
 NOISE_LEVELS = "noise_levels"  # the distinct noise levels of a packed sequence's rows
 SAMPLE_HEIGHT = "sample_height"  # a VAE's image beside its latents: 2x per level but the last
 SAMPLE_WIDTH = "sample_width"
+TEXT_LAYERS = "text_encoder_layers"  # a text encoder's hidden states, layer by layer (HiDream)
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
 EXAMPLE_SIZES = {
     BATCH: 2, SEQUENCE: 7, HEIGHT: 24, WIDTH: 40, IMAGE_SEQUENCE: 12, FRAMES: 5, LENGTH: 40,
-    NOISE_LEVELS: 3,
+    NOISE_LEVELS: 3, TEXT_LAYERS: 5,
     "image_height": 192, "image_width": 320,  # a ControlNet's conditioning image: 8x the latents
 }  # fmt: skip
 

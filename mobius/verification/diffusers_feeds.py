@@ -11,12 +11,12 @@ from __future__ import annotations
 RUN_SIZES = {
     "batch": 3, "sequence_length": 6, "height": 16, "width": 8, "image_sequence_length": 10,
     "image_height": 128, "image_width": 64, "num_frames": 9, "sample_length": 64,
-    "noise_levels": 2,
+    "noise_levels": 2, "text_encoder_layers": 6,
 }  # fmt: skip
 SECOND_SIZES = {
     "batch": 1, "sequence_length": 5, "height": 32, "width": 48, "image_sequence_length": 16,
     "image_height": 256, "image_width": 384, "num_frames": 13, "sample_length": 96,
-    "noise_levels": 4,
+    "noise_levels": 4, "text_encoder_layers": 9,
 }  # fmt: skip
 SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
 
@@ -26,12 +26,15 @@ SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
 # by 1e-4 between any two implementations; UNet1D's Gaussian Fourier features, MiniMax Music 3's
 # random Fourier features, Stable Audio 3's exponential ones, and LongCat's and ACE-Step's
 # sinusoids (scaled by 1000 inside) take t in [0, 1]; Stable Audio's cosine scheduler gives its
-# Gaussian Fourier features atan(sigma) * 2 / pi; MiniMax-H3 embeds its sigmas as they are
+# Gaussian Fourier features atan(sigma) * 2 / pi; MiniMax-H3 embeds its sigmas as they are;
+# Lumina-Next takes 1 - t / 1000 (and scales its rotary table by whether it is below 1);
+# QwenImage 2.1 takes the step scaled to [0, 1]
 SIGMA_TIMESTEPS = (
     "FluxTransformer2DModel", "AuraFlowTransformer2DModel", "FluxControlNetModel", "UNet1DModel",
     "Krea2Transformer2DModel", "Ideogram4Transformer2DModel", "BriaFibo2Transformer2DModel",
     "MiniMaxMusic3Transformer1DModel", "StableAudio3DiTModel", "LongCatAudioDiTTransformer",
     "AceStepTransformer1DModel", "StableAudioDiTModel", "MiniMaxH3Transformer3DModel",
+    "LuminaNextDiT2DModel", "QwenImage21Transformer2DModel",
 )  # fmt: skip
 
 

@@ -21,11 +21,14 @@ from mobius.diffusers.overrides import (
     cosmos,
     easyanimate,
     frame_loops,
+    hidream,
     joyimage,
     kandinsky6,
     lumina2,
+    lumina_next,
     minimax_music3,
     mochi,
+    qwenimage,
     sana_wm,
     stft,
 )
@@ -94,6 +97,33 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.transformers.transformer_sana_wm.GLUMBConvTemp": sana_wm.unchunked_feed_forward,
     f"{_M}.transformers.transformer_sana_wm.SanaWMRotaryPosEmbed": sana_wm.rotary_by_recipe,
+    f"{_M}.transformers.transformer_qwenimage.QwenEmbedRope": qwenimage.rotary_by_gathers,
+    f"{_M}.embeddings.LuminaPatchEmbed": lumina_next.one_image_size,
+    f"{_M}.transformers.lumina_nextdit2d.LuminaNextDiT2DModel": (
+        lumina_next.proportional_attention_by_tensor
+    ),
+    f"{_M}.transformers.transformer_qwenimage21.QwenImage21Transformer2DModel": (
+        qwenimage.text_then_target_layout
+    ),
+    f"{_M}.transformers.transformer_hidream_image.HiDreamImageTransformer2DModel": (
+        hidream.one_padding_token
+    ),
+    f"{_M}.transformers.transformer_hidream_image.MOEFeedForwardSwiGLU": hidream.dense_experts,
+    f"{_M}.transformers.transformer_qwenimage.QwenImageTransformer2DModel": (
+        qwenimage.text_length_from_shape
+    ),
+    f"{_M}.controlnets.controlnet_qwenimage.QwenImageControlNetModel": (
+        qwenimage.text_length_from_shape
+    ),
+    f"{_M}.transformers.transformer_nucleusmoe_image.NucleusMoELayer": (
+        qwenimage.expert_choice_by_batched_matmul
+    ),
+    f"{_M}.transformers.transformer_nucleusmoe_image.NucleusMoEImageTransformer2DModel": (
+        qwenimage.text_length_from_shape
+    ),
+    f"{_M}.transformers.transformer_nucleusmoe_image.NucleusMoEEmbedRope": (
+        qwenimage.nucleus_rotary_by_gathers
+    ),
 }
 
 
