@@ -59,8 +59,6 @@ REASONS = {
     "length cut its rotary table as QwenImageTransformer2DModel's do",
     "JoyImageEditPlusTransformer3DModel": "shape_list, one list of (t, h, w) grids per batch "
     "row, drives a Python loop over the batch that builds its rotary tables",
-    "ZImageTransformer2DModel": "x and cap_feats are Python lists of per-sample tensors, each "
-    "of its own size, patchified in a loop over the list (the batch is a list's length)",
     "ZImageControlNetModel": "x, cap_feats and control_context are Python lists of per-sample "
     "tensors, as ZImageTransformer2DModel's",
     "Kandinsky6SRLatentUpscalerBank": "scale, a Python int, picks one upscaler of the bank: "

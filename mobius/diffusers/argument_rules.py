@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import audio_args
+from mobius.diffusers import audio_args, list_args
 from mobius.diffusers.tasks import (
     BATCH_FRAMES,
     FRAMES,
@@ -284,6 +284,8 @@ NEEDED: dict[str, set[str]] = {
 RULES |= audio_args.ARGUMENT_RULES
 DERIVED |= audio_args.DERIVED
 NEEDED |= audio_args.PIPELINE_ARGUMENTS
+# the list-argument classes' stacked inputs (list_args.py)
+RULES |= list_args.ARGUMENT_RULES
 
 
 def rule_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import argument_rules
+from mobius.diffusers import argument_rules, list_args
 from mobius.diffusers.tasks import (
     FRAMES,
     HEIGHT,
@@ -219,9 +219,10 @@ class ForwardTask(DiffusersTask):
 
     def _call_model(self, model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
         kwargs = dict(x) | argument_rules.derive(self.cls, model.config, x)
+        kwargs = list_args.per_sample(self.cls, model, kwargs)  # lists where diffusers wants them
         if "return_dict" in dict(self._params()):
             kwargs["return_dict"] = True
-        output = model(**kwargs)
+        output = list_args.stacked(self.cls, model(**kwargs))
         # a field named as an input is prefixed, as ``sample`` is (a graph's names are unique)
         self._outputs = [f"out_{n}" if n in x else n for n in output_names(output)]
         return _flatten(output)

@@ -303,10 +303,13 @@ SMALL_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [  # fmt: skip
 def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
     from mobius.testing.diffusers_configs_any import ANY_CONFIGS
     from mobius.testing.diffusers_configs_audio import AUDIO_CONFIGS
+    from mobius.testing.diffusers_configs_lists import LIST_CONFIGS
     from mobius.testing.diffusers_configs_more import MORE_CONFIGS
     from mobius.testing.diffusers_configs_shaped import SHAPED_CONFIGS
 
-    return SMALL_CONFIGS + MORE_CONFIGS + ANY_CONFIGS + SHAPED_CONFIGS + AUDIO_CONFIGS
+    return (
+        SMALL_CONFIGS + MORE_CONFIGS + ANY_CONFIGS + SHAPED_CONFIGS + AUDIO_CONFIGS + LIST_CONFIGS
+    )
 
 
 ALL_CONFIGS = _all_configs()

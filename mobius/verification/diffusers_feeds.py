@@ -32,6 +32,7 @@ SIGMA_TIMESTEPS = (
     "Krea2Transformer2DModel", "Ideogram4Transformer2DModel", "BriaFibo2Transformer2DModel",
     "MiniMaxMusic3Transformer1DModel", "StableAudio3DiTModel", "LongCatAudioDiTTransformer",
     "AceStepTransformer1DModel", "StableAudioDiTModel", "MiniMaxH3Transformer3DModel",
+    "ZImageTransformer2DModel",
 )  # fmt: skip
 
 
@@ -92,7 +93,7 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
             value = torch.randint(
                 0, arch.hf_config.get("num_embeds_ada_norm"), shape, generator=gen
             )
-        elif spec.name == "timestep" and sigma_timesteps:
+        elif spec.name in ("timestep", "t") and sigma_timesteps:  # Z-Image names it t
             value = torch.rand(shape, generator=gen) * 0.9 + 0.01
         elif spec.name == "timestep":
             value = torch.rand(shape, generator=gen) * 900 + 10

@@ -24,6 +24,7 @@ from mobius.diffusers.overrides import (
     mochi,
     sana_wm,
     stft,
+    z_image,
 )
 from mobius.synth.overrides import install_overrides
 
@@ -78,6 +79,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.transformers.transformer_sana_wm.GLUMBConvTemp": sana_wm.unchunked_feed_forward,
     f"{_M}.transformers.transformer_sana_wm.SanaWMRotaryPosEmbed": sana_wm.rotary_by_recipe,
+    f"{_M}.transformers.transformer_z_image.ZImageTransformer2DModel": (
+        z_image.batched_transformer
+    ),
 }
 
 
