@@ -19,8 +19,6 @@ REASONS = {
     "BriaFibo2Transformer2DModel": "its Perceiver's gist-token count is computed in Python "
     "from each prompt's length (a list over the batch): a trace fixes the batch and the prompt "
     "length",
-    "AutoencoderKLQwenImage21": "no small config found in the time given (its channel and "
-    "patch constraints)",
     "AutoencoderKLAllegro": "diffusers itself refuses: encoding without tiling is not implemented",
     "ConsistencyDecoderVAE": "decode samples noise (a consistency model): no deterministic "
     "graph to compare",

@@ -205,8 +205,8 @@ def video_latents(cls: type) -> bool:
         return False
 
 
-def _image_axes(video: bool) -> tuple[str, ...]:
-    return (FRAMES, HEIGHT, WIDTH) if video else (HEIGHT, WIDTH)
+def _image_axes(video: bool, frames: int | str = FRAMES) -> tuple:
+    return (frames, HEIGHT, WIDTH) if video else (HEIGHT, WIDTH)
 
 
 def _first_key(cfg: Any, names: tuple[str, ...], default: int) -> int:
@@ -218,16 +218,21 @@ def _first_key(cfg: Any, names: tuple[str, ...], default: int) -> int:
 
 # VAEs whose config's in_channels is not the image's (Mochi's encoder adds Fourier features)
 IMAGE_CHANNELS = {"AutoencoderKLMochi": 3}
+# video VAEs specialised to images: a frame axis of 1 (QwenImage 2.1's convolutions fold the single
+# frame away and refuse a second; its pipeline adds the axis to images)
+SINGLE_FRAME_VAES = ("AutoencoderKLQwenImage21",)
 
 
-def vae_encoder_inputs(cfg: Any, video: bool = False, channels: int | None = None) -> list:
+def vae_encoder_inputs(
+    cfg: Any, video: bool = False, channels: int | None = None, frames: int | str = FRAMES
+) -> list:
     channels = channels or _first_key(cfg, ("in_channels", "input_channels"), 3)
-    return [TensorSpec("sample", None, (BATCH, channels, *_image_axes(video)))]
+    return [TensorSpec("sample", None, (BATCH, channels, *_image_axes(video, frames)))]
 
 
-def vae_decoder_inputs(cfg: Any, video: bool = False) -> list[TensorSpec]:
+def vae_decoder_inputs(cfg: Any, video: bool = False, frames: int | str = FRAMES) -> list:
     latent = _first_key(cfg, ("latent_channels", "z_dim", "z_channels", "latent_dim"), 4)
-    return [TensorSpec("latent_sample", None, (BATCH, latent, *_image_axes(video)))]
+    return [TensorSpec("latent_sample", None, (BATCH, latent, *_image_axes(video, frames)))]
 
 
 def call_vae_encoder(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
@@ -253,10 +258,11 @@ def vae_tasks(latent_output: str = "latent_parameters", cls: type | None = None)
     distribution; video latents where the VAE convolves in 3D)."""
     video = cls is not None and video_latents(cls)
     channels = IMAGE_CHANNELS.get(cls.__name__) if cls is not None else None
+    frames = 1 if cls is not None and cls.__name__ in SINGLE_FRAME_VAES else FRAMES
     return [
-        DiffusersTask("vae_encoder", lambda cfg: vae_encoder_inputs(cfg, video, channels),
+        DiffusersTask("vae_encoder", lambda cfg: vae_encoder_inputs(cfg, video, channels, frames),
                       call_vae_encoder, (latent_output,)),
-        DiffusersTask("vae_decoder", lambda cfg: vae_decoder_inputs(cfg, video),
+        DiffusersTask("vae_decoder", lambda cfg: vae_decoder_inputs(cfg, video, frames),
                       call_vae_decoder, ("sample",)),
     ]  # fmt: skip
 
