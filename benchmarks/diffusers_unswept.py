@@ -68,9 +68,6 @@ REASONS = {
     "GlmImageTransformer2DModel": "prior_token_drop zeroes prior embeddings by boolean-mask "
     "indexing, and the prior tokens number the patches of unpacked latents (an axis the "
     "product of height and width); not written",
-    "AutoencoderKLMiniMaxH3": "no small config found in the time given: clip_length, "
-    "token_drop and the temporal ratios must agree (it encodes and decodes in a Python loop "
-    "over clips, cross-fading their overlaps)",
     "LTX2VideoDiffusionDecoderModel": "decodes by sampling (a generator and "
     "num_inference_steps): no deterministic graph to compare",
     "HunyuanVideoFramepackTransformer3DModel": "at batch 1 it cuts the prompt to its unpadded "

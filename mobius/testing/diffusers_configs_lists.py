@@ -20,5 +20,14 @@ LIST_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
      {"base_dim": 8, "decoder_base_dim": 12, "z_dim": 4, "dim_mult": [1, 2, 2],
       "num_res_blocks": 1, "temperal_downsample": [False, True], "in_channels": 3,
       "out_channels": 3, "latents_mean": [0.0] * 4, "latents_std": [1.0] * 4}),
+    # clips of 5 pixel frames, a temporal ratio of 2 (3 latent frames per clip, the last one of
+    # them dropped): the decoder's overlap and pre-padding follow from the three
+    ("AutoencoderKLMiniMaxH3", "AutoencoderKLMiniMaxH3",
+     {"in_channels": 3, "out_channels": 3, "latent_channels": 4, "block_out_channels": (8, 16),
+      "layers_per_block": 1, "spatial_downsample_factors": (2, 2),
+      "temporal_downsample_factors": (1, 2), "norm_num_groups": 4, "decoder_num_layers": 1,
+      "decoder_num_attention_heads": 2, "decoder_attention_head_dim": 8,
+      "decoder_num_register_tokens": 2, "decoder_ffn_mult": 2, "clip_length": 5,
+      "token_drop": 1, "latents_mean": (0.0,) * 4, "latents_std": (1.0,) * 4}),
 ]
 # fmt: on
