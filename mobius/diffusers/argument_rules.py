@@ -286,6 +286,7 @@ DERIVED |= audio_args.DERIVED
 NEEDED |= audio_args.PIPELINE_ARGUMENTS
 # the list-argument classes' stacked inputs (list_args.py)
 RULES |= list_args.ARGUMENT_RULES
+NEEDED |= list_args.NEEDED
 
 
 def rule_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:

@@ -23,15 +23,28 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers.tasks import HEIGHT, WIDTH
+from mobius.diffusers.tasks import HEIGHT, IMAGE_SEQUENCE, WIDTH
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
 FLOAT = None  # the model's dtype
 STACKED = "takes_stacked_lists"  # set on a model whose override takes the stacked tensors
+COMPONENTS = "num_components"  # JoyImage Edit Plus: the grids of a row (target, references)
 
-# the list arguments of each class
-LISTS: dict[str, tuple[str, ...]] = {
-    "ZImageTransformer2DModel": ("x", "cap_feats"),
+
+def _rows(value: torch.Tensor) -> list[torch.Tensor]:
+    """One tensor per sample."""
+    return list(value.unbind(0))
+
+
+def _grids(value: torch.Tensor) -> list[list[tuple[int, ...]]]:
+    """Each row's (t, h, w) grids as Python tuples, less the (0, 0, 0) padding."""
+    return [[tuple(grid) for grid in row if any(grid)] for row in value.tolist()]
+
+
+# each class's list arguments, and how a stacked tensor becomes diffusers' Python form
+LISTS: dict[str, dict[str, Callable[[torch.Tensor], Any]]] = {
+    "ZImageTransformer2DModel": {"x": _rows, "cap_feats": _rows},
+    "JoyImageEditPlusTransformer3DModel": {"shape_list": _grids},
 }
 
 
@@ -41,21 +54,40 @@ def _z_image_latents(name: str, channels_key: str) -> Callable[[Any], TensorSpec
     )
 
 
+def _joyimage_patches(cfg: Any) -> TensorSpec:
+    """The packed patches of every grid of a row, padded to the longest row."""
+    patch = tuple(cfg.get("patch_size") or (1, 2, 2))
+    channels = cfg.get("in_channels") or 16
+    return TensorSpec("hidden_states", FLOAT, (BATCH, IMAGE_SEQUENCE, channels, *patch))
+
+
 ARGUMENT_RULES: dict[tuple[str, str], Callable[[Any], TensorSpec]] = {
     ("ZImageTransformer2DModel", "x"): _z_image_latents("x", "in_channels"),
     ("ZImageTransformer2DModel", "cap_feats"): lambda cfg: TensorSpec(
         "cap_feats", FLOAT, (BATCH, SEQUENCE, cfg.get("cap_feat_dim") or 2560)),
     ("ZImageTransformer2DModel", "t"): lambda _cfg: TensorSpec("t", torch.float32, (BATCH,)),
+    ("JoyImageEditPlusTransformer3DModel", "hidden_states"): _joyimage_patches,
+    ("JoyImageEditPlusTransformer3DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
+        "encoder_hidden_states", FLOAT, (BATCH, SEQUENCE, cfg.get("text_dim") or 4096)),
+    ("JoyImageEditPlusTransformer3DModel", "encoder_hidden_states_mask"): lambda _cfg: TensorSpec(
+        "encoder_hidden_states_mask", torch.bool, (BATCH, SEQUENCE)),
+    ("JoyImageEditPlusTransformer3DModel", "shape_list"): lambda _cfg: TensorSpec(
+        "shape_list", torch.int64, (BATCH, COMPONENTS, 3)),
 }  # fmt: skip
+
+# optional in the signature, passed by the pipelines all the same
+NEEDED: dict[str, set[str]] = {
+    "JoyImageEditPlusTransformer3DModel": {"encoder_hidden_states_mask", "shape_list"},
+}
 
 
 def per_sample(cls: type, model: torch.nn.Module, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``kwargs`` with each list argument of ``cls`` as the list of its rows, unless ``model``
+    """``kwargs`` with each list argument of ``cls`` in diffusers' Python form, unless ``model``
     takes the stacked tensors (its override installed)."""
-    names = LISTS.get(cls.__name__, ())
-    if not names or getattr(model, STACKED, False):
+    forms = LISTS.get(cls.__name__, {})
+    if not forms or getattr(model, STACKED, False):
         return kwargs
-    return {k: list(v.unbind(0)) if k in names else v for k, v in kwargs.items()}
+    return {k: forms[k](v) if k in forms else v for k, v in kwargs.items()}
 
 
 def stacked(cls: type, output: Any) -> Any:
@@ -66,3 +98,16 @@ def stacked(cls: type, output: Any) -> Any:
         if isinstance(value, list) and value and isinstance(value[0], torch.Tensor):
             output[key] = torch.stack(value)
     return output
+
+
+# rows of grids the sweep feeds JoyImage Edit Plus, cycled over the batch: a padded row, a full
+# row of 10 patches, a two-frame target without reference
+JOYIMAGE_GRIDS = (((1, 2, 2), (1, 1, 3)), ((1, 2, 3), (1, 2, 2)), ((2, 1, 2), (0, 0, 0)))
+
+
+def joyimage_grids(sizes: dict, _gen: Any) -> dict[str, torch.Tensor]:
+    """``shape_list`` for the sweep: each row's grids fit ``image_sequence_length`` patches."""
+    rows = [JOYIMAGE_GRIDS[r % len(JOYIMAGE_GRIDS)] for r in range(sizes[BATCH])]
+    if any(sum(t * h * w for t, h, w in row) > sizes[IMAGE_SEQUENCE] for row in rows):
+        raise ValueError("JoyImage Edit Plus: the grids fed hold more patches than the input")
+    return {"shape_list": torch.tensor(rows, dtype=torch.int64)}

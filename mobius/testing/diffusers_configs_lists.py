@@ -14,6 +14,9 @@ Z_IMAGE = {"in_channels": 4, "dim": 32, "n_layers": 1, "n_refiner_layers": 1, "n
 
 LIST_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("ZImageTransformer2DModel", "ZImageTransformer2DModel", Z_IMAGE),
+    ("JoyImageEditPlusTransformer3DModel", "JoyImageEditPlusTransformer3DModel",
+     {"patch_size": [1, 2, 2], "in_channels": 4, "hidden_size": 32, "num_attention_heads": 2,
+      "text_dim": 12, "mlp_width_ratio": 2.0, "num_layers": 1, "rope_dim_list": [4, 6, 6]}),
     # residual blocks: a stage's channels times its down-sampling factor must divide by the
     # next's (dim_mult [1, 2, 2]); image-only, one frame
     ("AutoencoderKLQwenImage21", "AutoencoderKLQwenImage21",

@@ -62,6 +62,15 @@ def _packed_layout(sizes: dict, gen) -> dict:
 PACKED_LAYOUTS = {"MiniMaxH3Transformer3DModel": _packed_layout}
 
 
+def _joyimage_grids(sizes: dict, gen) -> dict:
+    from mobius.diffusers.list_args import joyimage_grids
+
+    return joyimage_grids(sizes, gen)
+
+
+PACKED_LAYOUTS["JoyImageEditPlusTransformer3DModel"] = _joyimage_grids
+
+
 def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> dict:
     """Random inputs for ``task`` at ``run_sizes`` (RUN_SIZES by default), or the graph's own
     size where it fixes one."""

@@ -19,6 +19,7 @@ from mobius.diffusers.overrides import (
     cosmos,
     frame_loops,
     joyimage,
+    joyimage_edit_plus,
     kandinsky6,
     lumina2,
     mochi,
@@ -46,6 +47,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.transformers.transformer_joyimage.JoyImageEditTransformer3DModel": (
         joyimage.symbolic_rotary_positions
+    ),
+    f"{_M}.transformers.transformer_joyimage_edit_plus.JoyImageEditPlusTransformer3DModel": (
+        joyimage_edit_plus.rotary_from_shape_tensor
     ),
     f"{_M}.autoencoders.autoencoder_kandinsky6_sr.Kandinsky6SRVAE": kandinsky6.single_pass,
     f"{_M}.autoencoders.autoencoder_kandinsky6_sr.Kandinsky6SRCausalConv3d": kandinsky6.causal_conv_in_one,

@@ -42,3 +42,18 @@ def test_padding_follows_the_caption(z_image):
     got = session.run(None, {"x": x.numpy(), "t": t.numpy(), "cap_feats": caption.numpy()})[0]
     assert got.shape == (2, 4, 1, 16, 24)
     assert np.abs(expected.numpy() - got).max() < ATOL
+
+
+def test_grid_list_as_a_tensor_matches_pytorch(tmp_path):
+    """JoyImage Edit Plus: shape_list, per row a Python list of (t, h, w) grids, is an int64
+    input [batch, components, 3]; the sweep's rows (one padded, one full, a two-frame target with
+    a (0, 0, 0) component) match the model called on the Python lists."""
+    model, out = convert("JoyImageEditPlusTransformer3DModel", tmp_path)
+    graph = next(iter(json.loads((out / "mobius.json").read_text())["graphs"].values()))
+    assert graph["inputs"] == [
+        "hidden_states", "timestep", "encoder_hidden_states", "encoder_hidden_states_mask",
+        "shape_list",
+    ]  # fmt: skip
+    diffs = max_diffs(model, out)
+    assert len(diffs) == 2
+    assert max(diffs.values()) < ATOL, diffs
