@@ -55,8 +55,6 @@ REASONS = {
     "(ints) and img_mask.tolist() (the mask's values): a trace fixes the grid and the layout",
     "NucleusMoEImageTransformer2DModel": "img_shapes (Python ints) and int() of the prompt "
     "length cut its rotary table as QwenImageTransformer2DModel's do",
-    "ZImageControlNetModel": "x, cap_feats and control_context are Python lists of per-sample "
-    "tensors, as ZImageTransformer2DModel's",
     "Kandinsky6SRLatentUpscalerBank": "scale, a Python int, picks one upscaler of the bank: "
     "a graph per scale would be needed, and no contract of several graphs per scale is written",
     "CosmosControlNetModel": "its forward resizes padding_mask with torchvision, which this "

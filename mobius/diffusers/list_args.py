@@ -45,13 +45,30 @@ def _grids(value: torch.Tensor) -> list[list[tuple[int, ...]]]:
 LISTS: dict[str, dict[str, Callable[[torch.Tensor], Any]]] = {
     "ZImageTransformer2DModel": {"x": _rows, "cap_feats": _rows},
     "JoyImageEditPlusTransformer3DModel": {"shape_list": _grids},
+    "ZImageControlNetModel": {"x": _rows, "cap_feats": _rows, "control_context": _rows},
 }
 
 
 def _z_image_latents(name: str, channels_key: str) -> Callable[[Any], TensorSpec]:
-    return lambda cfg: TensorSpec(
-        name, FLOAT, (BATCH, cfg.get(channels_key) or 16, 1, HEIGHT, WIDTH)
-    )
+    """Image latents with a frame axis of 1; a ControlNet reads the transformer's channels."""
+
+    def rule(cfg: Any) -> TensorSpec:
+        channels = cfg.get(channels_key) or _transformer(cfg).get(channels_key) or 16
+        return TensorSpec(name, FLOAT, (BATCH, channels, 1, HEIGHT, WIDTH))
+
+    return rule
+
+
+def _transformer(cfg: Any) -> dict:
+    """The config of the transformer a ControlNet runs on (``shared_modules``), or {}."""
+    from mobius.diffusers.shared_modules import SHARED_CONFIG
+
+    return cfg.get(SHARED_CONFIG) or {}
+
+
+def _captions(cfg: Any) -> TensorSpec:
+    width = cfg.get("cap_feat_dim") or _transformer(cfg).get("cap_feat_dim") or 2560
+    return TensorSpec("cap_feats", FLOAT, (BATCH, SEQUENCE, width))
 
 
 def _joyimage_patches(cfg: Any) -> TensorSpec:
@@ -63,9 +80,13 @@ def _joyimage_patches(cfg: Any) -> TensorSpec:
 
 ARGUMENT_RULES: dict[tuple[str, str], Callable[[Any], TensorSpec]] = {
     ("ZImageTransformer2DModel", "x"): _z_image_latents("x", "in_channels"),
-    ("ZImageTransformer2DModel", "cap_feats"): lambda cfg: TensorSpec(
-        "cap_feats", FLOAT, (BATCH, SEQUENCE, cfg.get("cap_feat_dim") or 2560)),
+    ("ZImageTransformer2DModel", "cap_feats"): _captions,
     ("ZImageTransformer2DModel", "t"): lambda _cfg: TensorSpec("t", torch.float32, (BATCH,)),
+    ("ZImageControlNetModel", "x"): _z_image_latents("x", "in_channels"),
+    ("ZImageControlNetModel", "cap_feats"): _captions,
+    ("ZImageControlNetModel", "t"): lambda _cfg: TensorSpec("t", torch.float32, (BATCH,)),
+    ("ZImageControlNetModel", "control_context"): _z_image_latents(
+        "control_context", "control_in_dim"),
     ("JoyImageEditPlusTransformer3DModel", "hidden_states"): _joyimage_patches,
     ("JoyImageEditPlusTransformer3DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
         "encoder_hidden_states", FLOAT, (BATCH, SEQUENCE, cfg.get("text_dim") or 4096)),
@@ -94,6 +115,8 @@ def stacked(cls: type, output: Any) -> Any:
     """``output`` with a per-sample list field stacked on a new batch axis (a list class's)."""
     if cls.__name__ not in LISTS or not hasattr(output, "keys"):
         return output
+    if all(isinstance(k, int) for k in output):  # a ControlNet's hints by transformer layer
+        return {f"controlnet_block_samples.{k}": v for k, v in output.items()}
     for key, value in output.items():
         if isinstance(value, list) and value and isinstance(value[0], torch.Tensor):
             output[key] = torch.stack(value)

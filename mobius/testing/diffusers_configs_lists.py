@@ -5,7 +5,10 @@ whose small config needs several keys to agree.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import torch
 
 # fmt: off
 Z_IMAGE = {"in_channels": 4, "dim": 32, "n_layers": 1, "n_refiner_layers": 1, "n_heads": 2,
@@ -14,6 +17,11 @@ Z_IMAGE = {"in_channels": 4, "dim": 32, "n_layers": 1, "n_refiner_layers": 1, "n
 
 LIST_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("ZImageTransformer2DModel", "ZImageTransformer2DModel", Z_IMAGE),
+    # runs on a ZImageTransformer2DModel's embedders and refiners (SIBLINGS): dim, heads,
+    # refiner layers and patch sizes as Z_IMAGE's
+    ("ZImageControlNetModel", "ZImageControlNetModel",
+     {"control_layers_places": [0], "control_in_dim": 4, "dim": 32, "n_refiner_layers": 1,
+      "n_heads": 2, "n_kv_heads": 2}),
     ("JoyImageEditPlusTransformer3DModel", "JoyImageEditPlusTransformer3DModel",
      {"patch_size": [1, 2, 2], "in_channels": 4, "hidden_size": 32, "num_attention_heads": 2,
       "text_dim": 12, "mlp_width_ratio": 2.0, "num_layers": 1, "rope_dim_list": [4, 6, 6]}),
@@ -34,3 +42,24 @@ LIST_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
       "token_drop": 1, "latents_mean": (0.0,) * 4, "latents_std": (1.0,) * 4}),
 ]
 # fmt: on
+
+# the config label of the sibling a class runs on (mobius.diffusers.shared_modules.SHARES)
+SIBLINGS = {"ZImageControlNetModel": "ZImageTransformer2DModel"}
+
+
+def with_saved_sibling(model: torch.nn.Module, model_dir: Path) -> torch.nn.Module:
+    """``model`` (saved in ``model_dir``) given the sibling it runs on, that sibling built with
+    random parameters and saved beside ``model_dir`` as in a pipeline directory; ``model``
+    itself where it runs on its own modules."""
+    import diffusers
+
+    from mobius.diffusers.shared_modules import SHARES
+    from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
+
+    name = type(model).__name__
+    if name not in SIBLINGS:
+        return model
+    _, cls, kwargs = next(c for c in ALL_CONFIGS if c[0] == SIBLINGS[name])
+    other = randomize_scaled(getattr(diffusers, cls)(**kwargs), 1).eval()
+    other.save_pretrained(model_dir.parent / SHARES[name][0])
+    return type(model).from_transformer(model, other)

@@ -32,7 +32,7 @@ SIGMA_TIMESTEPS = (
     "Krea2Transformer2DModel", "Ideogram4Transformer2DModel", "BriaFibo2Transformer2DModel",
     "MiniMaxMusic3Transformer1DModel", "StableAudio3DiTModel", "LongCatAudioDiTTransformer",
     "AceStepTransformer1DModel", "StableAudioDiTModel", "MiniMaxH3Transformer3DModel",
-    "ZImageTransformer2DModel",
+    "ZImageTransformer2DModel", "ZImageControlNetModel",
 )  # fmt: skip
 
 

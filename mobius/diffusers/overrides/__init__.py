@@ -86,6 +86,7 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_z_image.ZImageTransformer2DModel": (
         z_image.batched_transformer
     ),
+    f"{_M}.controlnets.controlnet_z_image.ZImageControlNetModel": z_image.batched_controlnet,
 }
 
 

@@ -132,3 +132,59 @@ def batched_transformer(module: torch.nn.Module) -> None:
     module.forward = types.MethodType(forward, module)
     module.rope_embedder.freqs_pairs = _tables(module)
     module.takes_stacked_lists = True
+
+
+def batched_controlnet(module: torch.nn.Module) -> None:
+    # Its own modules and those it shares with the transformer (``from_transformer``): the
+    # same steps over stacked samples; every row is as long as the others, so the all-ones
+    # attention masks diffusers builds are dropped (a mask of ones masks nothing).
+    def forward(
+        self: Any,
+        x: torch.Tensor,
+        t: torch.Tensor,
+        cap_feats: torch.Tensor,
+        control_context: torch.Tensor,
+        conditioning_scale: Any = 1.0,
+        patch_size: int = 2,
+        f_patch_size: int = 1,
+    ) -> dict[int, torch.Tensor]:
+        p, pf = patch_size, f_patch_size
+        adaln = self.t_embedder(t * self.t_scale)
+        image, image_freqs, cap, cap_freqs, _, _ = _embedded(self, x, cap_feats, p, pf)
+        adaln = adaln.type_as(image)
+        embed = self.control_all_x_embedder[f"{p}-{pf}"]
+        control = _padded(embed(_patchify(control_context, p, pf)), self.x_pad_token)
+        refiner_hints = {}
+        if self.add_control_noise_refiner is not None:
+            layers = (
+                self.control_layers
+                if self.add_control_noise_refiner == "control_layers"
+                else self.control_noise_refiner
+            )
+            for layer in layers:
+                control = layer(control, image, None, image_freqs, adaln)
+            hints, control = control[:-1], control[-1]
+            places = self.control_refiner_layers_places
+            refiner_hints = {place: hints[i] * conditioning_scale for i, place in enumerate(places)}
+        for index, layer in enumerate(self.noise_refiner):
+            image = layer(image, None, image_freqs, adaln)
+            if index in refiner_hints:
+                image = image + refiner_hints[index]
+        for layer in self.context_refiner:
+            cap = layer(cap, None, cap_freqs)
+        unified = torch.cat([image, cap], dim=1)
+        freqs = torch.cat([image_freqs, cap_freqs], dim=1)
+        if not self.add_control_noise_refiner:
+            for layer in self.control_noise_refiner:
+                control = layer(control, None, image_freqs, adaln)
+        control = torch.cat([control, cap], dim=1)
+        for layer in self.control_layers:
+            control = layer(control, unified, None, freqs, adaln)
+        hints = control[:-1]
+        places = self.control_layers_places
+        return {place: hints[i] * conditioning_scale for i, place in enumerate(places)}
+
+    module.forward = types.MethodType(forward, module)
+    module.takes_stacked_lists = True
+    if module.rope_embedder is not None:  # shared with the transformer (from_transformer)
+        module.rope_embedder.freqs_pairs = _tables(module)
