@@ -63,8 +63,6 @@ REASONS = {
     "a graph per scale would be needed, and no contract of several graphs per scale is written",
     "CosmosControlNetModel": "its forward resizes padding_mask with torchvision, which this "
     "environment lacks (PyTorch's own forward fails: 'transforms' is not defined)",
-    "OmniGenTransformer2DModel": "input_img_latents (a list of image latents) and "
-    "input_image_sizes (a dict of each sample's token spans): Python structures per batch row",
     "GlmImageTransformer2DModel": "prior_token_drop zeroes prior embeddings by boolean-mask "
     "indexing, and the prior tokens number the patches of unpacked latents (an axis the "
     "product of height and width); not written",

@@ -23,7 +23,15 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers.tasks import HEIGHT, IMAGE_SEQUENCE, WIDTH
+from mobius.diffusers.tasks import (
+    HEIGHT,
+    IMAGE_SEQUENCE,
+    INPUT_HEIGHT,
+    INPUT_WIDTH,
+    PATCHES,
+    TEXT_TIME_IMAGE,
+    WIDTH,
+)
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
 FLOAT = None  # the model's dtype
@@ -41,11 +49,22 @@ def _grids(value: torch.Tensor) -> list[list[tuple[int, ...]]]:
     return [[tuple(grid) for grid in row if any(grid)] for row in value.tolist()]
 
 
+def _image_rows(value: torch.Tensor) -> list[torch.Tensor]:
+    """One ``[1, ...]`` tensor per sample (OmniGen's input latents keep a batch axis)."""
+    return list(value.split(1))
+
+
+def _spans(value: torch.Tensor) -> dict[int, list[tuple[int, ...]]]:
+    """Each row's (start, end) span as OmniGen's ``{row: [(start, end)]}``."""
+    return {row: [tuple(span)] for row, span in enumerate(value.tolist())}
+
+
 # each class's list arguments, and how a stacked tensor becomes diffusers' Python form
 LISTS: dict[str, dict[str, Callable[[torch.Tensor], Any]]] = {
     "ZImageTransformer2DModel": {"x": _rows, "cap_feats": _rows},
     "JoyImageEditPlusTransformer3DModel": {"shape_list": _grids},
     "ZImageControlNetModel": {"x": _rows, "cap_feats": _rows, "control_context": _rows},
+    "OmniGenTransformer2DModel": {"input_img_latents": _image_rows, "input_image_sizes": _spans},
 }
 
 
@@ -94,6 +113,17 @@ ARGUMENT_RULES: dict[tuple[str, str], Callable[[Any], TensorSpec]] = {
         "encoder_hidden_states_mask", torch.bool, (BATCH, SEQUENCE)),
     ("JoyImageEditPlusTransformer3DModel", "shape_list"): lambda _cfg: TensorSpec(
         "shape_list", torch.int64, (BATCH, COMPONENTS, 3)),
+    ("OmniGenTransformer2DModel", "input_ids"): lambda _cfg: TensorSpec(
+        "input_ids", torch.int64, (BATCH, SEQUENCE)),
+    ("OmniGenTransformer2DModel", "input_img_latents"): lambda cfg: TensorSpec(
+        "input_img_latents", FLOAT, (BATCH, cfg.get("in_channels") or 4, INPUT_HEIGHT,
+                                     INPUT_WIDTH)),
+    ("OmniGenTransformer2DModel", "input_image_sizes"): lambda _cfg: TensorSpec(
+        "input_image_sizes", torch.int64, (BATCH, 2)),
+    ("OmniGenTransformer2DModel", "attention_mask"): lambda _cfg: TensorSpec(
+        "attention_mask", FLOAT, (BATCH, TEXT_TIME_IMAGE, TEXT_TIME_IMAGE)),
+    ("OmniGenTransformer2DModel", "position_ids"): lambda _cfg: TensorSpec(
+        "position_ids", torch.int64, (BATCH, TEXT_TIME_IMAGE)),
 }  # fmt: skip
 
 # optional in the signature, passed by the pipelines all the same
@@ -134,3 +164,38 @@ def joyimage_grids(sizes: dict, _gen: Any) -> dict[str, torch.Tensor]:
     if any(sum(t * h * w for t, h, w in row) > sizes[IMAGE_SEQUENCE] for row in rows):
         raise ValueError("JoyImage Edit Plus: the grids fed hold more patches than the input")
     return {"shape_list": torch.tensor(rows, dtype=torch.int64)}
+
+
+OMNIGEN_PATCH = 2  # the swept OmniGen config's patch size (the sweep's spans assume it)
+
+
+def omnigen_layout(sizes: dict, _gen: Any) -> dict[str, torch.Tensor]:
+    """OmniGen's mask, positions and image spans for the sweep, as its processor builds them
+    (``OmniGenMultiModalProcessor``): odd rows left-padded by one token; causal attention over
+    the prompt and the time token, the output image's patches attending to everything valid,
+    the input image's span attending within itself; each row's span placed after its padding."""
+    batch, text, patches = sizes[BATCH], sizes[SEQUENCE], sizes[PATCHES]
+    span = (sizes[INPUT_HEIGHT] // OMNIGEN_PATCH) * (sizes[INPUT_WIDTH] // OMNIGEN_PATCH)
+    length = text + 1 + patches
+    masks, positions, spans = [], [], []
+    for row in range(batch):
+        pad = row % 2
+        valid = text - pad
+        mask = torch.zeros(length, length)
+        mask[:pad] = 1.0  # padding rows attend to everything, as the processor's
+        mask[pad : pad + valid + 1, pad : pad + valid + 1] = torch.tril(
+            torch.ones(valid + 1, valid + 1)
+        )
+        mask[pad + valid + 1 :, pad:] = 1.0
+        start = pad + (1 if valid - 1 >= span else 0)
+        if start + span > text:
+            raise ValueError("OmniGen: the input image's span is longer than the prompt fed")
+        mask[start : start + span, start : start + span] = 1.0
+        masks.append(mask)
+        positions.append([0] * pad + list(range(valid + patches + 1)))
+        spans.append([start, start + span])
+    return {
+        "attention_mask": torch.stack(masks),
+        "position_ids": torch.tensor(positions, dtype=torch.int64),
+        "input_image_sizes": torch.tensor(spans, dtype=torch.int64),
+    }

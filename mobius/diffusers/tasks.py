@@ -25,11 +25,13 @@ SEQUENCE_2 = "sequence_length_2"  # a second text, of a length other than the fi
 PATCHES = "patch_count"  # one token per patch of unpacked latents: (height / p) * (width / p)
 PACKED = "packed_length"  # one packed sequence: the prompt, the video's and the audio's tokens
 NOISE_LEVELS = "noise_levels"  # the distinct noise levels of a packed sequence's rows
+INPUT_HEIGHT, INPUT_WIDTH = "input_height", "input_width"  # an input image's latents (OmniGen)
+TEXT_TIME_IMAGE = "text_time_image_length"  # OmniGen: the prompt, a time token, the patches
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
 EXAMPLE_SIZES = {
     BATCH: 2, SEQUENCE: 7, HEIGHT: 24, WIDTH: 40, IMAGE_SEQUENCE: 12, FRAMES: 5, LENGTH: 40,
-    NOISE_LEVELS: 3,
+    NOISE_LEVELS: 3, INPUT_HEIGHT: 4, INPUT_WIDTH: 6,
     "image_height": 192, "image_width": 320,  # a ControlNet's conditioning image: 8x the latents
 }  # fmt: skip
 
@@ -105,6 +107,7 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     patch = cfg.get("patch_size") if isinstance(cfg.get("patch_size"), int) else 2
     out[PATCHES] = (sizes[HEIGHT] // patch) * (sizes[WIDTH] // patch)
     out[PACKED] = sizes[SEQUENCE] + out[IMAGE_SEQUENCE] + sizes[LENGTH]
+    out[TEXT_TIME_IMAGE] = sizes[SEQUENCE] + 1 + out[PATCHES]
     return out
 
 

@@ -22,6 +22,13 @@ LIST_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("ZImageControlNetModel", "ZImageControlNetModel",
      {"control_layers_places": [0], "control_in_dim": 4, "dim": 32, "n_refiner_layers": 1,
       "n_heads": 2, "n_kv_heads": 2}),
+    # patch 2 (list_args.OMNIGEN_PATCH); su-scaled rotary factors, one per frequency
+    ("OmniGenTransformer2DModel", "OmniGenTransformer2DModel",
+     {"in_channels": 4, "patch_size": 2, "hidden_size": 32, "num_attention_heads": 2,
+      "num_key_value_heads": 2, "intermediate_size": 48, "num_layers": 1, "pad_token_id": 0,
+      "vocab_size": 16, "pos_embed_max_size": 32, "time_step_dim": 16,
+      "rope_scaling": {"short_factor": [1.0, 1.1, 1.2, 1.3, 1.0, 1.5, 2.0, 1.0],
+                       "long_factor": [2.0] * 8}}),
     ("JoyImageEditPlusTransformer3DModel", "JoyImageEditPlusTransformer3DModel",
      {"patch_size": [1, 2, 2], "in_channels": 4, "hidden_size": 32, "num_attention_heads": 2,
       "text_dim": 12, "mlp_width_ratio": 2.0, "num_layers": 1, "rope_dim_list": [4, 6, 6]}),

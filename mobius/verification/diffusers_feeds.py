@@ -11,12 +11,12 @@ from __future__ import annotations
 RUN_SIZES = {
     "batch": 3, "sequence_length": 6, "height": 16, "width": 8, "image_sequence_length": 10,
     "image_height": 128, "image_width": 64, "num_frames": 9, "sample_length": 64,
-    "noise_levels": 2,
+    "noise_levels": 2, "input_height": 2, "input_width": 4,
 }  # fmt: skip
 SECOND_SIZES = {
     "batch": 1, "sequence_length": 5, "height": 32, "width": 48, "image_sequence_length": 16,
     "image_height": 256, "image_width": 384, "num_frames": 13, "sample_length": 96,
-    "noise_levels": 4,
+    "noise_levels": 4, "input_height": 4, "input_width": 4,
 }  # fmt: skip
 SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
 
@@ -69,6 +69,15 @@ def _joyimage_grids(sizes: dict, gen) -> dict:
 
 
 PACKED_LAYOUTS["JoyImageEditPlusTransformer3DModel"] = _joyimage_grids
+
+
+def _omnigen_layout(sizes: dict, gen) -> dict:
+    from mobius.diffusers.list_args import omnigen_layout
+
+    return omnigen_layout(sizes, gen)
+
+
+PACKED_LAYOUTS["OmniGenTransformer2DModel"] = _omnigen_layout
 
 
 def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> dict:

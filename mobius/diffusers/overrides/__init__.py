@@ -23,6 +23,7 @@ from mobius.diffusers.overrides import (
     kandinsky6,
     lumina2,
     mochi,
+    omnigen,
     sana_wm,
     stft,
     z_image,
@@ -87,6 +88,12 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
         z_image.batched_transformer
     ),
     f"{_M}.controlnets.controlnet_z_image.ZImageControlNetModel": z_image.batched_controlnet,
+    f"{_M}.transformers.transformer_omnigen.OmniGenTransformer2DModel": (
+        omnigen.stacked_input_images
+    ),
+    f"{_M}.transformers.transformer_omnigen.OmniGenSuScaledRotaryEmbedding": (
+        omnigen.scaling_by_where
+    ),
 }
 
 
