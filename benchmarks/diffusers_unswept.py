@@ -42,9 +42,12 @@ REASONS = {
     "HunyuanVideo15Transformer3DModel": "orders each prompt's valid tokens by boolean masks in a "
     "Python loop over the batch (shapes that depend on the masks' values) and branches on "
     "whether image_embeds are all zero",
-    "WanAnimateTransformer3DModel": "pose latents one frame shorter than the video and face "
-    "pixels at the face encoder's own size, encoded in chunks of motion_encode_batch_size "
-    "frames by a Python loop; not written",
+    "WanAnimateTransformer3DModel": "its motion encoder orthogonalises a parameter with "
+    "torch.linalg.qr on every call (no ONNX operator; an in-graph Householder QR, signs "
+    "included, or Q computed when binding the weights, is not written), splits the face frames "
+    "into chunks of motion_encode_batch_size in Python (a loop over a traced size), and relates "
+    "three frame axes: pose latents one frame fewer than the video's, 4T - 3 face frames at "
+    "the encoder's fixed size for T pose frames",
     "HiDreamImageTransformer2DModel": "patchifies square and non-square latents differently (a "
     "branch on height == width), takes two prompts of their own lengths and routes tokens to "
     "experts; not written",
