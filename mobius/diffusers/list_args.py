@@ -4,16 +4,23 @@ The contract: a pipeline that feeds a batch of equal-size samples passes one sta
 list argument, ``[batch, ...]`` with a dynamic batch, under the argument's own name; a list the
 model gives back (one tensor per sample) is one stacked output. The graph comes from a
 per-family override that replaces the loop over the list by batched tensor operations and sets
-``takes_stacked_lists`` on the model (``overrides/z_image.py``); the model as diffusers builds it
-is called on the lists (``list(t.unbind(0))``), as its pipelines call it, so the sweep compares
-the graph with PyTorch's original list form.
+``takes_stacked_lists`` on the model (``overrides/z_image.py``, ``joyimage_edit_plus.py``,
+``omnigen.py``); the model as diffusers builds it is called on diffusers' Python form of each
+(``LISTS``: ``list(t.unbind(0))``, nested tuples, a dict of spans), as its pipelines call it, so
+the sweep compares the graph with PyTorch's original list form.
 
 Shapes (``ARGUMENT_RULES``, joined to ``argument_rules.RULES``):
 
 - Z-Image: ``x`` ``[batch, in_channels, 1, height, width]`` (its pipelines add a frame axis of
   1 to image latents), ``cap_feats`` ``[batch, sequence_length, cap_feat_dim]``, ``t`` float32
   ``[batch]`` (a fraction in [0, 1]: the model scales it by ``t_scale``); out ``out_sample``
-  ``[batch, in_channels, 1, height, width]``.
+  ``[batch, in_channels, 1, height, width]``. Its ControlNet adds ``control_context``
+  ``[batch, control_in_dim, 1, height, width]`` and gives ``controlnet_block_samples.{layer}``.
+- JoyImage Edit Plus: ``shape_list`` int64 ``[batch, num_components, 3]``, each row's (t, h, w)
+  grids, (0, 0, 0) for none; ``hidden_states`` ``[batch, image_sequence_length, channels, pt,
+  ph, pw]``, its packed patches.
+- OmniGen: one input image per row, ``input_img_latents`` ``[batch, channels, input_height,
+  input_width]`` and ``input_image_sizes`` int64 ``[batch, 2]`` (its span of prompt tokens).
 """
 
 from __future__ import annotations
