@@ -81,3 +81,16 @@ def attach(model: torch.nn.Module, shared: dict) -> torch.nn.Module:
 
     other = model_class(shared["_class_name"]).from_config(shared)
     return type(model).from_transformer(model, other)
+
+
+def with_pretrained_sibling(model: torch.nn.Module, directory: Path, dtype: Any) -> torch.nn.Module:
+    """``model`` (loaded from ``directory``) given its sibling loaded from the pipeline beside
+    it, as its pipeline does; ``model`` itself where it runs on its own modules."""
+    from mobius.diffusers.config import model_class
+
+    folder = sibling(type(model).__name__, directory)
+    if folder is None:
+        return model
+    shared = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    other = model_class(shared["_class_name"]).from_pretrained(folder, torch_dtype=dtype).eval()
+    return type(model).from_transformer(model, other)
