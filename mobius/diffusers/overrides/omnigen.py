@@ -8,7 +8,8 @@ prompt's token embeddings in a Python loop: the loop fixes the batch and every s
 latents are one stacked tensor ``[batch, channels, h, w]`` (one input image per row, all of one
 size) and the spans an int64 tensor ``[batch, 2]``; each prompt slot takes the image token
 ``slot - start`` where it lies in the span (a gather), its own embedding elsewhere, so each
-row's span may start anywhere.
+row's span may start anywhere; a span starting at the prompt's end places nothing (diffusers'
+text-only call, an empty list).
 
 ``OmniGenSuScaledRotaryEmbedding`` picks its long or short frequency factors by a Python ``if``
 on ``max(position_ids) + 1`` (a value the trace cannot branch on) and stores the frequencies on
