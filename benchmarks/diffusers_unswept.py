@@ -47,7 +47,11 @@ REASONS = {
     "included, or Q computed when binding the weights, is not written), splits the face frames "
     "into chunks of motion_encode_batch_size in Python (a loop over a traced size), and relates "
     "three frame axes: pose latents one frame fewer than the video's, 4T - 3 face frames at "
-    "the encoder's fixed size for T pose frames",
+    "the encoder's fixed size for T pose frames, whose strided encoding (two stride-2 "
+    "convolutions) must give as many motion frames as the video has latent frames, since the "
+    "face adapter splits the video's tokens by the motion frame count (a relation of floor "
+    "divisions export cannot state between two dynamic axes). A small config runs in PyTorch "
+    "(inject_face_latents_blocks 1, motion_encoder_size 16)",
     "HiDreamImageTransformer2DModel": "patchifies square and non-square latents differently (a "
     "branch on height == width), takes two prompts of their own lengths and routes tokens to "
     "experts; not written",
