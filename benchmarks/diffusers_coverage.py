@@ -42,7 +42,9 @@ def run_one(label: str) -> dict:
 
     from mobius.diffusers.components import component_tasks
     from mobius.diffusers.config import architecture
+    from mobius.diffusers.shared_modules import with_sibling_config
     from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
+    from mobius.testing.diffusers_configs_lists import with_saved_sibling
 
     _, cls_name, kwargs = next(c for c in ALL_CONFIGS if c[0] == label)
     work = Path(tempfile.mkdtemp())
@@ -50,6 +52,7 @@ def run_one(label: str) -> dict:
         model = getattr(diffusers, cls_name)(**kwargs)
         randomize_scaled(model, 0)
         model.eval().save_pretrained(work / "model")
+        model = with_saved_sibling(model, work / "model")  # a ControlNet on its transformer
     except Exception as exc:  # noqa: BLE001 - any failure of diffusers itself is the status
         return {"status": "build-error", "detail": f"{type(exc).__name__}: {exc}"[:300]}
     started, cpu_before = time.perf_counter(), _children_cpu()
@@ -64,6 +67,7 @@ def run_one(label: str) -> dict:
         return {"status": "convert-error", "detail": proc.stderr.strip()[-300:], "seconds": seconds,
                 "cpu_seconds": cpu}  # fmt: skip
     config = json.loads((work / "model" / "config.json").read_text())
+    config = with_sibling_config(config, work / "model")
     arch = architecture(config)
     worst, graphs, fixed = 0.0, [], []
     for task in component_tasks(cls_name):

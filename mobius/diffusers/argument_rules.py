@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import audio_args, latent_grid
+from mobius.diffusers import audio_args, latent_grid, list_args
 from mobius.diffusers.folded_frames import frame_count
 from mobius.diffusers.structured_args import UNION_IMAGES
 from mobius.diffusers.tasks import (
@@ -311,6 +311,9 @@ NEEDED |= audio_args.PIPELINE_ARGUMENTS
 RULES |= latent_grid.RULES
 DERIVED |= latent_grid.DERIVED
 NEEDED |= latent_grid.NEEDED
+# the list-argument classes' stacked inputs (list_args.py)
+RULES |= list_args.ARGUMENT_RULES
+NEEDED |= list_args.NEEDED
 
 
 def rule_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:

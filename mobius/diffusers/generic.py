@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import argument_rules, folded_frames, latent_grid, structured_args
+from mobius.diffusers import argument_rules, folded_frames, latent_grid, list_args, structured_args
 from mobius.diffusers.tasks import (
     FRAMES,
     HEIGHT,
@@ -225,9 +225,13 @@ class ForwardTask(DiffusersTask):
             self.cls, model.config, x
         )
         kwargs = latent_grid.packed_arguments(self.cls, model.config, kwargs)
+        kwargs = list_args.per_sample(self.cls, model, kwargs)  # lists where diffusers wants them
         if "return_dict" in dict(self._params()):
             kwargs["return_dict"] = True
-        output = latent_grid.unpacked_output(self.cls, model.config, x, model(**kwargs))
+        output = model(**kwargs)
+        output = list_args.stacked(
+            self.cls, latent_grid.unpacked_output(self.cls, model.config, x, output)
+        )
         # a field named as an input is prefixed, as ``sample`` is (a graph's names are unique)
         self._outputs = [f"out_{n}" if n in x else n for n in output_names(output)]
         return folded_frames.unfold(self.cls, x, _flatten(output))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from mobius.diffusers import shared_modules
 from mobius.diffusers.components import (
     component_directory,
     component_tasks,
@@ -177,6 +178,7 @@ def _model_package(
     package with one sub-directory per graph."""
     check_class(directory)
     source = source_mod.resolve(directory, need_weights=weights)
+    shared_modules.join(source, directory)  # a ControlNet on its transformer's modules
     arch = diffusers_architecture(source)
     tasks = [t for t in component_tasks(arch.model_type) if wanted is None or t.name in wanted]
     packages = {}
@@ -227,6 +229,7 @@ def explain(src: str | os.PathLike, *, component: str | None = None) -> ExplainR
             continue
         check_class(folder)
         source = source_mod.resolve(folder, need_weights=False)
+        shared_modules.join(source, folder)
         arch = diffusers_architecture(source)
         model_type = model_type or arch.model_type
         for task in component_tasks(arch.model_type):

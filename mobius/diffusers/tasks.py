@@ -28,11 +28,13 @@ NOISE_LEVELS = "noise_levels"  # the distinct noise levels of a packed sequence'
 SAMPLE_HEIGHT = "sample_height"  # a VAE's image beside its latents: 2x per level but the last
 SAMPLE_WIDTH = "sample_width"
 TEXT_LAYERS = "text_encoder_layers"  # a text encoder's hidden states, layer by layer (HiDream)
+INPUT_HEIGHT, INPUT_WIDTH = "input_height", "input_width"  # an input image's latents (OmniGen)
+TEXT_TIME_IMAGE = "text_time_image_length"  # OmniGen: the prompt, a time token, the patches
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
 EXAMPLE_SIZES = {
     BATCH: 2, SEQUENCE: 7, HEIGHT: 24, WIDTH: 40, IMAGE_SEQUENCE: 12, FRAMES: 5, LENGTH: 40,
-    NOISE_LEVELS: 3, TEXT_LAYERS: 5,
+    NOISE_LEVELS: 3, TEXT_LAYERS: 5, INPUT_HEIGHT: 4, INPUT_WIDTH: 6,
     "image_height": 192, "image_width": 320,  # a ControlNet's conditioning image: 8x the latents
 }  # fmt: skip
 
@@ -111,6 +113,7 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     out[PACKED] = sizes[SEQUENCE] + out[IMAGE_SEQUENCE] + sizes[LENGTH]
     scale = 2 ** (len(cfg.get("block_out_channels") or (0,) * 4) - 1)
     out[SAMPLE_HEIGHT], out[SAMPLE_WIDTH] = scale * sizes[HEIGHT], scale * sizes[WIDTH]
+    out[TEXT_TIME_IMAGE] = sizes[SEQUENCE] + 1 + out[PATCHES]
     return out
 
 
@@ -211,8 +214,8 @@ def video_latents(cls: type) -> bool:
         return False
 
 
-def _image_axes(video: bool) -> tuple[str, ...]:
-    return (FRAMES, HEIGHT, WIDTH) if video else (HEIGHT, WIDTH)
+def _image_axes(video: bool, frames: int | str = FRAMES) -> tuple:
+    return (frames, HEIGHT, WIDTH) if video else (HEIGHT, WIDTH)
 
 
 def _first_key(cfg: Any, names: tuple[str, ...], default: int) -> int:
@@ -224,16 +227,21 @@ def _first_key(cfg: Any, names: tuple[str, ...], default: int) -> int:
 
 # VAEs whose config's in_channels is not the image's (Mochi's encoder adds Fourier features)
 IMAGE_CHANNELS = {"AutoencoderKLMochi": 3}
+# video VAEs specialised to images: a frame axis of 1 (QwenImage 2.1's convolutions fold the single
+# frame away and refuse a second; its pipeline adds the axis to images)
+SINGLE_FRAME_VAES = ("AutoencoderKLQwenImage21",)
 
 
-def vae_encoder_inputs(cfg: Any, video: bool = False, channels: int | None = None) -> list:
+def vae_encoder_inputs(
+    cfg: Any, video: bool = False, channels: int | None = None, frames: int | str = FRAMES
+) -> list:
     channels = channels or _first_key(cfg, ("in_channels", "input_channels"), 3)
-    return [TensorSpec("sample", None, (BATCH, channels, *_image_axes(video)))]
+    return [TensorSpec("sample", None, (BATCH, channels, *_image_axes(video, frames)))]
 
 
-def vae_decoder_inputs(cfg: Any, video: bool = False) -> list[TensorSpec]:
+def vae_decoder_inputs(cfg: Any, video: bool = False, frames: int | str = FRAMES) -> list:
     latent = _first_key(cfg, ("latent_channels", "z_dim", "z_channels", "latent_dim"), 4)
-    return [TensorSpec("latent_sample", None, (BATCH, latent, *_image_axes(video)))]
+    return [TensorSpec("latent_sample", None, (BATCH, latent, *_image_axes(video, frames)))]
 
 
 def call_vae_encoder(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
@@ -259,10 +267,11 @@ def vae_tasks(latent_output: str = "latent_parameters", cls: type | None = None)
     distribution; video latents where the VAE convolves in 3D)."""
     video = cls is not None and video_latents(cls)
     channels = IMAGE_CHANNELS.get(cls.__name__) if cls is not None else None
+    frames = 1 if cls is not None and cls.__name__ in SINGLE_FRAME_VAES else FRAMES
     return [
-        DiffusersTask("vae_encoder", lambda cfg: vae_encoder_inputs(cfg, video, channels),
+        DiffusersTask("vae_encoder", lambda cfg: vae_encoder_inputs(cfg, video, channels, frames),
                       call_vae_encoder, (latent_output,)),
-        DiffusersTask("vae_decoder", lambda cfg: vae_decoder_inputs(cfg, video),
+        DiffusersTask("vae_decoder", lambda cfg: vae_decoder_inputs(cfg, video, frames),
                       call_vae_decoder, ("sample",)),
     ]  # fmt: skip
 

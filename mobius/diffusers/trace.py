@@ -18,6 +18,7 @@ import torch
 from mobius import failures
 from mobius.diffusers.config import model_class
 from mobius.diffusers.overrides import install as install_overrides
+from mobius.diffusers.shared_modules import attach, shared_config
 from mobius.diffusers.tasks import HEIGHT, LENGTH, WIDTH, fixed_axes
 from mobius.errors import ConfigError, UnsupportedError
 from mobius.sources.config import ArchitectureConfig
@@ -50,10 +51,11 @@ def instantiate(arch: ArchitectureConfig, dtype: torch.dtype, device: str = "met
     from accelerate import init_empty_weights
 
     cls = model_class(arch.model_type)
-    values = arch.hf_config.to_dict()
+    values, shared = shared_config(arch.hf_config.to_dict())  # a sibling's modules it runs on
     try:
         with init_empty_weights(include_buffers=False), quiet():
             model = cls.from_config(values)
+            model = attach(model, shared) if shared else model
     except BUILD_ERRORS + (ValueError, KeyError) as exc:
         failures.check(exc)
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -241,7 +243,9 @@ def unaccepted_bounds(program: torch.export.ExportedProgram, specs: list) -> lis
         for axis in range(len(spec.dims))
     }
     found = []
-    for bound in length_bounds(program, specs, LENGTH_LIMIT, lower_bounds=False):
+    # LENGTH_LIMIT + 1: a bound at the limit itself is the model's (MiniMax-H3's VAE encodes
+    # frames of up to 256 pixels in one tile and tiles larger ones)
+    for bound in length_bounds(program, specs, LENGTH_LIMIT + 1, lower_bounds=False):
         dim = next(s for s in specs if s.name == bound.input).dims[bound.axis]
         if dim == BATCH and bound.upper == NEUTRAL_BATCH_BOUND and bound.lower <= 2:
             continue

@@ -79,6 +79,7 @@ def _component(origin: Path, folder: Path, manifest: dict, request: Request):
 def _diffusers_pairs(checkpoint, manifest: dict, sess, dtype: torch.dtype) -> list[Pair]:
     from mobius.diffusers.components import component_tasks
     from mobius.diffusers.config import architecture, class_name, model_class
+    from mobius.diffusers.shared_modules import with_pretrained_sibling, with_sibling_config
     from mobius.verification.diffusers_feeds import feeds
 
     name = class_name(checkpoint.config)
@@ -89,7 +90,9 @@ def _diffusers_pairs(checkpoint, manifest: dict, sess, dtype: torch.dtype) -> li
         raise ConfigError(f"{name} has no graph {manifest.get('task')!r}; rebuild the package")
     with reference.quiet_loading():
         model = model_class(name).from_pretrained(checkpoint.directory, torch_dtype=dtype).eval()
-    inputs = feeds(task, architecture(checkpoint.config), sess)
+        model = with_pretrained_sibling(model, Path(checkpoint.directory), dtype)  # a ControlNet
+    config = with_sibling_config(checkpoint.config, Path(checkpoint.directory))
+    inputs = feeds(task, architecture(config), sess)
     with torch.no_grad():
         expected = task.call(model, for_torch(model, dict(inputs)))
     actual = sess.run(None, for_session(sess, inputs))

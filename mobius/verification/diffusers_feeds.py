@@ -11,12 +11,12 @@ from __future__ import annotations
 RUN_SIZES = {
     "batch": 3, "sequence_length": 6, "height": 16, "width": 8, "image_sequence_length": 10,
     "image_height": 128, "image_width": 64, "num_frames": 9, "sample_length": 64,
-    "noise_levels": 2, "text_encoder_layers": 6,
+    "noise_levels": 2, "text_encoder_layers": 6, "input_height": 2, "input_width": 4,
 }  # fmt: skip
 SECOND_SIZES = {
     "batch": 1, "sequence_length": 5, "height": 32, "width": 48, "image_sequence_length": 16,
     "image_height": 256, "image_width": 384, "num_frames": 13, "sample_length": 96,
-    "noise_levels": 4, "text_encoder_layers": 9,
+    "noise_levels": 4, "text_encoder_layers": 9, "input_height": 4, "input_width": 4,
 }  # fmt: skip
 SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
 
@@ -35,6 +35,7 @@ SIGMA_TIMESTEPS = (
     "MiniMaxMusic3Transformer1DModel", "StableAudio3DiTModel", "LongCatAudioDiTTransformer",
     "AceStepTransformer1DModel", "StableAudioDiTModel", "MiniMaxH3Transformer3DModel",
     "LuminaNextDiT2DModel", "QwenImage21Transformer2DModel",
+    "ZImageTransformer2DModel", "ZImageControlNetModel",
 )  # fmt: skip
 
 
@@ -62,6 +63,24 @@ def _packed_layout(sizes: dict, gen) -> dict:
 
 # classes whose integer inputs lay out one packed sequence: made from the sizes, not at random
 PACKED_LAYOUTS = {"MiniMaxH3Transformer3DModel": _packed_layout}
+
+
+def _joyimage_grids(sizes: dict, gen) -> dict:
+    from mobius.diffusers.list_args import joyimage_grids
+
+    return joyimage_grids(sizes, gen)
+
+
+PACKED_LAYOUTS["JoyImageEditPlusTransformer3DModel"] = _joyimage_grids
+
+
+def _omnigen_layout(sizes: dict, gen) -> dict:
+    from mobius.diffusers.list_args import omnigen_layout
+
+    return omnigen_layout(sizes, gen)
+
+
+PACKED_LAYOUTS["OmniGenTransformer2DModel"] = _omnigen_layout
 
 
 def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> dict:
@@ -95,7 +114,7 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
             value = torch.randint(
                 0, arch.hf_config.get("num_embeds_ada_norm"), shape, generator=gen
             )
-        elif spec.name == "timestep" and sigma_timesteps:
+        elif spec.name in ("timestep", "t") and sigma_timesteps:  # Z-Image names it t
             value = torch.rand(shape, generator=gen) * 0.9 + 0.01
         elif spec.name == "timestep":
             value = torch.rand(shape, generator=gen) * 900 + 10

@@ -23,14 +23,17 @@ from mobius.diffusers.overrides import (
     frame_loops,
     hidream,
     joyimage,
+    joyimage_edit_plus,
     kandinsky6,
     lumina2,
     lumina_next,
     minimax_music3,
     mochi,
+    omnigen,
     qwenimage,
     sana_wm,
     stft,
+    z_image,
 )
 from mobius.synth.overrides import install_overrides
 
@@ -61,6 +64,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.transformers.transformer_joyimage.JoyImageEditTransformer3DModel": (
         joyimage.symbolic_rotary_positions
+    ),
+    f"{_M}.transformers.transformer_joyimage_edit_plus.JoyImageEditPlusTransformer3DModel": (
+        joyimage_edit_plus.rotary_from_shape_tensor
     ),
     f"{_M}.autoencoders.autoencoder_kandinsky6_sr.Kandinsky6SRVAE": kandinsky6.single_pass,
     f"{_M}.autoencoders.autoencoder_kandinsky6_sr.Kandinsky6SRCausalConv3d": kandinsky6.causal_conv_in_one,
@@ -123,6 +129,16 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.transformers.transformer_nucleusmoe_image.NucleusMoEEmbedRope": (
         qwenimage.nucleus_rotary_by_gathers
+    ),
+    f"{_M}.transformers.transformer_z_image.ZImageTransformer2DModel": (
+        z_image.batched_transformer
+    ),
+    f"{_M}.controlnets.controlnet_z_image.ZImageControlNetModel": z_image.batched_controlnet,
+    f"{_M}.transformers.transformer_omnigen.OmniGenTransformer2DModel": (
+        omnigen.stacked_input_images
+    ),
+    f"{_M}.transformers.transformer_omnigen.OmniGenSuScaledRotaryEmbedding": (
+        omnigen.scaling_by_where
     ),
 }
 

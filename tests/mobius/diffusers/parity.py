@@ -13,7 +13,9 @@ import torch
 from mobius.cli import main
 from mobius.diffusers.components import component_tasks
 from mobius.diffusers.config import architecture
+from mobius.diffusers.shared_modules import with_sibling_config
 from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
+from mobius.testing.diffusers_configs_lists import with_saved_sibling
 from mobius.verification.diffusers_feeds import SIZE_SETS, feeds
 
 ATOL = 1e-4
@@ -26,6 +28,7 @@ def convert(label: str, root: Path) -> tuple[torch.nn.Module, Path]:
     _, name, kwargs = next(c for c in ALL_CONFIGS if c[0] == label)
     model = randomize_scaled(getattr(diffusers, name)(**kwargs), 0).eval()
     model.save_pretrained(root / "model")
+    model = with_saved_sibling(model, root / "model")  # a ControlNet on its transformer
     assert (
         main(["build", "--model", str(root / "model"), "--output", str(root / "onnx"), "-q"]) == 0
     )
@@ -35,7 +38,8 @@ def convert(label: str, root: Path) -> tuple[torch.nn.Module, Path]:
 def max_diffs(model: torch.nn.Module, out: Path) -> dict[str, float]:
     """The largest difference from PyTorch of each graph output at each size set, by
     ``graph:output@set``; every output's shape checked equal."""
-    arch = architecture({"_class_name": type(model).__name__, **model.config})
+    config = {"_class_name": type(model).__name__, **model.config}
+    arch = architecture(with_sibling_config(config, out.parent / "model"))
     diffs = {}
     for task in component_tasks(type(model).__name__):
         folder = out / task.name if (out / task.name).is_dir() else out

@@ -61,3 +61,23 @@ def test_height_and_width_guards_off_multiples_of_8_are_accepted():
     program = _export(AlignedOrNot())
     x = torch.randn(1, 2, 3, 16, 48)  # another batch, frame count and resolution
     torch.testing.assert_close(program.module()(x)[0], x + 1, rtol=0, atol=0)
+
+
+class TiledPast256(torch.nn.Module):
+    """Another computation for a width above 256, as MiniMax-H3's VAE tiles larger frames."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[4] > 256:
+            return x * 2
+        return x + 1
+
+
+def test_a_bound_at_the_trace_limit_is_kept():
+    """A width bounded at 256, the trace's own limit, is kept and checked in the graph
+    (``wrapper.length_guards``), not taken for the limit."""
+    specs = TASK.inputs(ARCH, None)
+    wrapper = _TaskWrapper(TiledPast256(), TASK, [s.name for s in specs], None)
+    export(wrapper, specs, ARCH, TASK, torch.float32, "cpu")
+    assert [(b.input, b.axis, b.upper) for b in wrapper.length_guards] == [
+        ("latent_sample", 4, 256)
+    ]
