@@ -21,9 +21,6 @@ REASONS = {
     "masks, a style index into a one-entry table, and image_rotary_emb, a table its pipeline "
     "computes for the latent grid; not written",
     "HunyuanDiT2DControlNetModel": "the same arguments as HunyuanDiT2DModel; not written",
-    "HunyuanVideo15Transformer3DModel": "orders each prompt's valid tokens by boolean masks in a "
-    "Python loop over the batch (shapes that depend on the masks' values) and branches on "
-    "whether image_embeds are all zero",
     "WanAnimateTransformer3DModel": "pose latents one frame shorter than the video and face "
     "pixels at the face encoder's own size, encoded in chunks of motion_encode_batch_size "
     "frames by a Python loop; not written",

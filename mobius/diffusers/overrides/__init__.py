@@ -21,6 +21,7 @@ from mobius.diffusers.overrides import (
     cosmos,
     easyanimate,
     frame_loops,
+    hunyuan_video15,
     joyimage,
     kandinsky6,
     lumina2,
@@ -68,6 +69,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.condition_embedders.condition_embedder_minimax_music3.MiniMaxMusic3ConditionEncoder": (
         minimax_music3.length_by_integers
+    ),
+    f"{_M}.transformers.transformer_hunyuan_video15.HunyuanVideo15Transformer3DModel": (
+        hunyuan_video15.valid_tokens_by_matrix
     ),
     f"{_M}.attention_processor.MochiAttention": mochi.masked_joint_attention,
     f"{_M}.transformers.transformer_mochi.MochiRoPE": mochi.centers_by_arange,

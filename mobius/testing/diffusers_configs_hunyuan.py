@@ -1,0 +1,15 @@
+"""Small configs for the HunyuanVideo classes whose prompt compaction and masks take per-family
+overrides (``mobius/diffusers/overrides/hunyuan_video15.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# fmt: off
+HUNYUAN_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
+    ("HunyuanVideo15Transformer3DModel", "HunyuanVideo15Transformer3DModel",
+     {"in_channels": 4, "out_channels": 4, "num_attention_heads": 2, "attention_head_dim": 8,
+      "num_layers": 1, "num_refiner_layers": 1, "text_embed_dim": 12, "text_embed_2_dim": 10,
+      "image_embed_dim": 14, "rope_axes_dim": (2, 2, 4)}),
+]
+# fmt: on

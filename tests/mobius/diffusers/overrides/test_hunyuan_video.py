@@ -1,0 +1,58 @@
+"""HunyuanVideo overrides (``mobius/diffusers/overrides/hunyuan_video15.py``): prompt tokens
+ordered valid-first by a 0/1 matrix instead of a Python loop over boolean selections, and the
+text-to-video branch on all-zero ``image_embeds`` computed in the graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from tests.mobius.diffusers.parity import ATOL, convert
+
+
+def _padding(lengths: list[int], total: int) -> torch.Tensor:
+    """A right-padded mask: row ``i`` has ``lengths[i]`` valid tokens of ``total``."""
+    return torch.arange(total)[None, :] < torch.tensor(lengths)[:, None]
+
+
+@pytest.fixture(scope="module")
+def hunyuan_video15(tmp_path_factory):
+    model, out = convert("HunyuanVideo15Transformer3DModel", tmp_path_factory.mktemp("hv15"))
+    return model, ort.InferenceSession(str(out / "model.onnx"))
+
+
+@pytest.mark.parametrize(
+    ("sizes", "text_to_video"),
+    [((3, 9, 4, 6, 6, 5), False), ((3, 5, 8, 4, 7, 3), True), ((1, 2, 6, 8, 4, 2), False)],
+)
+def test_hunyuan_video15_padded_prompts(hunyuan_video15, sizes, text_to_video):
+    """Rows of different valid lengths in both prompts (one row fully padded in the ByT5
+    prompt), image tokens or the text-to-video zeros, at sizes other than the trace's."""
+    model, session = hunyuan_video15
+    batch, frames, height, width, length, image_tokens = sizes
+    cfg = model.config
+    gen = torch.Generator().manual_seed(0)
+    lengths = [length, 1, length - 2][:batch]
+    inputs = {
+        "hidden_states": torch.randn(batch, cfg.in_channels, frames, height, width, generator=gen),
+        "timestep": torch.rand(batch, generator=gen) * 900 + 10,
+        "encoder_hidden_states": torch.randn(batch, length, cfg.text_embed_dim, generator=gen),
+        "encoder_attention_mask": _padding(lengths, length),
+        "encoder_hidden_states_2": torch.randn(
+            batch, length + 3, cfg.text_embed_2_dim, generator=gen
+        ),
+        "encoder_attention_mask_2": _padding([2, length + 3, 0][:batch], length + 3),
+        "image_embeds": torch.randn(batch, image_tokens, cfg.image_embed_dim, generator=gen),
+    }
+    if text_to_video:
+        inputs["image_embeds"] = torch.zeros_like(inputs["image_embeds"])
+    named = {d for i in session.get_inputs() for d in i.shape if isinstance(d, str)}
+    assert named == {"batch", "num_frames", "height", "width", "sequence_length",
+                     "sequence_length_2", "image_sequence_length"}  # fmt: skip
+    with torch.no_grad():
+        expected = model(**inputs).sample.numpy()
+    (got,) = session.run(None, {k: v.numpy() for k, v in inputs.items()})
+    assert got.shape == expected.shape
+    assert np.abs(got - expected).max() < ATOL
