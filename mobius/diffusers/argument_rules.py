@@ -311,7 +311,10 @@ NEEDED: dict[str, set[str]] = {
     "BriaFibo2Transformer2DModel": {"encoder_attention_mask"},
     # its pipelines pass the ByT5 prompt and the image tokens (zeros for text-to-video)
     "HunyuanVideo15Transformer3DModel": {
-        "encoder_hidden_states_2", "encoder_attention_mask_2", "image_embeds"},
+        "encoder_hidden_states_2",
+        "encoder_attention_mask_2",
+        "image_embeds",
+    },
 }
 
 
