@@ -27,9 +27,6 @@ REASONS = {
     "HiDreamImageTransformer2DModel": "patchifies square and non-square latents differently (a "
     "branch on height == width), takes two prompts of their own lengths and routes tokens to "
     "experts; not written",
-    "AutoencoderKLHunyuanVideo15": "its causal attention mask is filled by a Python loop over "
-    "every latent token (frames x height x width), and its shape, [batch, tokens, tokens] "
-    "against [batch, 1, tokens, channels], makes PyTorch itself fail at a batch above 1",
     "QwenImageTransformer2DModel": "img_shapes (the latent grid, Python ints) and int() of the "
     "prompt length cut its rotary table: a trace would fix both the grid and the prompt length",
     "QwenImageControlNetModel": "img_shapes and the prompt length cut its rotary table as "

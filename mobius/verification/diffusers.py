@@ -79,7 +79,7 @@ def _component(origin: Path, folder: Path, manifest: dict, request: Request):
 def _diffusers_pairs(checkpoint, manifest: dict, sess, dtype: torch.dtype) -> list[Pair]:
     from mobius.diffusers.components import component_tasks
     from mobius.diffusers.config import architecture, class_name, model_class
-    from mobius.verification.diffusers_feeds import feeds
+    from mobius.verification.diffusers_feeds import feeds, torch_outputs
 
     name = class_name(checkpoint.config)
     if name is None:
@@ -91,7 +91,7 @@ def _diffusers_pairs(checkpoint, manifest: dict, sess, dtype: torch.dtype) -> li
         model = model_class(name).from_pretrained(checkpoint.directory, torch_dtype=dtype).eval()
     inputs = feeds(task, architecture(checkpoint.config), sess)
     with torch.no_grad():
-        expected = task.call(model, for_torch(model, dict(inputs)))
+        expected = torch_outputs(task, model, for_torch(model, dict(inputs)))
     actual = sess.run(None, for_session(sess, inputs))
     names = [o.name for o in sess.get_outputs()]
     return [

@@ -73,6 +73,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_hunyuan_video15.HunyuanVideo15Transformer3DModel": (
         hunyuan_video15.valid_tokens_by_matrix
     ),
+    f"{_M}.autoencoders.autoencoder_kl_hunyuanvideo15.HunyuanVideo15AttnBlock": (
+        hunyuan_video15.causal_mask_by_frames
+    ),
     f"{_M}.attention_processor.MochiAttention": mochi.masked_joint_attention,
     f"{_M}.transformers.transformer_mochi.MochiRoPE": mochi.centers_by_arange,
     f"{_M}.autoencoders.autoencoder_kl_mochi.MochiChunkedGroupNorm3D": mochi.whole_group_norm,

@@ -1,5 +1,6 @@
 """HunyuanVideo 1.5: the prompts' valid tokens ordered first by one 0/1 matrix over the batch,
-and the text-to-video branch on all-zero ``image_embeds`` computed in the graph.
+and the text-to-video branch on all-zero ``image_embeds`` computed in the graph; its VAE's
+causal attention mask by frame comparisons.
 
 diffusers' forward loops over the rows of the batch and concatenates, per row, the valid image,
 ByT5 and MLLM tokens (boolean-mask selections: shapes from the masks' values), then the invalid
@@ -98,3 +99,19 @@ def valid_tokens_by_matrix(module: torch.nn.Module) -> None:
         return Transformer2DModelOutput(sample=hidden_states) if return_dict else (hidden_states,)
 
     module.forward = types.MethodType(forward, module)
+
+
+def causal_mask_by_frames(module: torch.nn.Module) -> None:
+    # HunyuanVideo15AttnBlock fills its causal mask, [tokens, tokens] with tokens = frames x
+    # height x width, by a Python loop over every token (unrolled at the traced sizes), and
+    # expands it to [batch, tokens, tokens] against queries of [batch, 1, tokens, channels],
+    # which broadcasts to [batch, batch, ...] and fails past batch 1 in PyTorch itself. Token i
+    # sees token j when j's frame is not after i's: one comparison of frame indices, the same
+    # mask for every row, so a row's output is what the model gives that row alone.
+    def prepare_causal_attention_mask(
+        n_frame: Any, n_hw: Any, dtype: Any, device: Any, batch_size: Any = None
+    ) -> torch.Tensor:
+        frame = torch.arange(n_frame * n_hw, device=device) // n_hw
+        return frame[None, :] <= frame[:, None]  # [tokens, tokens], True = attended
+
+    module.prepare_causal_attention_mask = prepare_causal_attention_mask

@@ -56,3 +56,21 @@ def test_hunyuan_video15_padded_prompts(hunyuan_video15, sizes, text_to_video):
     (got,) = session.run(None, {k: v.numpy() for k, v in inputs.items()})
     assert got.shape == expected.shape
     assert np.abs(got - expected).max() < ATOL
+
+
+def test_hunyuan_video15_vae_causal_mask_equals_the_loop():
+    """The frame comparison allows exactly the entries the model's loop sets to 0."""
+    from diffusers.models.autoencoders.autoencoder_kl_hunyuanvideo15 import (
+        HunyuanVideo15AttnBlock,
+    )
+
+    from mobius.diffusers.overrides.hunyuan_video15 import causal_mask_by_frames
+
+    block = HunyuanVideo15AttnBlock(4)
+    causal_mask_by_frames(block)
+    for frames, pixels in [(1, 6), (3, 4), (5, 1), (2, 9)]:
+        want = HunyuanVideo15AttnBlock.prepare_causal_attention_mask(
+            frames, pixels, torch.float32, "cpu"
+        )
+        got = block.prepare_causal_attention_mask(frames, pixels, torch.float32, "cpu")
+        assert torch.equal(got, want == 0)
