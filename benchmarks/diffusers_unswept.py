@@ -57,9 +57,6 @@ REASONS = {
     "sampling decoders' noise input could take, mobius/diffusers/sampling.py), but its "
     "neighborhood attention runs through flex_attention with a BlockMask, which has no ONNX "
     "form here: not written",
-    "HunyuanVideoFramepackTransformer3DModel": "at batch 1 it cuts the prompt to its unpadded "
-    "length (a shape from the mask's values), at other batches it builds the attention mask in a "
-    "Python loop over the batch",
     "LuminaNextDiT2DModel": "its patch embedder builds [(height, width)] * batch_size, a Python "
     "list as long as the batch (a trace fixes the batch), and image_rotary_emb is a complex table "
     "its pipeline recomputes per step from the resolution and the timestep",

@@ -12,6 +12,12 @@ HUNYUAN_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
      {"in_channels": 4, "out_channels": 4, "num_attention_heads": 2, "attention_head_dim": 8,
       "num_layers": 1, "num_refiner_layers": 1, "text_embed_dim": 12, "text_embed_2_dim": 10,
       "image_embed_dim": 14, "rope_axes_dim": (2, 2, 4)}),
+    ("HunyuanVideoFramepackTransformer3DModel", "HunyuanVideoFramepackTransformer3DModel",
+     {"in_channels": 4, "out_channels": 4, "num_attention_heads": 2, "attention_head_dim": 8,
+      "num_layers": 1, "num_single_layers": 1, "num_refiner_layers": 1, "patch_size": 2,
+      "text_embed_dim": 12, "pooled_projection_dim": 10, "rope_axes_dim": (2, 2, 4),
+      "guidance_embeds": True, "has_image_proj": True, "image_proj_dim": 14,
+      "has_clean_x_embedder": True}),
     # 4x spatial (two levels) and 2x temporal compression (the first level): 1 + 2k frames
     ("AutoencoderKLHunyuanVideo15", "AutoencoderKLHunyuanVideo15",
      {"latent_channels": 4, "block_out_channels": (8, 16, 16), "layers_per_block": 1,

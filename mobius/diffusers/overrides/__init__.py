@@ -22,6 +22,7 @@ from mobius.diffusers.overrides import (
     easyanimate,
     frame_loops,
     hunyuan_video15,
+    hunyuan_video_framepack,
     joyimage,
     kandinsky6,
     lumina2,
@@ -75,6 +76,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.autoencoders.autoencoder_kl_hunyuanvideo15.HunyuanVideo15AttnBlock": (
         hunyuan_video15.causal_mask_by_frames
+    ),
+    f"{_M}.transformers.transformer_hunyuan_video_framepack.HunyuanVideoFramepackTransformer3DModel": (
+        hunyuan_video_framepack.prompt_mask_at_every_batch
     ),
     f"{_M}.attention_processor.MochiAttention": mochi.masked_joint_attention,
     f"{_M}.transformers.transformer_mochi.MochiRoPE": mochi.centers_by_arange,

@@ -74,3 +74,43 @@ def test_hunyuan_video15_vae_causal_mask_equals_the_loop():
         )
         got = block.prepare_causal_attention_mask(frames, pixels, torch.float32, "cpu")
         assert torch.equal(got, want == 0)
+
+
+def test_framepack_mask_equals_the_cut_prompt():
+    """At batch 1 the model cuts the prompt to its length, at batch 3 it masks row by row: the
+    override's one mask gives the same at both (PyTorch, every parameter random)."""
+    import diffusers
+
+    from mobius.diffusers.overrides.hunyuan_video_framepack import prompt_mask_at_every_batch
+    from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
+
+    label = "HunyuanVideoFramepackTransformer3DModel"
+    kwargs = next(c[2] for c in ALL_CONFIGS if c[0] == label)
+    model = randomize_scaled(getattr(diffusers, label)(**kwargs), 0).eval()
+    override = randomize_scaled(getattr(diffusers, label)(**kwargs), 0).eval()
+    prompt_mask_at_every_batch(override)
+    gen = torch.Generator().manual_seed(0)
+    for batch, frames, height, width, lengths in [(1, 3, 12, 10, [2]), (3, 2, 8, 16, [6, 1, 4])]:
+
+        def rand(*shape: int) -> torch.Tensor:
+            return torch.randn(*shape, generator=gen)
+
+        inputs = {
+            "hidden_states": rand(batch, 4, frames, height, width),
+            "timestep": torch.rand(batch, generator=gen) * 900 + 10,
+            "encoder_hidden_states": rand(batch, 6, 12),
+            "encoder_attention_mask": _padding(lengths, 6),
+            "pooled_projections": rand(batch, 10),
+            "image_embeds": rand(batch, 3, 14),
+            "indices_latents": torch.arange(3, 3 + frames),
+            "guidance": torch.rand(batch, generator=gen) * 5,
+            "latents_clean": rand(batch, 4, 2, height, width),
+            "indices_latents_clean": torch.tensor([0, 3 + frames]),
+            "latents_history_2x": rand(batch, 4, 2, height, width),
+            "indices_latents_history_2x": torch.tensor([4 + frames, 5 + frames]),
+            "latents_history_4x": rand(batch, 4, 16, height, width),
+            "indices_latents_history_4x": torch.arange(6 + frames, 22 + frames),
+        }
+        with torch.no_grad():
+            want, got = model(**inputs).sample, override(**inputs).sample
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
