@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "diffusers_coverage.json"
 COVERAGE = ROOT / "docs" / "coverage.md"
 HEADING = "# Diffusers model classes"
-from mobius.verification.diffusers_feeds import SIZE_SETS, feeds  # noqa: E402
+from mobius.verification.diffusers_feeds import SIZE_SETS, feeds, torch_outputs  # noqa: E402
 
 
 def run_one(label: str) -> dict:
@@ -85,7 +85,7 @@ def run_one(label: str) -> dict:
         for number, run_sizes in enumerate(SIZE_SETS, 1):
             inputs = feeds(task, arch, session, run_sizes=run_sizes)
             with torch.no_grad():
-                expected = [t.numpy() for t in task.call(model, dict(inputs))]
+                expected = [t.numpy() for t in torch_outputs(task, model, inputs)]
             got = session.run(None, {k: v.numpy() for k, v in inputs.items()})
             where = f"{task.name} at size set {number}"
             for e, g in zip(expected, got, strict=True):

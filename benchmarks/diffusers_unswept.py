@@ -19,9 +19,6 @@ REASONS = {
     "blocks matching exactly). Which of the two a graph should give is undecided; a small "
     "config runs (in_visual_dim 4, model_dim 16, axes_dims (2, 2, 4), nabla_window (3, 1, 1))",
     # looked at for the argument rules (mobius/diffusers/argument_rules.py) and left out
-    "HunyuanVideo15Transformer3DModel": "orders each prompt's valid tokens by boolean masks in a "
-    "Python loop over the batch (shapes that depend on the masks' values) and branches on "
-    "whether image_embeds are all zero",
     "WanAnimateTransformer3DModel": "its motion encoder orthogonalises a parameter with "
     "torch.linalg.qr on every call (no ONNX operator; an in-graph Householder QR, signs "
     "included, or Q computed when binding the weights, is not written), splits the face frames "
@@ -32,9 +29,6 @@ REASONS = {
     "face adapter splits the video's tokens by the motion frame count (a relation of floor "
     "divisions export cannot state between two dynamic axes). A small config runs in PyTorch "
     "(inject_face_latents_blocks 1, motion_encoder_size 16)",
-    "AutoencoderKLHunyuanVideo15": "its causal attention mask is filled by a Python loop over "
-    "every latent token (frames x height x width), and its shape, [batch, tokens, tokens] "
-    "against [batch, 1, tokens, channels], makes PyTorch itself fail at a batch above 1",
     "Kandinsky6SRLatentUpscalerBank": "scale, a Python int, picks one upscaler of the bank: "
     "a graph per scale would be needed, and no contract of several graphs per scale is written",
     "CosmosControlNetModel": "its forward resizes padding_mask with torchvision, which this "
@@ -46,9 +40,6 @@ REASONS = {
     "sampling decoders' noise input could take, mobius/diffusers/sampling.py), but its "
     "neighborhood attention runs through flex_attention with a BlockMask, which has no ONNX "
     "form here: not written",
-    "HunyuanVideoFramepackTransformer3DModel": "at batch 1 it cuts the prompt to its unpadded "
-    "length (a shape from the mask's values), at other batches it builds the attention mask in a "
-    "Python loop over the batch",
     "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "
     "causal block mask, and it takes a KV cache",
     "AceStepConditionEncoder": "its timbre encoder unpacks the references per batch row by "

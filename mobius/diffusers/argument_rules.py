@@ -267,6 +267,36 @@ RULES: dict[tuple[str, str], Rule] = {
     # T2I-Adapter: the control image, in pixels (the latents' size times the VAE's 8)
     ("T2IAdapter", "x"): lambda cfg: TensorSpec(
         "x", FLOAT, (BATCH, cfg.get("in_channels", 3), "image_height", "image_width")),
+    # HunyuanVideo 1.5: a second prompt (ByT5, text_embed_2_dim wide) of its own length with its
+    # padding, and the image's SigLIP tokens (zeros for text-to-video, as its pipeline passes)
+    ("HunyuanVideo15Transformer3DModel", "encoder_hidden_states"): _tokens(
+        "encoder_hidden_states", "text_embed_dim", 3584),
+    ("HunyuanVideo15Transformer3DModel", "encoder_hidden_states_2"): lambda cfg: TensorSpec(
+        "encoder_hidden_states_2", FLOAT, (BATCH, SEQUENCE_2, cfg.get("text_embed_2_dim", 1472))),
+    ("HunyuanVideo15Transformer3DModel", "encoder_attention_mask_2"): lambda _cfg: TensorSpec(
+        "encoder_attention_mask_2", torch.bool, (BATCH, SEQUENCE_2)),
+    ("HunyuanVideo15Transformer3DModel", "image_embeds"): lambda cfg: TensorSpec(
+        "image_embeds", FLOAT, (BATCH, IMAGE_SEQUENCE, cfg.get("image_embed_dim", 1152))),
+    # HunyuanVideo Framepack: SigLIP image tokens (image_proj_dim wide); each latent frame's
+    # index (its rotary time); the history's clean latents at 1x, 2x and 4x, each with its frame
+    # indices, in the frame counts its pipeline fixes (history_sizes [1, 2, 16], the 1x one after a
+    # one-frame prefix)
+    ("HunyuanVideoFramepackTransformer3DModel", "encoder_hidden_states"): _tokens(
+        "encoder_hidden_states", "text_embed_dim", 4096),
+    ("HunyuanVideoFramepackTransformer3DModel", "image_embeds"): lambda cfg: TensorSpec(
+        "image_embeds", FLOAT, (BATCH, IMAGE_SEQUENCE, cfg.get("image_proj_dim", 1152))),
+    ("HunyuanVideoFramepackTransformer3DModel", "indices_latents"): lambda _cfg: TensorSpec(
+        "indices_latents", torch.int64, (FRAMES,)),
+    **{("HunyuanVideoFramepackTransformer3DModel", name): rule
+       for latents, indices, frames in (
+           ("latents_clean", "indices_latents_clean", 2),
+           ("latents_history_2x", "indices_latents_history_2x", 2),
+           ("latents_history_4x", "indices_latents_history_4x", 16))
+       for name, rule in (
+           (latents, lambda cfg, latents=latents, frames=frames: TensorSpec(
+               latents, FLOAT, (BATCH, cfg.get("in_channels", 16), frames, HEIGHT, WIDTH))),
+           (indices, lambda _cfg, indices=indices, frames=frames: TensorSpec(
+               indices, torch.int64, (frames,))))},
 }  # fmt: skip
 
 
@@ -299,6 +329,21 @@ NEEDED: dict[str, set[str]] = {
     "WanVACETransformer3DModel": {"control_hidden_states", "control_hidden_states_scale"},
     # its pipeline passes the prompts' padding: each prompt's length sets its gist-token count
     "BriaFibo2Transformer2DModel": {"encoder_attention_mask"},
+    # its pipelines pass the ByT5 prompt and the image tokens (zeros for text-to-video)
+    # its pipeline passes the history latents (every call; the forward reads them all)
+    "HunyuanVideoFramepackTransformer3DModel": {
+        "latents_clean",
+        "indices_latents_clean",
+        "latents_history_2x",
+        "indices_latents_history_2x",
+        "latents_history_4x",
+        "indices_latents_history_4x",
+    },
+    "HunyuanVideo15Transformer3DModel": {
+        "encoder_hidden_states_2",
+        "encoder_attention_mask_2",
+        "image_embeds",
+    },
 }
 
 

@@ -304,6 +304,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
     from mobius.testing.diffusers_configs_any import ANY_CONFIGS
     from mobius.testing.diffusers_configs_audio import AUDIO_CONFIGS
     from mobius.testing.diffusers_configs_grid import GRID_CONFIGS
+    from mobius.testing.diffusers_configs_hunyuan import HUNYUAN_CONFIGS
     from mobius.testing.diffusers_configs_lists import LIST_CONFIGS
     from mobius.testing.diffusers_configs_more import MORE_CONFIGS
     from mobius.testing.diffusers_configs_shaped import SHAPED_CONFIGS
@@ -318,6 +319,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
         + STRUCTURED_CONFIGS
         + GRID_CONFIGS
         + LIST_CONFIGS
+        + HUNYUAN_CONFIGS
     )
 
 

@@ -80,7 +80,7 @@ def _diffusers_pairs(checkpoint, manifest: dict, sess, dtype: torch.dtype) -> li
     from mobius.diffusers.components import component_tasks
     from mobius.diffusers.config import architecture, class_name, model_class
     from mobius.diffusers.shared_modules import with_pretrained_sibling, with_sibling_config
-    from mobius.verification.diffusers_feeds import feeds
+    from mobius.verification.diffusers_feeds import feeds, torch_outputs
 
     name = class_name(checkpoint.config)
     if name is None:
@@ -94,7 +94,7 @@ def _diffusers_pairs(checkpoint, manifest: dict, sess, dtype: torch.dtype) -> li
     config = with_sibling_config(checkpoint.config, Path(checkpoint.directory))
     inputs = feeds(task, architecture(config), sess)
     with torch.no_grad():
-        expected = task.call(model, for_torch(model, dict(inputs)))
+        expected = torch_outputs(task, model, for_torch(model, dict(inputs)))
     actual = sess.run(None, for_session(sess, inputs))
     names = [o.name for o in sess.get_outputs()]
     return [

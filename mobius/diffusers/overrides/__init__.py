@@ -22,6 +22,8 @@ from mobius.diffusers.overrides import (
     easyanimate,
     frame_loops,
     hidream,
+    hunyuan_video15,
+    hunyuan_video_framepack,
     joyimage,
     joyimage_edit_plus,
     kandinsky6,
@@ -77,6 +79,15 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.condition_embedders.condition_embedder_minimax_music3.MiniMaxMusic3ConditionEncoder": (
         minimax_music3.length_by_integers
+    ),
+    f"{_M}.transformers.transformer_hunyuan_video15.HunyuanVideo15Transformer3DModel": (
+        hunyuan_video15.valid_tokens_by_matrix
+    ),
+    f"{_M}.autoencoders.autoencoder_kl_hunyuanvideo15.HunyuanVideo15AttnBlock": (
+        hunyuan_video15.causal_mask_by_frames
+    ),
+    f"{_M}.transformers.transformer_hunyuan_video_framepack.HunyuanVideoFramepackTransformer3DModel": (
+        hunyuan_video_framepack.prompt_mask_at_every_batch
     ),
     f"{_M}.attention_processor.MochiAttention": mochi.masked_joint_attention,
     f"{_M}.transformers.transformer_mochi.MochiRoPE": mochi.centers_by_arange,

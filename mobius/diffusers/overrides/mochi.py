@@ -9,6 +9,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from mobius.diffusers.overrides.valid_first import valid_first
+
 
 class MaskedJointAttnProcessor:
     """``MochiAttnProcessor2_0`` without its Python loop over the batch.
@@ -58,9 +60,7 @@ class MaskedJointAttnProcessor:
         image_out, prompt_out = out.split_with_sizes(
             (sequence_length, encoder_sequence_length), dim=2
         )
-        rank = torch.cumsum(valid.to(torch.int64), dim=1) - 1  # j for the j-th valid token
-        slots = torch.arange(encoder_sequence_length, device=rank.device)
-        moves = (rank[:, None, :] == slots[None, :, None]) & valid[:, None, :]  # [b, j, i]
+        moves = valid_first(valid) & valid[:, None, :]  # [b, j, i]
         prompt_out = torch.einsum("bji,bhid->bhjd", moves.to(prompt_out.dtype), prompt_out)
 
         hidden_states = image_out.transpose(1, 2).flatten(2, 3)

@@ -16,7 +16,7 @@ from mobius.diffusers.config import architecture
 from mobius.diffusers.shared_modules import with_sibling_config
 from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
 from mobius.testing.diffusers_configs_lists import with_saved_sibling
-from mobius.verification.diffusers_feeds import SIZE_SETS, feeds
+from mobius.verification.diffusers_feeds import SIZE_SETS, feeds, torch_outputs
 
 ATOL = 1e-4
 
@@ -48,7 +48,7 @@ def max_diffs(model: torch.nn.Module, out: Path) -> dict[str, float]:
         for number, sizes in enumerate(SIZE_SETS, 1):
             inputs = feeds(task, arch, session, seed=number, run_sizes=sizes)
             with torch.no_grad():
-                expected = [t.numpy() for t in task.call(model, dict(inputs))]
+                expected = [t.numpy() for t in torch_outputs(task, model, inputs)]
             got = session.run(None, {k: v.numpy() for k, v in inputs.items()})
             assert len(got) == len(expected)
             for name, e, g in zip(names, expected, got, strict=True):
