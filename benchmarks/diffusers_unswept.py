@@ -122,6 +122,14 @@ NOTES = [
     "encoder overrides (`mobius/diffusers/structured_args.py`, `folded_frames.py`, `overrides/`; "
     "configs in `mobius/testing/diffusers_configs_structured.py`) were run on 2026-12-07 at a "
     "load of 5-6 on 2 cores.",
+    "The rows of latent-grid classes (QwenImage and its ControlNet, NucleusMoE, QwenImage 2.1, "
+    "HunyuanDiT and its ControlNet, HiDream, Lumina-Next: unpacked latents in, the grid derived; "
+    "`mobius/diffusers/latent_grid.py`), per-sample list classes (Z-Image and its ControlNet, "
+    "OmniGen, JoyImage Edit Plus: stacked lists; `list_args.py`), the HunyuanVideo 1.5 "
+    "transformer, VAE and Framepack (`overrides/`), ConsistencyDecoderVAE (its noise draws as an "
+    "input; `sampling.py`) and the QwenImage 2.1 and MiniMax-H3 VAEs were run on 2026-12-07 at a "
+    "load of 5-7 on 2 cores. AutoencoderKLHunyuanVideo15 fails in PyTorch itself above batch 1 "
+    "(its mask broadcasts against the batch): its rows are compared with PyTorch run row by row.",
     "SanaWMTransformer3DModel's config has no softmax blocks (softmax_every_n 0, gated-delta-net "
     "blocks only): its softmax blocks cast float32 queries, keys and values to bfloat16 for "
     "SDPA, which onnxruntime's CPU cannot run (it has no bfloat16 Attention and refuses to load "
