@@ -59,10 +59,6 @@ REASONS = {
     "AutoencoderKLMiniMaxH3": "no small config found in the time given: clip_length, "
     "token_drop and the temporal ratios must agree (it encodes and decodes in a Python loop "
     "over clips, cross-fading their overlaps)",
-    "LTX2VideoDiffusionDecoderModel": "decodes by sampling from one noise draw (which the "
-    "sampling decoders' noise input could take, mobius/diffusers/sampling.py), but its "
-    "neighborhood attention runs through flex_attention with a BlockMask, which has no ONNX "
-    "form here: not written",
     "HunyuanVideoFramepackTransformer3DModel": "at batch 1 it cuts the prompt to its unpadded "
     "length (a shape from the mask's values), at other batches it builds the attention mask in a "
     "Python loop over the batch",

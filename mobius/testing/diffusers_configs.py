@@ -303,6 +303,7 @@ SMALL_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [  # fmt: skip
 def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
     from mobius.testing.diffusers_configs_any import ANY_CONFIGS
     from mobius.testing.diffusers_configs_audio import AUDIO_CONFIGS
+    from mobius.testing.diffusers_configs_dltx import DLTX_CONFIGS
     from mobius.testing.diffusers_configs_more import MORE_CONFIGS
     from mobius.testing.diffusers_configs_shaped import SHAPED_CONFIGS
     from mobius.testing.diffusers_configs_structured import STRUCTURED_CONFIGS
@@ -314,6 +315,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
         + SHAPED_CONFIGS
         + AUDIO_CONFIGS
         + STRUCTURED_CONFIGS
+        + DLTX_CONFIGS
     )
 
 

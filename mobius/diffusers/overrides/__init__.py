@@ -23,6 +23,7 @@ from mobius.diffusers.overrides import (
     frame_loops,
     joyimage,
     kandinsky6,
+    ltx2_decoder,
     lumina2,
     minimax_music3,
     mochi,
@@ -94,6 +95,12 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.transformers.transformer_sana_wm.GLUMBConvTemp": sana_wm.unchunked_feed_forward,
     f"{_M}.transformers.transformer_sana_wm.SanaWMRotaryPosEmbed": sana_wm.rotary_by_recipe,
+    f"{_M}.autoencoders.ltx2_diffusion_decoder.LTX2VideoVaeNeighborhoodAttention": (
+        ltx2_decoder.dense_window_attention
+    ),
+    f"{_M}.autoencoders.ltx2_diffusion_decoder.LTX2VideoVaeSwiGLU": (
+        ltx2_decoder.untiled_feed_forward
+    ),
 }
 
 
