@@ -76,9 +76,6 @@ REASONS = {
     "WanAnimate2Transformer3DModel": "hidden_states, encoder_hidden_states and "
     "condition_latents are Python lists of per-sample tensors, and it requires kv_cache (a "
     "WanAnimate2KVCache object), kv_cache_mode (a string) and seq_len (a Python int)",
-    "SanaWMLTX2RefinerTransformer3DModel": "video_rotary_emb is a (cos, sin) tuple its pipeline "
-    "builds from a Python list of absolute frame positions and the latent grid's int sizes "
-    "(build_rotary_emb_for_absolute_positions): its packed tokens carry no grid to derive it from",
     "RFD4ProteinaTransformer": "reads is_in_context_conditioning and supports_local_latent (and "
     "each feature its config lists) from conditioning, a dict of the preprocessor's tensors "
     "(KeyError without it), and recycle_depth, a Python int, sets its loop count",

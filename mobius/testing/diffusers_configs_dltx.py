@@ -19,6 +19,21 @@ LTX2_DECODER = {
     "spatial_compression_ratio": 2, "temporal_compression_ratio": 1,
 }  # fmt: skip
 
+# SANA-WM's refiner: LTX-2's transformer config (its video stream only runs), split rotary
+# tables in the second entry
+SANA_WM_REFINER = {
+    "in_channels": 8, "out_channels": 8, "num_attention_heads": 2, "attention_head_dim": 8,
+    "cross_attention_dim": 16, "audio_in_channels": 4, "audio_out_channels": 4,
+    "audio_num_attention_heads": 2, "audio_attention_head_dim": 8,
+    "audio_cross_attention_dim": 16, "num_layers": 1, "caption_channels": 12,
+}  # fmt: skip
+
 DLTX_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("LTX2VideoDiffusionDecoderModel", "LTX2VideoDiffusionDecoderModel", LTX2_DECODER),
+    ("SanaWMLTX2RefinerTransformer3DModel", "SanaWMLTX2RefinerTransformer3DModel", SANA_WM_REFINER),
+    (
+        "SanaWMLTX2RefinerTransformer3DModel (split rotary)",
+        "SanaWMLTX2RefinerTransformer3DModel",
+        {**SANA_WM_REFINER, "rope_type": "split"},
+    ),
 ]
