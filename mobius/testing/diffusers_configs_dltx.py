@@ -30,6 +30,13 @@ SANA_WM_REFINER = {
 
 DLTX_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("LTX2VideoDiffusionDecoderModel", "LTX2VideoDiffusionDecoderModel", LTX2_DECODER),
+    # its loop count is the config's decoder_num_inference_steps (a Python int: one graph per
+    # count); 3 velocity steps take the Euler updates the shipped single x0 step skips
+    (
+        "LTX2VideoDiffusionDecoderModel (3 v steps)",
+        "LTX2VideoDiffusionDecoderModel",
+        {**LTX2_DECODER, "decoder_num_inference_steps": 3, "decoder_model_output_type": "v"},
+    ),
     ("SanaWMLTX2RefinerTransformer3DModel", "SanaWMLTX2RefinerTransformer3DModel", SANA_WM_REFINER),
     (
         "SanaWMLTX2RefinerTransformer3DModel (split rotary)",
