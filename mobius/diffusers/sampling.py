@@ -1,11 +1,13 @@
 """VAE decoders that sample: the noise they draw is a graph input.
 
 A consistency decoder (ConsistencyDecoderVAE) decodes by denoising from random noise in a fixed
-number of steps, drawing noise with diffusers' ``randn_tensor`` at the start and between steps.
+number of steps, drawing noise with diffusers' ``randn_tensor`` at the start and between steps;
+LTX-2's diffusion video decoder draws one video-sized canvas that its last stage denoises.
 A graph cannot draw the same numbers as a ``torch.Generator``, and a pipeline wants reproducible
-images, so the decoder graph takes the draws: ``noise`` ``[noise_draws, batch, 3, sample_height,
-sample_width]``, one image-sized draw per step, in the order the model draws them. The encoder is
-the plain ``vae_encoder``. PyTorch is checked with the same draws (``drawing_from``).
+images, so the decoder graph takes the draws: ``noise`` ``[noise_draws, batch, channels,
+(sample_frames,) sample_height, sample_width]``, in the order the model draws them. The encoder,
+where the class has one, is the plain ``vae_encoder``. PyTorch is checked with the same draws
+(``drawing_from``).
 """
 
 from __future__ import annotations
