@@ -11,7 +11,7 @@ from typing import Any
 # every grid fed, so the windows shift inward at the borders
 LTX2_DECODER = {
     "out_channels": 3, "latent_channels": 4, "patch_size": 2, "decoder_head_dim": 8,
-    "decoder_stage_channels": (16, 16, 16, 16, 8), "decoder_stage_depths": (1, 1, 1, 1, 2),
+    "decoder_stage_channels": (16, 16, 16, 16, 8), "decoder_stage_depths": (1, 1, 1, 1, 1),
     "decoder_stage_kernels": ((3, 3, 3), (3, 5, 5), (3, 3, 3), (3, 5, 3)),
     "decoder_upsample_strides": ((1, 1, 1),) * 4,
     "decoder_upsample_channel_reductions": (1, 1, 1, 2),
