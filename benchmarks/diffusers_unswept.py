@@ -36,10 +36,6 @@ REASONS = {
     "GlmImageTransformer2DModel": "prior_token_drop zeroes prior embeddings by boolean-mask "
     "indexing, and the prior tokens number the patches of unpacked latents (an axis the "
     "product of height and width); not written",
-    "LTX2VideoDiffusionDecoderModel": "decodes by sampling from one noise draw (which the "
-    "sampling decoders' noise input could take, mobius/diffusers/sampling.py), but its "
-    "neighborhood attention runs through flex_attention with a BlockMask, which has no ONNX "
-    "form here: not written",
     "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "
     "causal block mask, and it takes a KV cache",
     "AceStepConditionEncoder": "its timbre encoder unpacks the references per batch row by "
@@ -51,9 +47,6 @@ REASONS = {
     "WanAnimate2Transformer3DModel": "hidden_states, encoder_hidden_states and "
     "condition_latents are Python lists of per-sample tensors, and it requires kv_cache (a "
     "WanAnimate2KVCache object), kv_cache_mode (a string) and seq_len (a Python int)",
-    "SanaWMLTX2RefinerTransformer3DModel": "video_rotary_emb is a (cos, sin) tuple its pipeline "
-    "builds from a Python list of absolute frame positions and the latent grid's int sizes "
-    "(build_rotary_emb_for_absolute_positions): its packed tokens carry no grid to derive it from",
     "RFD4ProteinaTransformer": "reads is_in_context_conditioning and supports_local_latent (and "
     "each feature its config lists) from conditioning, a dict of the preprocessor's tensors "
     "(KeyError without it), and recycle_depth, a Python int, sets its loop count",

@@ -264,6 +264,14 @@ RULES: dict[tuple[str, str], Rule] = {
     ("T5FilmDecoder", "decoder_input_tokens"): lambda cfg: TensorSpec(
         "decoder_input_tokens", FLOAT, (BATCH, LENGTH, cfg.get("input_dims", 128))),
     ("T5FilmDecoder", "decoder_noise_time"): _per_row("decoder_noise_time"),
+    # SANA-WM's refiner: packed video tokens of one window, a timestep per token, the prompt's
+    # states (caption_channels); its rotary table is structured_args' (cos, sin) pair
+    ("SanaWMLTX2RefinerTransformer3DModel", "hidden_states"): lambda cfg: TensorSpec(
+        "hidden_states", FLOAT, (BATCH, IMAGE_SEQUENCE, cfg.get("in_channels", 128))),
+    ("SanaWMLTX2RefinerTransformer3DModel", "timestep"): lambda _cfg: TensorSpec(
+        "timestep", torch.float32, (BATCH, IMAGE_SEQUENCE)),
+    ("SanaWMLTX2RefinerTransformer3DModel", "encoder_hidden_states"): _tokens(
+        "encoder_hidden_states", "caption_channels", 3840),
     # T2I-Adapter: the control image, in pixels (the latents' size times the VAE's 8)
     ("T2IAdapter", "x"): lambda cfg: TensorSpec(
         "x", FLOAT, (BATCH, cfg.get("in_channels", 3), "image_height", "image_width")),
@@ -329,7 +337,6 @@ NEEDED: dict[str, set[str]] = {
     "WanVACETransformer3DModel": {"control_hidden_states", "control_hidden_states_scale"},
     # its pipeline passes the prompts' padding: each prompt's length sets its gist-token count
     "BriaFibo2Transformer2DModel": {"encoder_attention_mask"},
-    # its pipelines pass the ByT5 prompt and the image tokens (zeros for text-to-video)
     # its pipeline passes the history latents (every call; the forward reads them all)
     "HunyuanVideoFramepackTransformer3DModel": {
         "latents_clean",
@@ -339,11 +346,13 @@ NEEDED: dict[str, set[str]] = {
         "latents_history_4x",
         "indices_latents_history_4x",
     },
+    # its pipelines pass the ByT5 prompt and the image tokens (zeros for text-to-video)
     "HunyuanVideo15Transformer3DModel": {
         "encoder_hidden_states_2",
         "encoder_attention_mask_2",
         "image_embeds",
     },
+    "SanaWMLTX2RefinerTransformer3DModel": {"encoder_attention_mask"},  # its pipeline passes it
 }
 
 

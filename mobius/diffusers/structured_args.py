@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from mobius.diffusers.folded_frames import unfolded_spec
-from mobius.diffusers.tasks import SEQUENCE_2, unet_condition_inputs
+from mobius.diffusers.tasks import IMAGE_SEQUENCE, SEQUENCE_2, unet_condition_inputs
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
 FLOAT = None  # the model's dtype
@@ -144,6 +144,24 @@ def _film_pairs(cfg: Any) -> list[tuple[Callable, Callable]]:
     return [pair(axis) for axis in (SEQUENCE, SEQUENCE_2)[:FILM_ENCODERS]]
 
 
+def _rotary_pair(cfg: Any, name: str) -> TensorSpec:
+    """One of an LTX-2-style rotary table's (cos, sin): per token ``[batch, tokens, inner_dim]``
+    (interleaved), or per head ``[batch, heads, tokens, head_dim / 2]`` (split)."""
+    heads, head_dim = cfg.get("num_attention_heads", 32), cfg.get("attention_head_dim", 128)
+    if cfg.get("rope_type", "interleaved") == "split":
+        return TensorSpec(name, FLOAT, (BATCH, heads, IMAGE_SEQUENCE, head_dim // 2))
+    return TensorSpec(name, FLOAT, (BATCH, IMAGE_SEQUENCE, heads * head_dim))
+
+
+def _pair(name: str) -> Structure:
+    """A (cos, sin) tuple: the inputs ``name.0``, ``name.1``."""
+    return Structure(
+        lambda cfg: [_rotary_pair(cfg, f"{name}.{i}") for i in range(2)],
+        lambda n, x: tuple(_nested(n, x)),
+        _listed,
+    )
+
+
 STRUCTURES: dict[tuple[str, str], Callable[[str], Structure]] = {
     # Bria FIBO: one text-encoder tensor per transformer block, double and single
     ("BriaFiboTransformer2DModel", "text_encoder_layers"): tensor_list(
@@ -157,6 +175,9 @@ STRUCTURES: dict[tuple[str, str], Callable[[str], Structure]] = {
     ("TransformerTemporalModel", "hidden_states"): folded("in_channels"),
     # T5FilmDecoder: the spectrogram pipeline's two encodings, each with its mask
     ("T5FilmDecoder", "encodings_and_masks"): pair_list(_film_pairs),
+    # SANA-WM's refiner: the (cos, sin) rotary table its pipeline builds per window from the
+    # frames' absolute positions, the grid's sizes and the fps (packed tokens carry no grid)
+    ("SanaWMLTX2RefinerTransformer3DModel", "video_rotary_emb"): _pair,
 }  # fmt: skip
 
 

@@ -7,6 +7,7 @@ graphs (a VAE: encoder and decoder) is a list of such tasks over the same model.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,7 @@ SAMPLE_WIDTH = "sample_width"
 TEXT_LAYERS = "text_encoder_layers"  # a text encoder's hidden states, layer by layer (HiDream)
 INPUT_HEIGHT, INPUT_WIDTH = "input_height", "input_width"  # an input image's latents (OmniGen)
 TEXT_TIME_IMAGE = "text_time_image_length"  # OmniGen: the prompt, a time token, the patches
+SAMPLE_FRAMES = "sample_frames"  # a video decoder's frames beside its latents' (LTX-2's)
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
 EXAMPLE_SIZES = {
@@ -114,7 +116,22 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     scale = 2 ** (len(cfg.get("block_out_channels") or (0,) * 4) - 1)
     out[SAMPLE_HEIGHT], out[SAMPLE_WIDTH] = scale * sizes[HEIGHT], scale * sizes[WIDTH]
     out[TEXT_TIME_IMAGE] = sizes[SEQUENCE] + 1 + out[PATCHES]
+    if strides := cfg.get("decoder_upsample_strides"):  # LTX-2's diffusion decoder
+        out[SAMPLE_FRAMES], out[SAMPLE_HEIGHT], out[SAMPLE_WIDTH] = _ltx2_pixels(cfg, strides, out)
     return out
+
+
+def _ltx2_pixels(cfg: Any, strides: Any, sizes: dict[str, int]) -> tuple[int, int, int]:
+    """LTX-2's diffusion decoder's pixel grid: its latent frames padded by ``pad`` copies of the
+    last, each stride-2 upsampling doubling them less the duplicate first, the padding's frames
+    cropped; height and width times the strides and the patch."""
+    pad = (cfg.get("decoder_stage_kernels")[0][0] // 2) * 2
+    frames = sizes[FRAMES] + pad
+    for stride in strides:
+        frames = frames * stride[0] - (1 if stride[0] == 2 else 0)
+    frames -= pad * cfg.get("temporal_compression_ratio")
+    height, width = (cfg.get("patch_size") * math.prod(s[axis] for s in strides) for axis in (1, 2))
+    return frames, height * sizes[HEIGHT], width * sizes[WIDTH]
 
 
 def _first(output: Any) -> torch.Tensor:

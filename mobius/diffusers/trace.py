@@ -19,7 +19,7 @@ from mobius import failures
 from mobius.diffusers.config import model_class
 from mobius.diffusers.overrides import install as install_overrides
 from mobius.diffusers.shared_modules import attach, shared_config
-from mobius.diffusers.tasks import HEIGHT, LENGTH, WIDTH, fixed_axes
+from mobius.diffusers.tasks import HEIGHT, LENGTH, SAMPLE_HEIGHT, SAMPLE_WIDTH, WIDTH, fixed_axes
 from mobius.errors import ConfigError, UnsupportedError
 from mobius.sources.config import ArchitectureConfig
 from mobius.synth.inline import inline_grad_regions
@@ -252,7 +252,7 @@ def unaccepted_bounds(program: torch.export.ExportedProgram, specs: list) -> lis
         size = symbols[(bound.input, bound.axis)]
         if (
             bound.ruled_out is not None
-            and dim in (HEIGHT, WIDTH, LENGTH)
+            and dim in (HEIGHT, WIDTH, LENGTH, SAMPLE_HEIGHT, SAMPLE_WIDTH)
             and not sizes_an_equality_rules_out(size, LENGTH_LIMIT, LATENT_MULTIPLE)
         ):
             continue

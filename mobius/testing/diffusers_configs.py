@@ -303,6 +303,7 @@ SMALL_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [  # fmt: skip
 def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
     from mobius.testing.diffusers_configs_any import ANY_CONFIGS
     from mobius.testing.diffusers_configs_audio import AUDIO_CONFIGS
+    from mobius.testing.diffusers_configs_dltx import DLTX_CONFIGS
     from mobius.testing.diffusers_configs_grid import GRID_CONFIGS
     from mobius.testing.diffusers_configs_hunyuan import HUNYUAN_CONFIGS
     from mobius.testing.diffusers_configs_lists import LIST_CONFIGS
@@ -320,6 +321,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
         + GRID_CONFIGS
         + LIST_CONFIGS
         + HUNYUAN_CONFIGS
+        + DLTX_CONFIGS
     )
 
 

@@ -19,6 +19,11 @@ SECOND_SIZES = {
     "noise_levels": 4, "text_encoder_layers": 9, "input_height": 4, "input_width": 4,
 }  # fmt: skip
 SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
+# classes whose second size set keeps a smaller latent grid (still other than the trace's and the
+# first set's on each axis): LTX-2's diffusion decoder attends densely over its whole grid (its
+# neighborhood window as a mask), and 13x32x48 latents are 20k tokens, a 20k x 20k score matrix
+# per head in PyTorch's flex reference too (14 GB, over 5 minutes on 2 cores)
+SMALL_GRIDS = {"LTX2VideoDiffusionDecoderModel": {"num_frames": 7, "height": 12, "width": 20}}
 
 
 # models whose pipelines pass the timestep as a fraction (a sigma in [0, 1]), which the model
@@ -95,6 +100,8 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
     from mobius.diffusers.tasks import related_sizes
 
     run_sizes = run_sizes or RUN_SIZES
+    if run_sizes is SECOND_SIZES:
+        run_sizes = run_sizes | SMALL_GRIDS.get(arch.model_type, {})
     sizes = run_sizes | {
         "num_frames": arch.hf_config.get("video_length") or run_sizes["num_frames"]
     }

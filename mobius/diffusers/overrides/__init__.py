@@ -27,6 +27,7 @@ from mobius.diffusers.overrides import (
     joyimage,
     joyimage_edit_plus,
     kandinsky6,
+    ltx2_decoder,
     lumina2,
     lumina_next,
     minimax_music3,
@@ -150,6 +151,12 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.transformers.transformer_omnigen.OmniGenSuScaledRotaryEmbedding": (
         omnigen.scaling_by_where
+    ),
+    f"{_M}.autoencoders.ltx2_diffusion_decoder.LTX2VideoVaeNeighborhoodAttention": (
+        ltx2_decoder.dense_window_attention
+    ),
+    f"{_M}.autoencoders.ltx2_diffusion_decoder.LTX2VideoVaeSwiGLU": (
+        ltx2_decoder.untiled_feed_forward
     ),
 }
 

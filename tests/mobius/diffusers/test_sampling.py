@@ -42,6 +42,6 @@ def test_every_draw_is_taken(converted):
         noise = torch.randn(count, 1, 3, 16, 16)
         with pytest.raises(ValueError, match="draw"), torch.no_grad():
             decoder.call(model, {"latent_sample": latent, "noise": noise})
-    _, modules = SAMPLING_DECODERS["ConsistencyDecoderVAE"]
+    modules = SAMPLING_DECODERS["ConsistencyDecoderVAE"].modules
     with drawing_from(torch.zeros(0, 1), modules):
         pass  # no draws given, none taken
