@@ -68,7 +68,7 @@ def prepare_checkpoint(model: str, workdir: Path) -> Path:
 def commands(checkpoint: Path, out: Path, precision: str) -> dict[str, list[str]]:
     mobius = [sys.executable, "-m", "mobius", "build", "--model", str(checkpoint), "-q"]
     mobius += ["--overwrite"] + PRECISION_FLAGS[precision]
-    buffered = ["env", "MOBIUS_DIRECT_IO=0"]  # the variants with O_DIRECT off
+    direct = ["env", "MOBIUS_DIRECT_IO=1"]  # the variants with O_DIRECT writes
 
     def build(name: str, *extra: str) -> list[str]:
         return [*mobius, "--output", str(out / name), *extra]
@@ -77,8 +77,8 @@ def commands(checkpoint: Path, out: Path, precision: str) -> dict[str, list[str]
         "mobius-warm": build("warm"),
         "mobius-cold": build("cold", "--no-cache"),
         # only when --exporters names them
-        "mobius-warm-buffered": [*buffered, *build("warm-buffered")],
-        "mobius-cold-buffered": [*buffered, *build("cold-buffered", "--no-cache")],
+        "mobius-warm-direct": [*direct, *build("warm-direct")],
+        "mobius-cold-direct": [*direct, *build("cold-direct", "--no-cache")],
     }
     if importlib.util.find_spec("onnxruntime_genai") is not None:
         found["builder"] = [
@@ -127,7 +127,7 @@ def measure(
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MOBIUS_CACHE": str(out / "cache")}
     env.pop("MOBIUS_NO_CACHE", None)
     cmds = commands(checkpoint, out, precision)
-    wanted = exporters or [name for name in cmds if not name.endswith("-buffered")]
+    wanted = exporters or [name for name in cmds if not name.endswith("-direct")]
     cmds = {name: cmd for name, cmd in cmds.items() if name in wanted}
     for cmd in cmds.values():  # warm-up: fills the cache, the page cache and the builder's
         run_once(cmd, env)
@@ -147,7 +147,7 @@ def measure(
         for name, results in runs.items()
     }
     for base in ("builder", "cp"):
-        for name in ("mobius-warm", "mobius-warm-buffered", "mobius-cold", "mobius-cold-buffered"):
+        for name in ("mobius-warm", "mobius-warm-direct", "mobius-cold", "mobius-cold-direct"):
             if base not in table or name not in table:
                 continue
             for k in ("wall_s", "cpu_s", "peak_rss_mib"):
@@ -158,7 +158,7 @@ def measure(
 
 
 def _clear_outputs(out: Path) -> None:
-    for name in ("warm", "warm-buffered", "cold", "cold-buffered", "builder", "cp"):
+    for name in ("warm", "warm-direct", "cold", "cold-direct", "builder", "cp"):
         shutil.rmtree(out / name, ignore_errors=True)
 
 
@@ -171,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--exporters",
         nargs="+",
-        help="mobius-warm mobius-cold builder cp (default); mobius-warm-buffered and "
-        "mobius-cold-buffered (O_DIRECT off)",
+        help="mobius-warm mobius-cold builder cp (default); mobius-warm-direct and "
+        "mobius-cold-direct (O_DIRECT writes, MOBIUS_DIRECT_IO=1)",
     )
     parser.add_argument("--results", type=Path, default=RESULTS / "warm_convert.json")
     args = parser.parse_args(argv)

@@ -1,16 +1,18 @@
-"""Write large tensors to the external-data file past the page cache (``O_DIRECT``).
+"""Write large tensors to the external-data file past the page cache (``O_DIRECT``), on request.
 
 A buffered ``write`` copies every byte into a page-cache page the kernel allocates (and, once
-memory is full of cache, first reclaims). Measured on this project's 2-core VM: 0.3-2.5 CPU s per
-GB in the kernel, varying with the cache's state, against 0.05-0.1 s per GB for ``O_DIRECT``
-(the device reads the bytes from our buffer). For a 6 GB checkpoint that is most of a build's
-CPU time. So a tensor's bytes go through a page-aligned staging buffer and are written with
+memory is full of cache, first reclaims); a direct write lets the device read the bytes from our
+buffer, but the process then waits for the device. Measured on this project's 2-core VM
+(docs/benchmarks.md, "Warm conversions"), buffered writes finished sooner in every case: a warm
+Llama-3.1-8B bf16 -> f16 hit (21.9 against 25.0 s), a cold Llama-3.2-3B f16 build (13.2 against
+15.6 s, and less CPU), a cold 3B int4 build (42.8 against 43.2 s), a warm Qwen2.5-0.5B f32 hit
+(2.1 against 3.0 s). So writes are buffered, and ``MOBIUS_DIRECT_IO=1`` turns direct writes on.
+
+When on, a tensor's bytes go through a page-aligned staging buffer and are written with
 ``O_DIRECT`` in aligned blocks; the unaligned head and tail of each tensor (the bytes that share
 a 4 KiB block with a neighbour) are written through the normal descriptor, so the file's layout
 and bytes are exactly those of a buffered write. Where the file system refuses ``O_DIRECT``
 (tmpfs, some network mounts) the writes stay buffered.
-
-``MOBIUS_DIRECT_IO=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ _REFUSED: set[str] = set()  # files whose file system refused O_DIRECT once: buf
 
 
 def enabled() -> bool:
-    """Whether direct writes may be used (``os.O_DIRECT`` exists and ``MOBIUS_DIRECT_IO`` is not 0)."""
-    return hasattr(os, "O_DIRECT") and os.environ.get("MOBIUS_DIRECT_IO", "1") != "0"
+    """Whether direct writes are asked for (``MOBIUS_DIRECT_IO=1``) and ``os.O_DIRECT`` exists."""
+    return hasattr(os, "O_DIRECT") and os.environ.get("MOBIUS_DIRECT_IO", "0") == "1"
 
 
 class _Buffered:

@@ -17,7 +17,9 @@ ALIGN = direct_io.ALIGN
 
 @pytest.fixture(autouse=True)
 def _small_thresholds(monkeypatch):
-    # a 2-block stage and no size floor: tests exercise every path with a few KiB
+    # direct writes on (they are opt-in), a 2-block stage and no size floor: tests exercise every
+    # path with a few KiB
+    monkeypatch.setenv("MOBIUS_DIRECT_IO", "1")
     monkeypatch.setattr(direct_io, "MIN_BYTES", 1)
     monkeypatch.setattr(direct_io, "STAGE_BYTES", 2 * ALIGN)
     monkeypatch.setattr(direct_io, "_LOCAL", threading.local())
@@ -86,6 +88,13 @@ def test_bytes_are_those_of_a_buffered_write(tmp_path, monkeypatch):
     monkeypatch.setenv("MOBIUS_DIRECT_IO", "0")
     _write_tensors(str(plain_path), tensors)
     assert plain_path.read_bytes() == direct_path.read_bytes()
+
+
+def test_writes_are_buffered_unless_direct_io_is_asked_for(monkeypatch):
+    monkeypatch.delenv("MOBIUS_DIRECT_IO")
+    assert not direct_io.enabled()
+    monkeypatch.setenv("MOBIUS_DIRECT_IO", "1")
+    assert direct_io.enabled() == hasattr(os, "O_DIRECT")
 
 
 def test_a_file_system_that_refuses_o_direct_gets_buffered_writes(tmp_path, monkeypatch):
