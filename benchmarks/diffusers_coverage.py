@@ -44,7 +44,7 @@ def run_one(label: str) -> dict:
     from mobius.diffusers.config import architecture
     from mobius.diffusers.shared_modules import with_sibling_config
     from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
-    from mobius.testing.diffusers_configs_lists import with_saved_sibling
+    from mobius.testing.diffusers_siblings import with_saved_sibling
 
     _, cls_name, kwargs = next(c for c in ALL_CONFIGS if c[0] == label)
     work = Path(tempfile.mkdtemp())

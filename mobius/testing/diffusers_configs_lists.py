@@ -5,10 +5,7 @@ whose small config needs several keys to agree.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
-
-import torch
 
 # fmt: off
 Z_IMAGE = {"in_channels": 4, "dim": 32, "n_layers": 1, "n_refiner_layers": 1, "n_heads": 2,
@@ -52,21 +49,3 @@ LIST_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
 
 # the config label of the sibling a class runs on (mobius.diffusers.shared_modules.SHARES)
 SIBLINGS = {"ZImageControlNetModel": "ZImageTransformer2DModel"}
-
-
-def with_saved_sibling(model: torch.nn.Module, model_dir: Path) -> torch.nn.Module:
-    """``model`` (saved in ``model_dir``) given the sibling it runs on, that sibling built with
-    random parameters and saved beside ``model_dir`` as in a pipeline directory; ``model``
-    itself where it runs on its own modules."""
-    import diffusers
-
-    from mobius.diffusers.shared_modules import SHARES
-    from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
-
-    name = type(model).__name__
-    if name not in SIBLINGS:
-        return model
-    _, cls, kwargs = next(c for c in ALL_CONFIGS if c[0] == SIBLINGS[name])
-    other = randomize_scaled(getattr(diffusers, cls)(**kwargs), 1).eval()
-    other.save_pretrained(model_dir.parent / SHARES[name][0])
-    return type(model).from_transformer(model, other)

@@ -15,7 +15,7 @@ from mobius.diffusers.components import component_tasks
 from mobius.diffusers.config import architecture
 from mobius.diffusers.shared_modules import with_sibling_config
 from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
-from mobius.testing.diffusers_configs_lists import with_saved_sibling
+from mobius.testing.diffusers_siblings import with_saved_sibling
 from mobius.verification.diffusers_feeds import SIZE_SETS, feeds, torch_outputs
 
 ATOL = 1e-4
