@@ -123,6 +123,10 @@ NOTES = [
     "input; `sampling.py`) and the QwenImage 2.1 and MiniMax-H3 VAEs were run on 2026-12-07 at a "
     "load of 5-7 on 2 cores. AutoencoderKLHunyuanVideo15 fails in PyTorch itself above batch 1 "
     "(its mask broadcasts against the batch): its rows are compared with PyTorch run row by row.",
+    "The 24 configs whose graphs take a padding mask were run again on 2026-12-07 (quiet, 2 "
+    "workers on 2 cores) with rows padded by different counts (`diffusers_feeds.padding_mask`: "
+    "at batch 3 and 6 tokens the rows keep 5, 3 and 1; before, only row 0's last token was "
+    "padding): all 24 pass at both size sets.",
     "SanaWMTransformer3DModel's config has no softmax blocks (softmax_every_n 0, gated-delta-net "
     "blocks only): its softmax blocks cast float32 queries, keys and values to bfloat16 for "
     "SDPA, which onnxruntime's CPU cannot run (it has no bfloat16 Attention and refuses to load "

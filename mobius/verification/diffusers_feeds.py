@@ -88,6 +88,21 @@ def _omnigen_layout(sizes: dict, gen) -> dict:
 PACKED_LAYOUTS["OmniGenTransformer2DModel"] = _omnigen_layout
 
 
+def padding_mask(shape: list[int]):
+    """A right-padding mask (True: a token) whose rows keep different counts: row ``b`` pads its
+    last ``(2b + 1) mod length`` tokens, at least one token kept (batch 3 at 6 tokens: 5, 3, 1
+    kept), so that per-row ordering, compaction and masking are all exercised."""
+    import torch
+
+    value = torch.ones(shape, dtype=torch.bool)
+    length = shape[-1]
+    for row in range(shape[0]):
+        padded = min((2 * row + 1) % length, length - 1)
+        if padded:
+            value[row, ..., length - padded :] = False
+    return value
+
+
 def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> dict:
     """Random inputs for ``task`` at ``run_sizes`` (RUN_SIZES by default), or the graph's own
     size where it fixes one."""
@@ -127,9 +142,10 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
             value = torch.rand(shape, generator=gen) * 900 + 10
         elif spec.name == "decoder_noise_time":  # T5FilmDecoder's noise time, in [0, 1)
             value = torch.rand(shape, generator=gen)
-        elif spec.dtype == torch.bool:  # a padding mask: the last text token of row 0 padding
-            value = torch.ones(shape, dtype=torch.bool)
-            value[0, -1] = False
+        elif (
+            spec.dtype == torch.bool
+        ):  # a padding mask: rows padded at the end, by different counts
+            value = padding_mask(shape)
         elif spec.dtype == torch.int64:
             value = torch.randint(0, 4, shape, generator=gen)
         elif spec.name.endswith("_ids"):
