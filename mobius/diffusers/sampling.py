@@ -75,7 +75,7 @@ def sampling_tasks(name: str, cls: type) -> list[dt.DiffusersTask] | None:
 @contextlib.contextmanager
 def drawing_from(noise: torch.Tensor, modules: tuple[str, ...]) -> Iterator[None]:
     """diffusers' ``randn_tensor``, as ``modules`` call it, returns ``noise[0]``, ``noise[1]``, ...
-    in turn; every draw must be taken."""
+    in turn, each the size the model asks for; every draw must be taken."""
     draws = list(noise.unbind(0))
     taken = 0
 
@@ -85,6 +85,10 @@ def drawing_from(noise: torch.Tensor, modules: tuple[str, ...]) -> Iterator[None
             raise ValueError(f"the decoder draws more noise than the {len(draws)} draws given")
         value = draws[taken]
         taken += 1
+        if list(value.shape) != list(shape):  # a draw of another size would broadcast silently
+            raise ValueError(
+                f"noise draw {taken} is {list(value.shape)}, the decoder draws {list(shape)}"
+            )
         return value if dtype is None else value.to(dtype)
 
     loaded = [importlib.import_module(m) for m in modules]

@@ -33,8 +33,8 @@ def test_decoder_takes_its_noise_and_matches_pytorch(converted):
 
 
 def test_every_draw_is_taken(converted):
-    """Draws the model does not take, or more draws than given, are an error, not a quiet
-    mismatch."""
+    """Draws the model does not take, more draws than given, or draws of another size than the
+    model asks for are an error, not a quiet mismatch."""
     model, _ = converted
     decoder = component_tasks("ConsistencyDecoderVAE")[1]
     latent = torch.randn(1, 4, 4, 4)
@@ -42,6 +42,10 @@ def test_every_draw_is_taken(converted):
         noise = torch.randn(count, 1, 3, 16, 16)
         with pytest.raises(ValueError, match="draw"), torch.no_grad():
             decoder.call(model, {"latent_sample": latent, "noise": noise})
+    # draws of a size that would broadcast (one row for a batch of two, one channel for three)
+    for noise in (torch.randn(2, 1, 3, 16, 16), torch.randn(2, 2, 1, 16, 16)):
+        with pytest.raises(ValueError, match="the decoder draws"), torch.no_grad():
+            decoder.call(model, {"latent_sample": latent.expand(2, -1, -1, -1), "noise": noise})
     modules = SAMPLING_DECODERS["ConsistencyDecoderVAE"].modules
     with drawing_from(torch.zeros(0, 1), modules):
         pass  # no draws given, none taken
