@@ -19,8 +19,15 @@ class Entropy(torch.nn.Module):
 
 
 def test_value_checks_block_export():
-    with pytest.raises(Exception, match="data-dependent"):
-        torch.export.export(Entropy(), (torch.randn(2, 5, 8),), strict=False)
+    # torch._dynamo turns the checks off process-wide once it patches torch (any
+    # compile or flex-attention call earlier in the worker), so turn them on here.
+    before = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(True)
+    try:
+        with pytest.raises(Exception, match="data-dependent"):
+            torch.export.export(Entropy(), (torch.randn(2, 5, 8),), strict=False)
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(before)
 
 
 def test_entropy_traces_and_matches_without_checks():
