@@ -7,19 +7,23 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import onnx_ir as ir
 
-# Square tiles of this many rows and columns: one source tile and its transpose fit in L1/L2, which
-# makes the copy several times faster than numpy's element-strided ``ascontiguousarray(a.T)``.
-TILE = 256
+# W^T is filled block by block: a block of BLOCK_ROWS source rows by SLAB_ROWS source columns,
+# whose transpose is a slab of SLAB_ROWS rows. Few source rows per block keep the rows a block
+# touches out of each other's cache sets when the row stride is a power of two (4096 columns): tiles
+# of 256 x 256 ran at 6.7 ns per float32 element on a 4096 x 4096 weight, blocks of 64 x 1024 at
+# 1.3 (0.9 against 1.6 on Qwen2.5-0.5B's 4864 x 896; 1.2-1.5 against 1.4-1.5 for 16-bit values).
+BLOCK_ROWS = 64
+SLAB_ROWS = 1024
 
 
-def transposed_slabs(source: np.ndarray, rows_per_slab: int = TILE) -> Iterator[np.ndarray]:
+def transposed_slabs(source: np.ndarray, rows_per_slab: int = SLAB_ROWS) -> Iterator[np.ndarray]:
     """The rows of ``source.T``, ``rows_per_slab`` at a time, each slab contiguous."""
     rows, cols = source.shape
     for start in range(0, cols, rows_per_slab):
         stop = min(start + rows_per_slab, cols)
         slab = np.empty((stop - start, rows), dtype=source.dtype)
-        for r in range(0, rows, TILE):
-            slab[:, r : r + TILE] = source[r : r + TILE, start:stop].T
+        for r in range(0, rows, BLOCK_ROWS):
+            slab[:, r : r + BLOCK_ROWS] = source[r : r + BLOCK_ROWS, start:stop].T
         yield slab
 
 
