@@ -82,6 +82,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_kandinsky6_sr.Kandinsky6SRAttention": (
         kandinsky6_sr.block_sparse_attention
     ),
+    f"{_M}.transformers.transformer_kandinsky6_sr.Kandinsky6SRTransformer3DModel": (
+        kandinsky6_sr.sliding_tile_prior_by_axes
+    ),
     f"{_M}.transformers.transformer_lumina2.Lumina2Transformer2DModel": (
         lumina2.joint_sequence_by_gathers
     ),

@@ -1,5 +1,6 @@
 """Kandinsky 6's SR transformer: its NABLA attention as one dense attention under the boolean mask
-of the kept 64-token blocks, built in the graph (its rotary grid: ``kandinsky6.rotary_grid_by_shape``).
+of the kept 64-token blocks, built in the graph; its sliding-tile prior from each axis's own
+positions (its rotary grid: ``kandinsky6.rotary_grid_by_shape``).
 
 ``Kandinsky6SRAttnProcessor`` picks, per batch row and head, the blocks of 64 tokens (8x8 token
 squares of one frame) each block of queries attends to: the blocks whose mean-pooled scores,
@@ -15,15 +16,25 @@ processor gives the PyTorch reference (``block_sparse_reference``): eager diffus
 The mask is ``batch x heads x tokens^2`` booleans and the scores as many floats: memory grows with
 the square of the token count (a 13x32x48 latent grid is 20k tokens), where the compiled kernel
 skips the dropped blocks.
+
+``sliding_tile_mask``, a module global the model's forward calls, cuts the three axes' distance
+tables from one table over ``max(frames, block rows, block columns)`` positions: Python's max of
+traced sizes picks one axis at trace (frames, at 5 frames of 3x5 blocks), and the graph failed at
+grids with more block rows or columns than frames. Each axis's table from its own positions is the
+same mask; it is swapped in for the duration of the model's forward.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
+
+from mobius.diffusers.overrides.ltx2_decoder import grid_mask
 
 # the processor's block of tokens: FRACTAL_BLOCK_SIZE x FRACTAL_BLOCK_SIZE of one frame
 BLOCK_TOKENS = 64
@@ -94,3 +105,32 @@ def block_sparse_reference(model: torch.nn.Module) -> torch.nn.Module:
         if isinstance(module, Kandinsky6SRAttention):
             block_sparse_attention(module)
     return model
+
+
+def sliding_tile_mask(
+    num_frames: int, height: int, width: int, window: tuple[int, int, int], device: Any
+) -> torch.Tensor:
+    """diffusers' ``sliding_tile_mask`` (block ``j`` near block ``i`` when within half of
+    ``window``'s extent on every axis) with each axis's distances from its own positions."""
+
+    def near(size: int, extent: int) -> torch.Tensor:
+        positions = torch.arange(size, device=device)
+        return (positions[:, None] - positions[None, :]).abs() <= extent // 2
+
+    return grid_mask(
+        *(near(n, e) for n, e in zip((num_frames, height, width), window, strict=True))
+    )
+
+
+def sliding_tile_prior_by_axes(module: torch.nn.Module) -> None:
+    """Run the model's forward with ``sliding_tile_mask`` above in place of diffusers'."""
+    from diffusers.models.transformers import transformer_kandinsky6_sr
+
+    forward = module.forward
+
+    @functools.wraps(forward)
+    def forward_by_axes(*args: Any, **kwargs: Any) -> Any:
+        with mock.patch.object(transformer_kandinsky6_sr, "sliding_tile_mask", sliding_tile_mask):
+            return forward(*args, **kwargs)
+
+    module.forward = forward_by_axes

@@ -16,7 +16,11 @@ from torch.nn.attention import flex_attention as flex
 
 from mobius.diffusers.components import component_tasks
 from mobius.diffusers.config import architecture
-from mobius.diffusers.overrides.kandinsky6_sr import block_sparse_reference, kept_blocks
+from mobius.diffusers.overrides.kandinsky6_sr import (
+    block_sparse_reference,
+    kept_blocks,
+    sliding_tile_mask,
+)
 from mobius.testing.diffusers_configs import randomize_scaled
 from mobius.testing.diffusers_configs_k6sr import K6SR
 from mobius.verification.diffusers_feeds import SIZE_SETS, feeds
@@ -38,6 +42,20 @@ def test_kept_blocks_are_nabla_block_mask(grid, window, threshold):
     kept = kept_blocks(query, key, sta, threshold)
     assert torch.equal(kept, expected)
     assert (kept & ~sta).any() and not kept.all()  # the threshold keeps some blocks, drops some
+
+
+@pytest.mark.parametrize(
+    ("grid", "window"),
+    [
+        ((5, 3, 5), (3, 1, 1)),
+        ((2, 4, 3), (3, 3, 1)),
+        ((1, 2, 6), (1, 3, 5)),
+        ((3, 1, 1), (5, 1, 1)),
+    ],
+)
+def test_sliding_tile_mask_by_axes_is_diffusers(grid, window):
+    expected = k6sr.sliding_tile_mask(*grid, window, "cpu")
+    assert torch.equal(sliding_tile_mask(*grid, window, "cpu"), expected)
 
 
 def _compiled_flex():
