@@ -1,7 +1,7 @@
 """Kandinsky 6's SR transformer (``overrides/kandinsky6_sr.py``): the kept blocks are
-``nabla_block_mask``'s, the dense-mask attention is what compiled flex attention computes (and not
-eager flex's full attention), and the graph matches that block-sparse reference at two size sets
-with batch, frames, height and width dynamic."""
+``nabla_block_mask``'s, and the graph matches the block-sparse reference (SDPA under their dense
+mask, not eager flex's full attention) at two size sets with batch, frames, height and width
+dynamic. That reference equals compiled flex attention: ``benchmarks/kandinsky6_sr_flex.py``."""
 
 from __future__ import annotations
 
@@ -10,19 +10,14 @@ import copy
 import onnxruntime as ort
 import pytest
 import torch
-from diffusers import Kandinsky6SRTransformer3DModel
 from diffusers.models.transformers import transformer_kandinsky6_sr as k6sr
-from torch.nn.attention import flex_attention as flex
 
 from mobius.diffusers.components import component_tasks
 from mobius.diffusers.config import architecture
 from mobius.diffusers.overrides.kandinsky6_sr import (
-    block_sparse_reference,
     kept_blocks,
     sliding_tile_mask,
 )
-from mobius.testing.diffusers_configs import randomize_scaled
-from mobius.testing.diffusers_configs_k6sr import K6SR
 from mobius.verification.diffusers_feeds import SIZE_SETS, feeds
 from tests.mobius.diffusers.parity import ATOL, convert, max_diffs
 
@@ -56,44 +51,6 @@ def test_kept_blocks_are_nabla_block_mask(grid, window, threshold):
 def test_sliding_tile_mask_by_axes_is_diffusers(grid, window):
     expected = k6sr.sliding_tile_mask(*grid, window, "cpu")
     assert torch.equal(sliding_tile_mask(*grid, window, "cpu"), expected)
-
-
-def _compiled_flex():
-    """flex attention compiled. Inductor's CPU flex template fails to compile (C++ error:
-    'kv_indices' was not declared) when ``kv_indices`` and ``full_kv_indices`` are one tensor, as
-    ``nabla_block_mask`` passes them: the indices are copied first (the same values)."""
-    compiled = torch.compile(flex.flex_attention, dynamic=False)
-
-    def call(query, key, value, block_mask=None, **kwargs):
-        mask = flex.BlockMask.from_kv_blocks(
-            block_mask.kv_num_blocks,
-            block_mask.kv_indices.clone(),
-            block_mask.full_kv_num_blocks,
-            block_mask.full_kv_indices,
-            BLOCK_SIZE=block_mask.BLOCK_SIZE,
-            mask_mod=None,
-        )
-        return compiled(query, key, value, block_mask=mask, **kwargs)
-
-    return call
-
-
-def test_dense_mask_is_compiled_flex_not_eager(monkeypatch):
-    model = randomize_scaled(Kandinsky6SRTransformer3DModel(**K6SR), 0).eval()
-    gen = torch.Generator().manual_seed(0)
-    # 2 frames of 2x3 blocks: 12 blocks of 64 tokens
-    hidden = torch.randn(2, 2, 16, 24, 2 * K6SR["in_visual_dim"] + 1, generator=gen)
-    timestep = torch.tensor([250.0, 800.0])
-    with torch.no_grad():
-        eager = model(hidden, timestep).sample  # eager flex: full attention
-        reference = block_sparse_reference(copy.deepcopy(model))(hidden, timestep).sample
-        monkeypatch.setattr(flex, "flex_attention", _compiled_flex())
-        try:
-            compiled = model(hidden, timestep).sample
-        finally:
-            torch._dynamo.reset()
-    assert (reference - compiled).abs().max() < 1e-5
-    assert (reference - eager).abs().max() > 1e-3  # the dropped blocks matter at this input
 
 
 @pytest.fixture(scope="module")
