@@ -12,12 +12,6 @@ REASONS = {
     "AutoencoderRAE": "its encoder is a pretrained DINOv2 loaded by name (network)",
     "MotionAdapter": "holds UNetMotionModel's motion modules; its own forward does nothing",
     "MultiAdapter": "a list of T2IAdapters, built from models, not from a config",
-    "Kandinsky6SRTransformer3DModel": "its NABLA attention passes flex attention a BlockMask "
-    "of kept 64-token blocks with no mask_mod, and PyTorch's eager flex attention ignores the "
-    "block sparsity (it applies only mask_mod): eager PyTorch computes full attention, a "
-    "compiled run the block-sparse one (0.43 apart on random inputs at 18 blocks, the kept "
-    "blocks matching exactly). Which of the two a graph should give is undecided; a small "
-    "config runs (in_visual_dim 4, model_dim 16, axes_dims (2, 2, 4), nabla_window (3, 1, 1))",
     # looked at for the argument rules (mobius/diffusers/argument_rules.py) and left out
     "WanAnimateTransformer3DModel": "its motion encoder orthogonalises a parameter with "
     "torch.linalg.qr on every call (no ONNX operator; an in-graph Householder QR, signs "

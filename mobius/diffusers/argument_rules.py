@@ -122,6 +122,10 @@ RULES: dict[tuple[str, str], Rule] = {
            ("hidden_states", _channels_last_video),
            ("encoder_hidden_states", _tokens("encoder_hidden_states", "in_text_dim", 3584)),
            ("pooled_projections", _features("pooled_projections", "in_text_dim2", 768)))},
+    # Kandinsky 6 SR: channels-last video latents, the noisy latent, the anchor latent and its
+    # mask concatenated on the channels (2 * in_visual_dim + 1)
+    ("Kandinsky6SRTransformer3DModel", "hidden_states"): lambda cfg: TensorSpec(
+        "hidden_states", FLOAT, (BATCH, FRAMES, HEIGHT, WIDTH, 2 * cfg.get("in_visual_dim", 64) + 1)),
     # Wan VACE: the control video's latents (vace_in_channels), and one scale per VACE layer
     ("WanVACETransformer3DModel", "control_hidden_states"): _video(
         "control_hidden_states", channels_key="vace_in_channels"),

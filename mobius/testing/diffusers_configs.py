@@ -306,6 +306,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
     from mobius.testing.diffusers_configs_dltx import DLTX_CONFIGS
     from mobius.testing.diffusers_configs_grid import GRID_CONFIGS
     from mobius.testing.diffusers_configs_hunyuan import HUNYUAN_CONFIGS
+    from mobius.testing.diffusers_configs_k6sr import K6SR_CONFIGS
     from mobius.testing.diffusers_configs_lists import LIST_CONFIGS
     from mobius.testing.diffusers_configs_more import MORE_CONFIGS
     from mobius.testing.diffusers_configs_shaped import SHAPED_CONFIGS
@@ -322,6 +323,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
         + LIST_CONFIGS
         + HUNYUAN_CONFIGS
         + DLTX_CONFIGS
+        + K6SR_CONFIGS
     )
 
 

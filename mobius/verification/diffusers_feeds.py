@@ -23,7 +23,12 @@ SIZE_SETS = (RUN_SIZES, SECOND_SIZES)
 # first set's on each axis): LTX-2's diffusion decoder attends densely over its whole grid (its
 # neighborhood window as a mask), and 13x32x48 latents are 20k tokens, a 20k x 20k score matrix
 # per head in PyTorch's flex reference too (14 GB, over 5 minutes on 2 cores)
-SMALL_GRIDS = {"LTX2VideoDiffusionDecoderModel": {"num_frames": 7, "height": 12, "width": 20}}
+# Kandinsky 6's SR transformer likewise (its kept 64-token blocks as a dense mask; sides multiples
+# of 8, and more 8x8 block rows and columns than frames, where the first set has more frames)
+SMALL_GRIDS = {
+    "LTX2VideoDiffusionDecoderModel": {"num_frames": 7, "height": 12, "width": 20},
+    "Kandinsky6SRTransformer3DModel": {"num_frames": 2, "height": 32, "width": 24},
+}
 
 
 # models whose pipelines pass the timestep as a fraction (a sigma in [0, 1]), which the model
@@ -169,10 +174,25 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
 ROW_BY_ROW = {"AutoencoderKLHunyuanVideo15"}
 
 
+# classes whose eager forward is not the computation they are designed and run for, by the
+# function that makes the model compute that one (in place): Kandinsky 6 SR's NABLA attention
+# hands flex attention a BlockMask that only a compiled run applies (eager flex computes full
+# attention); the reference is the block-sparse attention, as the graph (overrides/kandinsky6_sr.py)
+AS_COMPILED = {
+    "Kandinsky6SRTransformer3DModel": "mobius.diffusers.overrides.kandinsky6_sr:block_sparse_reference",
+}
+
+
 def torch_outputs(task, model, inputs: dict) -> list:
-    """PyTorch's outputs of ``task`` for ``inputs`` (row by row for ``ROW_BY_ROW``)."""
+    """PyTorch's outputs of ``task`` for ``inputs`` (row by row for ``ROW_BY_ROW``; for
+    ``AS_COMPILED``, by the model made to compute what its compiled run does)."""
+    import importlib
+
     import torch
 
+    if type(model).__name__ in AS_COMPILED:
+        module, function = AS_COMPILED[type(model).__name__].split(":")
+        getattr(importlib.import_module(module), function)(model)
     if type(model).__name__ not in ROW_BY_ROW:
         return list(task.call(model, dict(inputs)))
     batch = next(iter(inputs.values())).size(0)

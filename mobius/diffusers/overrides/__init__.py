@@ -27,6 +27,7 @@ from mobius.diffusers.overrides import (
     joyimage,
     joyimage_edit_plus,
     kandinsky6,
+    kandinsky6_sr,
     ltx2_decoder,
     lumina2,
     lumina_next,
@@ -75,6 +76,15 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.autoencoders.autoencoder_kandinsky6_sr.Kandinsky6SRCausalConv3d": kandinsky6.causal_conv_in_one,
     f"{_M}.autoencoders.autoencoder_kandinsky6_sr.Kandinsky6SRSafeConv3d": kandinsky6.plain_conv,
     f"{_M}.transformers.transformer_kandinsky6.Kandinsky6RoPE3D": kandinsky6.rotary_grid_by_shape,
+    f"{_M}.transformers.transformer_kandinsky6_sr.Kandinsky6SRRoPE3D": (
+        kandinsky6.rotary_grid_by_shape
+    ),
+    f"{_M}.transformers.transformer_kandinsky6_sr.Kandinsky6SRAttention": (
+        kandinsky6_sr.block_sparse_attention
+    ),
+    f"{_M}.transformers.transformer_kandinsky6_sr.Kandinsky6SRTransformer3DModel": (
+        kandinsky6_sr.sliding_tile_prior_by_axes
+    ),
     f"{_M}.transformers.transformer_lumina2.Lumina2Transformer2DModel": (
         lumina2.joint_sequence_by_gathers
     ),

@@ -29,11 +29,16 @@ def neighborhood_mask(
     query's window on all three axes."""
     windows = [axis_window(torch.arange(n, device=device), k)
                for n, k in zip((frames, height, width), kernel, strict=True)]  # fmt: skip
-    t, h, w = windows
-    mask = t[:, None, None, :, None, None] & h[None, :, None, None, :, None]
-    mask = mask & w[None, None, :, None, None, :]
-    tokens = frames * height * width
-    return mask.reshape(tokens, tokens)
+    return grid_mask(*windows)
+
+
+def grid_mask(frames: torch.Tensor, rows: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    """``[cells, cells]`` bool over a ``t x h x w`` grid flattened frame-major, from one
+    ``[n, n]`` mask per axis: cell ``j`` is attended from cell ``i`` when it is on all three."""
+    mask = frames[:, None, None, :, None, None] & rows[None, :, None, None, :, None]
+    mask = mask & columns[None, None, :, None, None, :]
+    cells = frames.shape[0] * rows.shape[0] * columns.shape[0]
+    return mask.reshape(cells, cells)
 
 
 class DenseNeighborhoodAttnProcessor:
