@@ -8,7 +8,6 @@ from __future__ import annotations
 REASONS = {
     "ControlNetXSAdapter": "an adapter driven by UNetControlNetXSModel, not called alone",
     "AutoencoderKLAllegro": "diffusers itself refuses: encoding without tiling is not implemented",
-    "Ideogram4PromptEnhancerHead": "a prompt-enhancer head, no diffusion component",
     "AutoencoderRAE": "its encoder is a pretrained DINOv2 loaded by name (network)",
     "MotionAdapter": "holds UNetMotionModel's motion modules; its own forward does nothing",
     "MultiAdapter": "a list of T2IAdapters, built from models, not from a config",
@@ -33,9 +32,6 @@ REASONS = {
     "a graph per scale would be needed, and no contract of several graphs per scale is written",
     "CosmosControlNetModel": "its forward resizes padding_mask with torchvision, which this "
     "environment lacks (PyTorch's own forward fails: 'transforms' is not defined)",
-    "GlmImageTransformer2DModel": "prior_token_drop zeroes prior embeddings by boolean-mask "
-    "indexing, and the prior tokens number the patches of unpacked latents (an axis the "
-    "product of height and width); not written",
     "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "
     "causal block mask, and it takes a KV cache",
     "AceStepConditionEncoder": "its timbre encoder unpacks the references per batch row by "

@@ -155,6 +155,10 @@ RULES: dict[tuple[str, str], Rule] = {
         "segment_ids", torch.int64, (BATCH, TEXT_AND_IMAGE)),
     ("Ideogram4Transformer2DModel", "indicator"): lambda _cfg: TensorSpec(
         "indicator", torch.int64, (BATCH, TEXT_AND_IMAGE)),
+    # Ideogram 4's prompt enhancer: the LM head grafted onto its Qwen3-VL text encoder, over the
+    # encoder's last hidden states (hidden_size wide), one vocabulary logit row per token
+    ("Ideogram4PromptEnhancerHead", "hidden_states"): _tokens("hidden_states", "hidden_size",
+                                                              4096),
     # AnimateDiff's motion UNet and SparseCtrl: the prompt repeated per frame, frames folded into
     # the batch (their pipeline repeats it so)
     **{(animatediff, "encoder_hidden_states"): lambda cfg: TensorSpec(
