@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import audio_args, latent_grid, list_args
+from mobius.diffusers import audio_args, latent_grid, list_args, protein_args
 from mobius.diffusers.folded_frames import frame_count
 from mobius.diffusers.structured_args import UNION_IMAGES
 from mobius.diffusers.tasks import (
@@ -372,6 +372,9 @@ NEEDED |= latent_grid.NEEDED
 # the list-argument classes' stacked inputs (list_args.py)
 RULES |= list_args.ARGUMENT_RULES
 NEEDED |= list_args.NEEDED
+# RFD4-Proteina's per-token molecular tensors (protein_args.py)
+RULES |= protein_args.ARGUMENT_RULES
+NEEDED |= protein_args.PIPELINE_ARGUMENTS
 
 
 def rule_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:

@@ -9,6 +9,12 @@ from typing import Any
 
 # fmt: off
 GLM_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
+    # the released feature lists (chirality is no input: protein_args.py); 2 trunk layers, a
+    # pair update after the first; 2 heads of 8
+    ("RFD4ProteinaTransformer", "RFD4ProteinaTransformer",
+     {"nlayers": 2, "token_dim": 16, "nheads": 2, "dim_cond": 8, "pair_repr_dim": 8,
+      "latent_dim": 4, "token_type_emb_dim": 4, "cath_emb_dim": 4, "t_emb_dim": 8,
+      "seq_sep_dim": 6, "xt_pair_dist_dim": 5, "tri_mult_c": 8, "num_sequence_classes": 12}),
     ("Ideogram4PromptEnhancerHead", "Ideogram4PromptEnhancerHead",
      {"hidden_size": 16, "vocab_size": 40}),
 ]
