@@ -43,9 +43,6 @@ REASONS = {
     "WanAnimate2Transformer3DModel": "hidden_states, encoder_hidden_states and "
     "condition_latents are Python lists of per-sample tensors, and it requires kv_cache (a "
     "WanAnimate2KVCache object), kv_cache_mode (a string) and seq_len (a Python int)",
-    "RFD4ProteinaAutoencoder": "a protein autoencoder: encode takes atom37 coordinates and "
-    "samples its latent with randn_like (no latent_dist), and both encode and decode read "
-    "is_in_context_conditioning and supports_local_latent from conditioning, a dict of tensors",
 }
 
 

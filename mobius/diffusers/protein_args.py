@@ -17,11 +17,13 @@ Python int looping the trunk, stays the forward's default (one pass).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
+from mobius.diffusers.tasks import DiffusersTask
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
 FLOAT = torch.float32  # the model keeps its features in float32 whatever its dtype
@@ -122,8 +124,8 @@ PIPELINE_ARGUMENTS = {TRANSFORMER: {"token_type", "atom37_mask"}}
 def molecule_feeds(sizes: dict, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """Random inputs a padding-mask pattern would make degenerate: a few in-context tokens (the
     outputs are zero on them, and every token would be one if the mask were fed as padding),
-    most tokens with a local latent, atom slots used at random, and missing coordinates (NaN,
-    whole atoms) among the conditioned ones."""
+    most tokens with a local latent, atom slots used at random, missing coordinates (NaN, whole
+    atoms) among the conditioned ones, and atoms outside any coordinate group."""
     batch, tokens = sizes[BATCH], sizes[SEQUENCE]
 
     def chance(p: float, *shape: int) -> torch.Tensor:
@@ -139,4 +141,106 @@ def molecule_feeds(sizes: dict, gen: torch.Generator) -> dict[str, torch.Tensor]
             chance(0.3, ATOMS)[..., None], torch.nan
         ),
         "condition_ChainCentroid_1_atom": centroid.masked_fill(chance(0.3)[..., None], torch.nan),
+        # -1: an atom in no coordinate group
+        "condition_CoordinateGroup_1_atom": torch.randint(
+            -1, 3, (batch, tokens, ATOMS), generator=gen
+        ),
     }
+
+
+# the autoencoder: conditioning keys each of its features reads
+AUTOENCODER = "RFD4ProteinaAutoencoder"
+BOND_TYPES = 10  # incident bond counts per atom slot, by bond type
+AUTOENCODER_KEYS: dict[str, tuple[Key, ...]] = {
+    "chain_idx_seq": (("chain_iid", INT, ()),),
+    "incident_bond_type_counts": (("incident_bond_type_counts", FLOAT, (ATOMS, BOND_TYPES)),),
+    "atom37_element_charge_embedding": (("ground_truth_element", INT, (ATOMS,)),
+                                        ("charge", INT, (ATOMS,))),
+    "cond_residue_type": (("condition_sequence_1_residue", INT, ()),),
+}  # fmt: skip
+# read by the decoder whatever its features: conditioned coordinate groups keep their atoms
+DECODER_ALWAYS = (("condition_CoordinateGroup_1_atom", INT, (ATOMS,)),)
+
+
+def _autoencoder_keys(cfg: Any, listed: str, always: tuple[Key, ...] = ()) -> list[Key]:
+    keys: dict[str, Key] = {k[0]: k for k in (*ALWAYS, *always)}
+    for feature in cfg.get(listed) or ():
+        keys |= {k[0]: k for k in AUTOENCODER_KEYS.get(feature, ())}
+    return list(keys.values())
+
+
+def _molecule(cfg: Any, atoms: bool = True) -> list[TensorSpec]:
+    """The padding, token types and (where read: the encoder's) used atom slots."""
+    used = [_tokens("atom37_mask", torch.bool, ATOMS)(cfg)] if atoms else []
+    return [_tokens("padding_mask", torch.bool)(cfg), _tokens("token_type", INT)(cfg), *used]
+
+
+def _encoder_inputs(cfg: Any) -> list[TensorSpec]:
+    """atom37 coordinates in nm, the molecule's masks and topology, the encoder's conditioning,
+    and the latent's one Gaussian draw (``noise`` ``[1, batch, tokens, latent_dim]``, as
+    ``sampling.py`` takes draws)."""
+    noise = TensorSpec("noise", FLOAT, (1, BATCH, SEQUENCE, cfg.get("latent_dim", 32)))
+    keys = _autoencoder_keys(cfg, "encoder_feats_seq")
+    return [_tokens("coords_nm", FLOAT, ATOMS, 3)(cfg), *_molecule(cfg),
+            *(_spec(k) for k in keys), noise]  # fmt: skip
+
+
+def _decoder_inputs(cfg: Any) -> list[TensorSpec]:
+    keys = _autoencoder_keys(cfg, "decoder_feats_seq", DECODER_ALWAYS)
+    """Per-token latents and backbone CA coordinates, the padding and token types (the decoder
+    reads no atom slots: it predicts them), the decoder's conditioning."""
+    return [_latents("z_latent")(cfg), _tokens("ca_coors_nm", FLOAT, 3)(cfg),
+            *_molecule(cfg, atoms=False), *(_spec(k) for k in keys)]  # fmt: skip
+
+
+MOLECULE = ("padding_mask", "token_type", "atom37_mask")
+
+
+def _split(x: dict[str, torch.Tensor], own: tuple[str, ...]) -> tuple[dict, dict]:
+    """The call's own arguments and the conditioning dict (every other input)."""
+    return {k: v for k, v in x.items() if k in own}, {k: v for k, v in x.items() if k not in own}
+
+
+@contextlib.contextmanager
+def drawing_like(noise: torch.Tensor) -> Iterator[None]:
+    """``torch.randn_like`` returns ``noise`` (checked the size asked for) for the call, once."""
+    original, taken = torch.randn_like, []
+
+    def draw(like: torch.Tensor, **_: Any) -> torch.Tensor:
+        if taken or list(like.shape) != list(noise.shape):
+            raise ValueError(f"the encoder draws {list(like.shape)}; one draw of "
+                             f"{list(noise.shape)} is given")  # fmt: skip
+        taken.append(True)
+        return noise.to(like.dtype)
+
+    torch.randn_like = draw
+    try:
+        yield
+    finally:
+        torch.randn_like = original
+    if not taken:
+        raise ValueError("the encoder drew no noise")
+
+
+def _encode(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
+    own, conditioning = _split(x, ("coords_nm", *MOLECULE, "noise"))
+    noise = own.pop("noise")
+    with drawing_like(noise[0]):
+        out = model.encode(**own, conditioning=conditioning)
+    return out.latent, out.mean, out.log_scale
+
+
+def _decode(model: torch.nn.Module, x: dict[str, torch.Tensor]) -> tuple:
+    own, conditioning = _split(x, ("z_latent", "ca_coors_nm", *MOLECULE))
+    out = model.decode(**own, conditioning=conditioning)
+    return out.coordinates, out.residue_type, out.emit_mask, out.atom_mask
+
+
+def autoencoder_tasks() -> list[DiffusersTask]:
+    """The autoencoder's ``vae_encoder`` (its latent sampled from the ``noise`` input) and
+    ``vae_decoder`` (atom37 coordinates, residue types, emitted tokens and atoms)."""
+    return [
+        DiffusersTask("vae_encoder", _encoder_inputs, _encode, ("latent", "mean", "log_scale")),
+        DiffusersTask("vae_decoder", _decoder_inputs, _decode,
+                      ("coordinates", "residue_type", "emit_mask", "atom_mask")),
+    ]  # fmt: skip

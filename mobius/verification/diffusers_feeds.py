@@ -86,6 +86,7 @@ def _molecules(sizes: dict, gen) -> dict:
 
 
 PACKED_LAYOUTS["RFD4ProteinaTransformer"] = _molecules
+PACKED_LAYOUTS["RFD4ProteinaAutoencoder"] = _molecules
 
 
 def _omnigen_layout(sizes: dict, gen) -> dict:
