@@ -117,6 +117,12 @@ NOTES = [
     "workers on 2 cores) with rows padded by different counts (`diffusers_feeds.padding_mask`: "
     "at batch 3 and 6 tokens the rows keep 5, 3 and 1; before, only row 0's last token was "
     "padding): all 24 pass at both size sets.",
+    "GlmImageTransformer2DModel (unchanged: its boolean-mask prior drop lowers to a Where), "
+    "Ideogram4PromptEnhancerHead (generic contract) and RFD4-Proteina's transformer and "
+    "autoencoder (conditioning dicts as keyed inputs, the encoder's draw as `noise`: "
+    "`mobius/diffusers/protein_args.py`; configs in `mobius/testing/diffusers_configs_glm.py`) "
+    "were run on 2026-12-07 at a load of 2-4 on 2 cores. RFD4's graphs are its forward at the "
+    "default recycle_depth (one trunk pass) and without the chirality feature (aligned by SVD).",
     "SanaWMTransformer3DModel's config has no softmax blocks (softmax_every_n 0, gated-delta-net "
     "blocks only): its softmax blocks cast float32 queries, keys and values to bfloat16 for "
     "SDPA, which onnxruntime's CPU cannot run (it has no bfloat16 Attention and refuses to load "
