@@ -13,6 +13,11 @@ one: the model rotates it onto the noisy backbone by a 3 x 3 SVD per chiral fram
 ``torch.where`` over the frames present (no ONNX operator, and a count of frames from the
 values), so the graph is the model's call without it (the feature zero). ``recycle_depth``, a
 Python int looping the trunk, stays the forward's default (one pass).
+
+The autoencoder (``autoencoder_tasks``) takes the same molecule tensors: its ``vae_encoder``
+calls ``encode`` (atom37 coordinates in, the latent sampled by ``torch.randn_like``, whose one
+draw is the ``noise`` input), its ``vae_decoder`` calls ``decode``; each takes the conditioning
+keys its own feature list reads. ``molecule_feeds`` gives the sweep inputs that exercise them.
 """
 
 from __future__ import annotations
