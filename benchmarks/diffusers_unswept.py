@@ -8,7 +8,6 @@ from __future__ import annotations
 REASONS = {
     "ControlNetXSAdapter": "an adapter driven by UNetControlNetXSModel, not called alone",
     "AutoencoderKLAllegro": "diffusers itself refuses: encoding without tiling is not implemented",
-    "Ideogram4PromptEnhancerHead": "a prompt-enhancer head, no diffusion component",
     "AutoencoderRAE": "its encoder is a pretrained DINOv2 loaded by name (network)",
     "MotionAdapter": "holds UNetMotionModel's motion modules; its own forward does nothing",
     "MultiAdapter": "a list of T2IAdapters, built from models, not from a config",
@@ -27,9 +26,6 @@ REASONS = {
     "a graph per scale would be needed, and no contract of several graphs per scale is written",
     "CosmosControlNetModel": "its forward resizes padding_mask with torchvision, which this "
     "environment lacks (PyTorch's own forward fails: 'transforms' is not defined)",
-    "GlmImageTransformer2DModel": "prior_token_drop zeroes prior embeddings by boolean-mask "
-    "indexing, and the prior tokens number the patches of unpacked latents (an axis the "
-    "product of height and width); not written",
     "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "
     "causal block mask, and it takes a KV cache",
     "AceStepConditionEncoder": "its timbre encoder unpacks the references per batch row by "
@@ -41,12 +37,6 @@ REASONS = {
     "WanAnimate2Transformer3DModel": "hidden_states, encoder_hidden_states and "
     "condition_latents are Python lists of per-sample tensors, and it requires kv_cache (a "
     "WanAnimate2KVCache object), kv_cache_mode (a string) and seq_len (a Python int)",
-    "RFD4ProteinaTransformer": "reads is_in_context_conditioning and supports_local_latent (and "
-    "each feature its config lists) from conditioning, a dict of the preprocessor's tensors "
-    "(KeyError without it), and recycle_depth, a Python int, sets its loop count",
-    "RFD4ProteinaAutoencoder": "a protein autoencoder: encode takes atom37 coordinates and "
-    "samples its latent with randn_like (no latent_dist), and both encode and decode read "
-    "is_in_context_conditioning and supports_local_latent from conditioning, a dict of tensors",
 }
 
 
@@ -121,6 +111,12 @@ NOTES = [
     "workers on 2 cores) with rows padded by different counts (`diffusers_feeds.padding_mask`: "
     "at batch 3 and 6 tokens the rows keep 5, 3 and 1; before, only row 0's last token was "
     "padding): all 24 pass at both size sets.",
+    "GlmImageTransformer2DModel (unchanged: its boolean-mask prior drop lowers to a Where), "
+    "Ideogram4PromptEnhancerHead (generic contract) and RFD4-Proteina's transformer and "
+    "autoencoder (conditioning dicts as keyed inputs, the encoder's draw as `noise`: "
+    "`mobius/diffusers/protein_args.py`; configs in `mobius/testing/diffusers_configs_glm.py`) "
+    "were run on 2026-12-07 at a load of 2-4 on 2 cores. RFD4's graphs are its forward at the "
+    "default recycle_depth (one trunk pass) and without the chirality feature (aligned by SVD).",
     "SanaWMTransformer3DModel's config has no softmax blocks (softmax_every_n 0, gated-delta-net "
     "blocks only): its softmax blocks cast float32 queries, keys and values to bfloat16 for "
     "SDPA, which onnxruntime's CPU cannot run (it has no bfloat16 Attention and refuses to load "

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import audio_args, latent_grid, list_args
+from mobius.diffusers import audio_args, latent_grid, list_args, protein_args
 from mobius.diffusers.folded_frames import frame_count
 from mobius.diffusers.structured_args import UNION_IMAGES
 from mobius.diffusers.tasks import (
@@ -159,6 +159,10 @@ RULES: dict[tuple[str, str], Rule] = {
         "segment_ids", torch.int64, (BATCH, TEXT_AND_IMAGE)),
     ("Ideogram4Transformer2DModel", "indicator"): lambda _cfg: TensorSpec(
         "indicator", torch.int64, (BATCH, TEXT_AND_IMAGE)),
+    # Ideogram 4's prompt enhancer: the LM head grafted onto its Qwen3-VL text encoder, over the
+    # encoder's last hidden states (hidden_size wide), one vocabulary logit row per token
+    ("Ideogram4PromptEnhancerHead", "hidden_states"): _tokens("hidden_states", "hidden_size",
+                                                              4096),
     # AnimateDiff's motion UNet and SparseCtrl: the prompt repeated per frame, frames folded into
     # the batch (their pipeline repeats it so)
     **{(animatediff, "encoder_hidden_states"): lambda cfg: TensorSpec(
@@ -372,6 +376,9 @@ NEEDED |= latent_grid.NEEDED
 # the list-argument classes' stacked inputs (list_args.py)
 RULES |= list_args.ARGUMENT_RULES
 NEEDED |= list_args.NEEDED
+# RFD4-Proteina's per-token molecular tensors (protein_args.py)
+RULES |= protein_args.ARGUMENT_RULES
+NEEDED |= protein_args.PIPELINE_ARGUMENTS
 
 
 def rule_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:

@@ -15,7 +15,7 @@ import onnx_ir as ir
 import torch
 
 from mobius import failures
-from mobius.diffusers import argument_rules, structured_args
+from mobius.diffusers import argument_rules, protein_args, structured_args
 from mobius.diffusers import tasks as dt
 from mobius.diffusers.config import architecture, class_name, model_class
 from mobius.errors import ConfigError, UnsupportedError
@@ -52,6 +52,8 @@ def component_tasks(name: str) -> list[Task]:
         return audio
     if (sampling := sampling_tasks(name, cls)) is not None:
         return sampling
+    if name == protein_args.AUTOENCODER:  # a molecule's atoms in, latents sampled from noise
+        return protein_args.autoencoder_tasks()
     if structured_args.structured(cls):  # lists or dicts of tensors: the generic contract
         return [forward_task(cls)]
     if name == "AutoencoderKLTemporalDecoder":  # decode folds frames: unfolded clips

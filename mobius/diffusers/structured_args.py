@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from mobius.diffusers import protein_args
 from mobius.diffusers.folded_frames import unfolded_spec
 from mobius.diffusers.tasks import IMAGE_SEQUENCE, SEQUENCE_2, unet_condition_inputs
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
@@ -178,6 +179,9 @@ STRUCTURES: dict[tuple[str, str], Callable[[str], Structure]] = {
     # SANA-WM's refiner: the (cos, sin) rotary table its pipeline builds per window from the
     # frames' absolute positions, the grid's sizes and the fps (packed tokens carry no grid)
     ("SanaWMLTX2RefinerTransformer3DModel", "video_rotary_emb"): _pair,
+    # RFD4-Proteina: the preprocessor's tensors its config's features read, under their keys
+    (protein_args.TRANSFORMER, "conditioning"): entries(protein_args.conditioning_specs,
+                                                        protein_args.ALL_KEYS),
 }  # fmt: skip
 
 

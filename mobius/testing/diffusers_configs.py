@@ -304,6 +304,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
     from mobius.testing.diffusers_configs_any import ANY_CONFIGS
     from mobius.testing.diffusers_configs_audio import AUDIO_CONFIGS
     from mobius.testing.diffusers_configs_dltx import DLTX_CONFIGS
+    from mobius.testing.diffusers_configs_glm import GLM_CONFIGS
     from mobius.testing.diffusers_configs_grid import GRID_CONFIGS
     from mobius.testing.diffusers_configs_hunyuan import HUNYUAN_CONFIGS
     from mobius.testing.diffusers_configs_k6sr import K6SR_CONFIGS
@@ -324,6 +325,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
         + HUNYUAN_CONFIGS
         + DLTX_CONFIGS
         + K6SR_CONFIGS
+        + GLM_CONFIGS
     )
 
 

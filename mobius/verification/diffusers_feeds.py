@@ -84,6 +84,16 @@ def _joyimage_grids(sizes: dict, gen) -> dict:
 PACKED_LAYOUTS["JoyImageEditPlusTransformer3DModel"] = _joyimage_grids
 
 
+def _molecules(sizes: dict, gen) -> dict:
+    from mobius.diffusers.protein_args import molecule_feeds
+
+    return molecule_feeds(sizes, gen)
+
+
+PACKED_LAYOUTS["RFD4ProteinaTransformer"] = _molecules
+PACKED_LAYOUTS["RFD4ProteinaAutoencoder"] = _molecules
+
+
 def _omnigen_layout(sizes: dict, gen) -> dict:
     from mobius.diffusers.list_args import omnigen_layout
 
