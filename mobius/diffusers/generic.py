@@ -16,7 +16,14 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import argument_rules, folded_frames, latent_grid, list_args, structured_args
+from mobius.diffusers import (
+    argument_rules,
+    folded_frames,
+    latent_grid,
+    list_args,
+    structured_args,
+    tuple_outputs,
+)
 from mobius.diffusers.tasks import (
     FRAMES,
     HEIGHT,
@@ -229,6 +236,7 @@ class ForwardTask(DiffusersTask):
         if "return_dict" in dict(self._params()):
             kwargs["return_dict"] = True
         output = model(**kwargs)
+        output = tuple_outputs.named(self.cls, output)  # (dataclass, tensors): one dict
         output = list_args.stacked(
             self.cls, latent_grid.unpacked_output(self.cls, model.config, x, output)
         )

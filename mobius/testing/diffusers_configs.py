@@ -310,6 +310,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
     from mobius.testing.diffusers_configs_more import MORE_CONFIGS
     from mobius.testing.diffusers_configs_shaped import SHAPED_CONFIGS
     from mobius.testing.diffusers_configs_structured import STRUCTURED_CONFIGS
+    from mobius.testing.diffusers_configs_unid import UNID_CONFIGS
 
     return (
         SMALL_CONFIGS
@@ -322,6 +323,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
         + LIST_CONFIGS
         + HUNYUAN_CONFIGS
         + DLTX_CONFIGS
+        + UNID_CONFIGS
     )
 
 

@@ -16,6 +16,7 @@ from mobius.diffusers.config import architecture
 from mobius.diffusers.shared_modules import with_sibling_config
 from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
 from mobius.testing.diffusers_siblings import with_saved_sibling
+from mobius.testing.diffusers_tiny import save_pretrained
 from mobius.verification.diffusers_feeds import SIZE_SETS, feeds, torch_outputs
 
 ATOL = 1e-4
@@ -27,7 +28,7 @@ def convert(label: str, root: Path) -> tuple[torch.nn.Module, Path]:
 
     _, name, kwargs = next(c for c in ALL_CONFIGS if c[0] == label)
     model = randomize_scaled(getattr(diffusers, name)(**kwargs), 0).eval()
-    model.save_pretrained(root / "model")
+    save_pretrained(model, root / "model")  # tied parameters once
     model = with_saved_sibling(model, root / "model")  # a ControlNet on its transformer
     assert (
         main(["build", "--model", str(root / "model"), "--output", str(root / "onnx"), "-q"]) == 0
