@@ -44,8 +44,11 @@ def component_tasks(name: str) -> list[Task]:
     from mobius.diffusers.generic import forward_task
     from mobius.diffusers.sampling import sampling_tasks
     from mobius.diffusers.transformers2d import transformer_task
+    from mobius.diffusers.upscaler_bank import bank_tasks
 
     cls = model_class(name)
+    if (bank := bank_tasks(name)) is not None:  # one graph per scale (each config's: supports)
+        return bank
     if audio_ruled(name):  # its latents are audio: the transformer table would read an image
         return [forward_task(cls)]
     if (audio := audio_tasks(name, cls)) is not None:
