@@ -21,7 +21,7 @@ MEMBER_NAMES: dict[str, tuple[str | None, ...]] = {
 }
 
 
-def named(cls: type, output: Any) -> Any:
+def named_outputs(cls: type, output: Any) -> Any:
     """``output`` as a dict of named tensors where ``cls`` returns a tuple of a dataclass and
     tensors; any other output as it is."""
     names = MEMBER_NAMES.get(cls.__name__)
