@@ -22,8 +22,6 @@ REASONS = {
     "face adapter splits the video's tokens by the motion frame count (a relation of floor "
     "divisions export cannot state between two dynamic axes). A small config runs in PyTorch "
     "(inject_face_latents_blocks 1, motion_encoder_size 16)",
-    "Kandinsky6SRLatentUpscalerBank": "scale, a Python int, picks one upscaler of the bank: "
-    "a graph per scale would be needed, and no contract of several graphs per scale is written",
     "CosmosControlNetModel": "its forward resizes padding_mask with torchvision, which this "
     "environment lacks (PyTorch's own forward fails: 'transforms' is not defined)",
     "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "

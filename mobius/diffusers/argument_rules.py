@@ -280,6 +280,13 @@ RULES: dict[tuple[str, str], Rule] = {
         "timestep", torch.float32, (BATCH, IMAGE_SEQUENCE)),
     ("SanaWMLTX2RefinerTransformer3DModel", "encoder_hidden_states"): _tokens(
         "encoder_hidden_states", "caption_channels", 3840),
+    # UniDiffuser's caption decoder (GPT-2 behind a prefix): the caption's token ids (below
+    # vocab_size) after prefix_length prefix vectors (the CLIP text states, prefix_inner_dim
+    # wide); the prefix count is the config's (its pipeline's features have that many rows)
+    ("UniDiffuserTextDecoder", "input_ids"): lambda _cfg: TensorSpec(
+        "input_ids", torch.int64, (BATCH, SEQUENCE)),
+    ("UniDiffuserTextDecoder", "prefix_embeds"): lambda cfg: TensorSpec(
+        "prefix_embeds", FLOAT, (BATCH, cfg.get("prefix_length"), cfg.get("prefix_inner_dim"))),
     # T2I-Adapter: the control image, in pixels (the latents' size times the VAE's 8)
     ("T2IAdapter", "x"): lambda cfg: TensorSpec(
         "x", FLOAT, (BATCH, cfg.get("in_channels", 3), "image_height", "image_width")),

@@ -41,11 +41,17 @@ PLAIN_LATENT_VAES = ("AutoencoderTiny", "AutoencoderDC", "VQModel")
 def component_tasks(name: str) -> list[Task]:
     """The graphs of diffusers model class ``name``, each a Task named as its directory."""
     from mobius.diffusers.audio_args import audio_ruled, audio_tasks
+    from mobius.diffusers.caption_decoder import caption_tasks
     from mobius.diffusers.generic import forward_task
     from mobius.diffusers.sampling import sampling_tasks
     from mobius.diffusers.transformers2d import transformer_task
+    from mobius.diffusers.upscaler_bank import bank_tasks
 
     cls = model_class(name)
+    if (bank := bank_tasks(name)) is not None:  # one graph per scale (each config's: supports)
+        return bank
+    if (captions := caption_tasks(name, cls)) is not None:  # its forward and its caption step
+        return captions
     if audio_ruled(name):  # its latents are audio: the transformer table would read an image
         return [forward_task(cls)]
     if (audio := audio_tasks(name, cls)) is not None:

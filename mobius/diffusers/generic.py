@@ -26,6 +26,7 @@ from mobius.diffusers.tasks import (
     video_latents,
 )
 from mobius.diffusers.transformers2d import FRAMES_FIRST, OPTIONAL_CALL_ARGS, _spec, _text_width
+from mobius.diffusers.tuple_outputs import named_outputs
 from mobius.errors import UnsupportedError
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
@@ -229,6 +230,7 @@ class ForwardTask(DiffusersTask):
         if "return_dict" in dict(self._params()):
             kwargs["return_dict"] = True
         output = model(**kwargs)
+        output = named_outputs(self.cls, output)  # a (dataclass, tensors) tuple: one dict
         output = list_args.stacked(
             self.cls, latent_grid.unpacked_output(self.cls, model.config, x, output)
         )

@@ -181,6 +181,7 @@ def _model_package(
     shared_modules.join(source, directory)  # a ControlNet on its transformer's modules
     arch = diffusers_architecture(source)
     tasks = [t for t in component_tasks(arch.model_type) if wanted is None or t.name in wanted]
+    tasks = [t for t in tasks if t.supports(arch)]  # a bank's scales: those its config holds
     packages = {}
     for task in tasks:
         prepared = prepare_graph(source, arch, task, torch_dtype)
@@ -234,6 +235,8 @@ def explain(src: str | os.PathLike, *, component: str | None = None) -> ExplainR
         model_type = model_type or arch.model_type
         for task in component_tasks(arch.model_type):
             if _graphs_wanted(name, component) not in (None, (task.name,)):
+                continue
+            if not task.supports(arch):  # a scale the bank does not hold
                 continue
             key = task.name if name in ("", "vae", task.name) else f"{name}.{task.name}"
             parts[key] = prepare_graph(source, arch, task, torch.float32)

@@ -312,6 +312,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
     from mobius.testing.diffusers_configs_more import MORE_CONFIGS
     from mobius.testing.diffusers_configs_shaped import SHAPED_CONFIGS
     from mobius.testing.diffusers_configs_structured import STRUCTURED_CONFIGS
+    from mobius.testing.diffusers_configs_unid import UNID_CONFIGS
 
     return (
         SMALL_CONFIGS
@@ -326,6 +327,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
         + DLTX_CONFIGS
         + K6SR_CONFIGS
         + GLM_CONFIGS
+        + UNID_CONFIGS
     )
 
 

@@ -53,6 +53,29 @@ def save_model(model: torch.nn.Module, directory: Path, seed: int = 0) -> torch.
     return model
 
 
+def save_pretrained(model: torch.nn.Module, directory: Path) -> None:
+    """``model.save_pretrained`` in safetensors, where parameters are tied (UniDiffuser's caption
+    decoder ties GPT-2's head to its token table) each name holding its own copy: diffusers
+    refuses to save tensors that share memory, and its ``from_pretrained`` builds the model on
+    meta without the tie, so a checkpoint it loads holds every name."""
+    seen: set[tuple[int, int]] = set()
+    tied = False
+    for value in model.state_dict().values():
+        key = (value.untyped_storage().data_ptr(), value.storage_offset())
+        tied = tied or key in seen
+        seen.add(key)
+    if not tied:
+        model.save_pretrained(directory, safe_serialization=True)
+        return
+    from safetensors.torch import save_file
+
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    model.save_config(directory)
+    copies = {name: value.clone().contiguous() for name, value in model.state_dict().items()}
+    save_file(copies, str(Path(directory) / "diffusion_pytorch_model.safetensors"),
+              metadata={"format": "pt"})  # fmt: skip
+
+
 def tiny_unet(
     directory: Path, seed: int = 0, config: dict[str, Any] | None = None
 ) -> torch.nn.Module:

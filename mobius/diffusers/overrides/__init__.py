@@ -37,6 +37,7 @@ from mobius.diffusers.overrides import (
     qwenimage,
     sana_wm,
     stft,
+    unidiffuser,
     z_image,
 )
 from mobius.synth.overrides import install_overrides
@@ -167,6 +168,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.autoencoders.ltx2_diffusion_decoder.LTX2VideoVaeSwiGLU": (
         ltx2_decoder.untiled_feed_forward
+    ),
+    "diffusers.pipelines.deprecated.unidiffuser.modeling_text_decoder.UniDiffuserTextDecoder": (
+        unidiffuser.no_kv_cache
     ),
 }
 

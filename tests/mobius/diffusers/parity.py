@@ -16,6 +16,7 @@ from mobius.diffusers.config import architecture
 from mobius.diffusers.shared_modules import with_sibling_config
 from mobius.testing.diffusers_configs import ALL_CONFIGS, randomize_scaled
 from mobius.testing.diffusers_siblings import with_saved_sibling
+from mobius.testing.diffusers_tiny import save_pretrained
 from mobius.verification.diffusers_feeds import SIZE_SETS, feeds, torch_outputs
 
 ATOL = 1e-4
@@ -27,7 +28,7 @@ def convert(label: str, root: Path) -> tuple[torch.nn.Module, Path]:
 
     _, name, kwargs = next(c for c in ALL_CONFIGS if c[0] == label)
     model = randomize_scaled(getattr(diffusers, name)(**kwargs), 0).eval()
-    model.save_pretrained(root / "model")
+    save_pretrained(model, root / "model")  # tied parameters once
     model = with_saved_sibling(model, root / "model")  # a ControlNet on its transformer
     assert (
         main(["build", "--model", str(root / "model"), "--output", str(root / "onnx"), "-q"]) == 0
@@ -42,6 +43,8 @@ def max_diffs(model: torch.nn.Module, out: Path) -> dict[str, float]:
     arch = architecture(with_sibling_config(config, out.parent / "model"))
     diffs = {}
     for task in component_tasks(type(model).__name__):
+        if not task.supports(arch):  # a scale the bank does not hold: no graph
+            continue
         folder = out / task.name if (out / task.name).is_dir() else out
         session = ort.InferenceSession(str(folder / "model.onnx"))
         names = [o.name for o in session.get_outputs()]
