@@ -24,6 +24,7 @@ from mobius.diffusers.folded_frames import frame_count
 from mobius.diffusers.structured_args import UNION_IMAGES
 from mobius.diffusers.tasks import (
     BATCH_FRAMES,
+    EXAMPLE_SIZES,
     FRAMES,
     HEIGHT,
     IMAGE_SEQUENCE,
@@ -320,6 +321,21 @@ RULES: dict[tuple[str, str], Rule] = {
                latents, FLOAT, (BATCH, cfg.get("in_channels", 16), frames, HEIGHT, WIDTH))),
            (indices, lambda _cfg, indices=indices, frames=frames: TensorSpec(
                indices, torch.int64, (frames,))))},
+    # Wan Animate: CLIP's image tokens (image_dim wide); the pose video's latents, one frame
+    # fewer than the video's (its first is the reference image's); the face video in pixels at
+    # the motion encoder's size, 4 (T - 1) + 1 frames for T pose latent frames (the VAE's 4x), as
+    # its pipeline passes them. The frame axes follow the video's by floor divisions that
+    # torch.export cannot state, so the graph is made for the traced frame count (the video's
+    # fixed to it by the pose frames) and the pose and face frames are its
+    ("WanAnimateTransformer3DModel", "encoder_hidden_states_image"): lambda cfg: TensorSpec(
+        "encoder_hidden_states_image", FLOAT, (BATCH, IMAGE_SEQUENCE, cfg.get("image_dim", 1280))),
+    ("WanAnimateTransformer3DModel", "pose_hidden_states"): lambda cfg: TensorSpec(
+        "pose_hidden_states", FLOAT, (BATCH, cfg.get("latent_channels") or (
+            cfg.get("in_channels") - 4) // 2, EXAMPLE_SIZES[FRAMES] - 1, HEIGHT, WIDTH)),
+    ("WanAnimateTransformer3DModel", "face_pixel_values"): lambda cfg: TensorSpec(
+        "face_pixel_values", FLOAT, (BATCH, 3, 4 * (EXAMPLE_SIZES[FRAMES] - 2) + 1,
+                                     cfg.get("motion_encoder_size", 512),
+                                     cfg.get("motion_encoder_size", 512))),
 }  # fmt: skip
 
 
@@ -368,6 +384,12 @@ NEEDED: dict[str, set[str]] = {
         "image_embeds",
     },
     "SanaWMLTX2RefinerTransformer3DModel": {"encoder_attention_mask"},  # its pipeline passes it
+    # its pipeline passes the image tokens, the pose latents and the face video (every call)
+    "WanAnimateTransformer3DModel": {
+        "encoder_hidden_states_image",
+        "pose_hidden_states",
+        "face_pixel_values",
+    },
 }
 
 

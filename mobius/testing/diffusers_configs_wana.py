@@ -1,0 +1,25 @@
+"""A small config for Wan Animate's transformer (``WanAnimateTransformer3DModel``): Wan's blocks
+with a face adapter after each (``inject_face_latents_blocks`` 1), CLIP image tokens, pose
+latents and a face video at a 16-pixel motion encoder (two stride-2 residual blocks, 8 channels
+each, so that the default table of 512 channels at 16 pixels is not built).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# fmt: off
+WAN_ANIMATE = {
+    "patch_size": (1, 2, 2), "num_attention_heads": 2, "attention_head_dim": 8,
+    "in_channels": 12, "latent_channels": 4, "out_channels": 4, "text_dim": 12, "freq_dim": 16,
+    "ffn_dim": 32, "num_layers": 2, "image_dim": 10,
+    "motion_encoder_channel_sizes": {"16": 8, "8": 8, "4": 8}, "motion_encoder_size": 16,
+    "motion_style_dim": 8, "motion_dim": 4, "motion_encoder_dim": 16,
+    "face_encoder_hidden_dim": 8, "face_encoder_num_heads": 2, "inject_face_latents_blocks": 1,
+    "motion_encoder_batch_size": 8,
+}
+
+WANA_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
+    ("WanAnimateTransformer3DModel", "WanAnimateTransformer3DModel", WAN_ANIMATE),
+]
+# fmt: on
