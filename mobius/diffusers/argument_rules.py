@@ -327,6 +327,11 @@ RULES: dict[tuple[str, str], Rule] = {
     # its pipeline passes them. The frame axes follow the video's by floor divisions that
     # torch.export cannot state, so the graph is made for the traced frame count (the video's
     # fixed to it by the pose frames) and the pose and face frames are its
+    # with added_kv_proj_dim its attention reads the last 512 tokens of the joint context as the
+    # prompt's (the rest the image's): the prompt is padded to 512 tokens, as its pipeline does
+    ("WanAnimateTransformer3DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
+        "encoder_hidden_states", FLOAT, (BATCH, 512 if cfg.get("added_kv_proj_dim") else SEQUENCE,
+                                         cfg.get("text_dim", 4096))),
     ("WanAnimateTransformer3DModel", "encoder_hidden_states_image"): lambda cfg: TensorSpec(
         "encoder_hidden_states_image", FLOAT, (BATCH, IMAGE_SEQUENCE, cfg.get("image_dim", 1280))),
     ("WanAnimateTransformer3DModel", "pose_hidden_states"): lambda cfg: TensorSpec(

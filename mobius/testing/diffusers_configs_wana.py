@@ -21,5 +21,9 @@ WAN_ANIMATE = {
 
 WANA_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("WanAnimateTransformer3DModel", "WanAnimateTransformer3DModel", WAN_ANIMATE),
+    # its checkpoints' image cross-attention (its own key and value projections of the image
+    # tokens, the prompt padded to 512), and a face adapter after every other block
+    ("WanAnimateTransformer3DModel (image cross-attention)", "WanAnimateTransformer3DModel",
+     WAN_ANIMATE | {"added_kv_proj_dim": 16, "inject_face_latents_blocks": 2}),
 ]
 # fmt: on
