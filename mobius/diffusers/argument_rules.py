@@ -24,7 +24,7 @@ from mobius.diffusers.folded_frames import frame_count
 from mobius.diffusers.structured_args import UNION_IMAGES
 from mobius.diffusers.tasks import (
     BATCH_FRAMES,
-    EXAMPLE_SIZES,
+    FACE_FRAMES,
     FRAMES,
     HEIGHT,
     IMAGE_SEQUENCE,
@@ -32,6 +32,7 @@ from mobius.diffusers.tasks import (
     NOISE_LEVELS,
     PACKED,
     PATCHES,
+    POSE_FRAMES,
     SEQUENCE_2,
     TEXT_AND_IMAGE,
     WIDTH,
@@ -324,9 +325,7 @@ RULES: dict[tuple[str, str], Rule] = {
     # Wan Animate: CLIP's image tokens (image_dim wide); the pose video's latents, one frame
     # fewer than the video's (its first is the reference image's); the face video in pixels at
     # the motion encoder's size, 4 (T - 1) + 1 frames for T pose latent frames (the VAE's 4x), as
-    # its pipeline passes them. The frame axes follow the video's by floor divisions that
-    # torch.export cannot state, so the graph is made for the traced frame count (the video's
-    # fixed to it by the pose frames) and the pose and face frames are its
+    # its pipeline passes them: both frame axes follow the video's (tasks.DERIVED_AXES)
     # with added_kv_proj_dim its attention reads the last 512 tokens of the joint context as the
     # prompt's (the rest the image's): the prompt is padded to 512 tokens, as its pipeline does
     ("WanAnimateTransformer3DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
@@ -336,10 +335,9 @@ RULES: dict[tuple[str, str], Rule] = {
         "encoder_hidden_states_image", FLOAT, (BATCH, IMAGE_SEQUENCE, cfg.get("image_dim", 1280))),
     ("WanAnimateTransformer3DModel", "pose_hidden_states"): lambda cfg: TensorSpec(
         "pose_hidden_states", FLOAT, (BATCH, cfg.get("latent_channels") or (
-            cfg.get("in_channels") - 4) // 2, EXAMPLE_SIZES[FRAMES] - 1, HEIGHT, WIDTH)),
+            cfg.get("in_channels") - 4) // 2, POSE_FRAMES, HEIGHT, WIDTH)),
     ("WanAnimateTransformer3DModel", "face_pixel_values"): lambda cfg: TensorSpec(
-        "face_pixel_values", FLOAT, (BATCH, 3, 4 * (EXAMPLE_SIZES[FRAMES] - 2) + 1,
-                                     cfg.get("motion_encoder_size", 512),
+        "face_pixel_values", FLOAT, (BATCH, 3, FACE_FRAMES, cfg.get("motion_encoder_size", 512),
                                      cfg.get("motion_encoder_size", 512))),
 }  # fmt: skip
 

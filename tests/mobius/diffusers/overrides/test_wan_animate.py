@@ -1,7 +1,7 @@
 """Wan Animate's transformer (``overrides/wan_animate.py``, its argument rules, ``lowering/qr.py``):
 the face frames encoded in one pass, the motion basis (QR of a parameter) stored as an initializer
-with torch's signs, the frame axes fixed per graph. Converted with the CLI; matches PyTorch at
-atol 1e-4 at the sweep's two size sets."""
+with torch's signs, the pose and face frame axes following the video's (every axis dynamic).
+Converted with the CLI; matches PyTorch at atol 1e-4 at the sweep's two size sets."""
 
 from __future__ import annotations
 
@@ -28,19 +28,20 @@ def test_matches_pytorch_at_both_size_sets(converted):
     assert max(diffs.values()) < ATOL, diffs
 
 
-def test_frames_fixed_batch_and_resolution_dynamic(converted):
-    """5 latent frames (the reference's and 4 more), 4 pose latent frames, 13 face frames at
-    the motion encoder's 16 pixels; batch, height, width and the token counts dynamic."""
+def test_every_axis_dynamic_but_the_face_size(converted):
+    """The pose and face frames follow the video's (one fewer, and 4 (T - 1) + 1 for T pose
+    frames: fed so at 9 and 13 video frames by max_diffs); the face video at the motion
+    encoder's 16 pixels."""
     _, out = converted
     session = ort.InferenceSession(str(out / "model.onnx"))
     shapes = {i.name: i.shape for i in session.get_inputs()}
     assert shapes == {
-        "hidden_states": ["batch", 12, 5, "height", "width"],
+        "hidden_states": ["batch", 12, "num_frames", "height", "width"],
         "timestep": ["batch"],
         "encoder_hidden_states": ["batch", "sequence_length", 12],
         "encoder_hidden_states_image": ["batch", "image_sequence_length", 10],
-        "pose_hidden_states": ["batch", 4, 4, "height", "width"],
-        "face_pixel_values": ["batch", 3, 13, 16, 16],
+        "pose_hidden_states": ["batch", 4, "pose_frames", "height", "width"],
+        "face_pixel_values": ["batch", 3, "face_frames", 16, 16],
     }
 
 
@@ -73,3 +74,24 @@ def test_chunks_of_face_frames_only_bound_memory(converted):
         chunked = model(**inputs, motion_encode_batch_size=2, return_dict=False)[0]
         whole = model(**inputs, motion_encode_batch_size=26, return_dict=False)[0]
     torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=0)
+
+
+def test_pose_and_face_frames_follow_the_video_frames():
+    """The feeds' sizes (``tasks.related_sizes``), and a frame count fixed with the video's."""
+    from mobius.diffusers.tasks import (
+        EXAMPLE_SIZES,
+        FACE_FRAMES,
+        FRAMES,
+        POSE_FRAMES,
+        DiffusersTask,
+        fixed_axes,
+        related_sizes,
+    )
+    from mobius.tasks.base import TensorSpec
+
+    sizes = related_sizes({}, EXAMPLE_SIZES | {FRAMES: 21})  # the pipeline's 77-frame segment
+    assert (sizes[POSE_FRAMES], sizes[FACE_FRAMES]) == (20, 77)
+    specs = [TensorSpec(f"x{i}", None, (1, d)) for i, d in enumerate((FRAMES, POSE_FRAMES,
+                                                                      FACE_FRAMES))]  # fmt: skip
+    task = fixed_axes(DiffusersTask("t", lambda cfg: specs, None, ("y",)), None, {FRAMES: 5})
+    assert [s.dims[1] for s in task._inputs(None)] == [5, 4, 13]
