@@ -325,8 +325,8 @@ RULES: dict[tuple[str, str], Rule] = {
     # Wan Animate: CLIP's image tokens (image_dim wide); the pose video's latents, one frame
     # fewer than the video's (its first is the reference image's); the face video in pixels at
     # the motion encoder's size, 4 (T - 1) + 1 frames for T pose latent frames (the VAE's 4x), as
-    # its pipeline passes them: both frame axes follow the video's (tasks.DERIVED_AXES)
-    # with added_kv_proj_dim its attention reads the last 512 tokens of the joint context as the
+    # its pipeline passes them: both frame axes follow the video's (tasks.DERIVED_AXES). With
+    # added_kv_proj_dim its attention reads the last 512 tokens of the joint context as the
     # prompt's (the rest the image's): the prompt is padded to 512 tokens, as its pipeline does
     ("WanAnimateTransformer3DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
         "encoder_hidden_states", FLOAT, (BATCH, 512 if cfg.get("added_kv_proj_dim") else SEQUENCE,

@@ -97,7 +97,8 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     batch times frames; a second text is 3 tokens longer than the first (any other length); a
     token per patch of the latents numbers their patches; a packed sequence holds the prompt's,
     the video's patch tokens and the audio's frames; a VAE's image is its latents' size times 2
-    per level of ``block_out_channels`` but the last."""
+    per level of ``block_out_channels`` but the last; Wan Animate's pose and face frames follow
+    its video's (``DERIVED_AXES``)."""
     out = dict(sizes)
     levels = (
         cfg.get("conditioning_embedding_out_channels")
