@@ -12,16 +12,6 @@ REASONS = {
     "MotionAdapter": "holds UNetMotionModel's motion modules; its own forward does nothing",
     "MultiAdapter": "a list of T2IAdapters, built from models, not from a config",
     # looked at for the argument rules (mobius/diffusers/argument_rules.py) and left out
-    "WanAnimateTransformer3DModel": "its motion encoder orthogonalises a parameter with "
-    "torch.linalg.qr on every call (no ONNX operator; an in-graph Householder QR, signs "
-    "included, or Q computed when binding the weights, is not written), splits the face frames "
-    "into chunks of motion_encode_batch_size in Python (a loop over a traced size), and relates "
-    "three frame axes: pose latents one frame fewer than the video's, 4T - 3 face frames at "
-    "the encoder's fixed size for T pose frames, whose strided encoding (two stride-2 "
-    "convolutions) must give as many motion frames as the video has latent frames, since the "
-    "face adapter splits the video's tokens by the motion frame count (a relation of floor "
-    "divisions export cannot state between two dynamic axes). A small config runs in PyTorch "
-    "(inject_face_latents_blocks 1, motion_encoder_size 16)",
     "CosmosControlNetModel": "its forward resizes padding_mask with torchvision, which this "
     "environment lacks (PyTorch's own forward fails: 'transforms' is not defined)",
     "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "

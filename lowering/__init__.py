@@ -32,7 +32,8 @@ __all__ = [
 # the modules whose import registers their lowerings
 OP_MODULES = (
     "complex_ops", "creation", "elementwise", "fft", "indexing", "linalg", "nn", "pooling",
-    "reduction", "resize", "selection", "shape", "special", "symbolic", "triangular", "windows",
+    "qr", "reduction", "resize", "selection", "shape", "special", "symbolic", "triangular",
+    "windows",
 )  # fmt: skip
 _HOMES = {
     "find_complex_lowering": "complex_ops",

@@ -191,6 +191,8 @@ def split(ctx: LoweringContext, node: torch.fx.Node):
     dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
     dim = _norm_dim(ctx, node.args[0], dim)
     count = len(ctx.val(node))
+    if count == 1:  # one part: the whole input, whatever its (dynamic) size
+        return (ctx.op.Identity(ctx.value(node.args[0])),)
     if node.target.overloadpacket is aten.chunk and _dynamic_parts(ctx, node, dim):
         if count != node.args[1]:
             raise NotImplementedError("chunk of a dynamic axis into fewer parts than asked")

@@ -24,6 +24,7 @@ from mobius.diffusers.folded_frames import frame_count
 from mobius.diffusers.structured_args import UNION_IMAGES
 from mobius.diffusers.tasks import (
     BATCH_FRAMES,
+    FACE_FRAMES,
     FRAMES,
     HEIGHT,
     IMAGE_SEQUENCE,
@@ -31,6 +32,7 @@ from mobius.diffusers.tasks import (
     NOISE_LEVELS,
     PACKED,
     PATCHES,
+    POSE_FRAMES,
     SEQUENCE_2,
     TEXT_AND_IMAGE,
     WIDTH,
@@ -320,6 +322,23 @@ RULES: dict[tuple[str, str], Rule] = {
                latents, FLOAT, (BATCH, cfg.get("in_channels", 16), frames, HEIGHT, WIDTH))),
            (indices, lambda _cfg, indices=indices, frames=frames: TensorSpec(
                indices, torch.int64, (frames,))))},
+    # Wan Animate: CLIP's image tokens (image_dim wide); the pose video's latents, one frame
+    # fewer than the video's (its first is the reference image's); the face video in pixels at
+    # the motion encoder's size, 4 (T - 1) + 1 frames for T pose latent frames (the VAE's 4x), as
+    # its pipeline passes them: both frame axes follow the video's (tasks.DERIVED_AXES). With
+    # added_kv_proj_dim its attention reads the last 512 tokens of the joint context as the
+    # prompt's (the rest the image's): the prompt is padded to 512 tokens, as its pipeline does
+    ("WanAnimateTransformer3DModel", "encoder_hidden_states"): lambda cfg: TensorSpec(
+        "encoder_hidden_states", FLOAT, (BATCH, 512 if cfg.get("added_kv_proj_dim") else SEQUENCE,
+                                         cfg.get("text_dim", 4096))),
+    ("WanAnimateTransformer3DModel", "encoder_hidden_states_image"): lambda cfg: TensorSpec(
+        "encoder_hidden_states_image", FLOAT, (BATCH, IMAGE_SEQUENCE, cfg.get("image_dim", 1280))),
+    ("WanAnimateTransformer3DModel", "pose_hidden_states"): lambda cfg: TensorSpec(
+        "pose_hidden_states", FLOAT, (BATCH, cfg.get("latent_channels") or (
+            cfg.get("in_channels") - 4) // 2, POSE_FRAMES, HEIGHT, WIDTH)),
+    ("WanAnimateTransformer3DModel", "face_pixel_values"): lambda cfg: TensorSpec(
+        "face_pixel_values", FLOAT, (BATCH, 3, FACE_FRAMES, cfg.get("motion_encoder_size", 512),
+                                     cfg.get("motion_encoder_size", 512))),
 }  # fmt: skip
 
 
@@ -368,6 +387,12 @@ NEEDED: dict[str, set[str]] = {
         "image_embeds",
     },
     "SanaWMLTX2RefinerTransformer3DModel": {"encoder_attention_mask"},  # its pipeline passes it
+    # its pipeline passes the image tokens, the pose latents and the face video (every call)
+    "WanAnimateTransformer3DModel": {
+        "encoder_hidden_states_image",
+        "pose_hidden_states",
+        "face_pixel_values",
+    },
 }
 
 

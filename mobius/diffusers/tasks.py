@@ -32,6 +32,11 @@ TEXT_LAYERS = "text_encoder_layers"  # a text encoder's hidden states, layer by 
 INPUT_HEIGHT, INPUT_WIDTH = "input_height", "input_width"  # an input image's latents (OmniGen)
 TEXT_TIME_IMAGE = "text_time_image_length"  # OmniGen: the prompt, a time token, the patches
 SAMPLE_FRAMES = "sample_frames"  # a video decoder's frames beside its latents' (LTX-2's)
+POSE_FRAMES = "pose_frames"  # Wan Animate's pose latents: one frame fewer than the video's
+FACE_FRAMES = "face_frames"  # Wan Animate's face video: 4 (pose frames - 1) + 1 pixel frames
+# axes that follow another as ``a * axis + b``: (axis, a, b), fed so (related_sizes) and fixed
+# with it (fixed_axes); the model states the relation in its trace (overrides/wan_animate.py)
+DERIVED_AXES = {POSE_FRAMES: (FRAMES, 1, -1), FACE_FRAMES: (FRAMES, 4, -7)}
 # sizes the trace runs at: distinct, so that no two dynamic axes are unified, and multiples of 8
 # so that every down-sampling of a small UNet or VAE divides them
 EXAMPLE_SIZES = {
@@ -92,7 +97,8 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     batch times frames; a second text is 3 tokens longer than the first (any other length); a
     token per patch of the latents numbers their patches; a packed sequence holds the prompt's,
     the video's patch tokens and the audio's frames; a VAE's image is its latents' size times 2
-    per level of ``block_out_channels`` but the last."""
+    per level of ``block_out_channels`` but the last; Wan Animate's pose and face frames follow
+    its video's (``DERIVED_AXES``)."""
     out = dict(sizes)
     levels = (
         cfg.get("conditioning_embedding_out_channels")
@@ -118,7 +124,17 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     out[TEXT_TIME_IMAGE] = sizes[SEQUENCE] + 1 + out[PATCHES]
     if strides := cfg.get("decoder_upsample_strides"):  # LTX-2's diffusion decoder
         out[SAMPLE_FRAMES], out[SAMPLE_HEIGHT], out[SAMPLE_WIDTH] = _ltx2_pixels(cfg, strides, out)
+    out |= derived_sizes(out)
     return out
+
+
+def derived_sizes(sizes: dict[str, Any]) -> dict[str, int]:
+    """The ``DERIVED_AXES`` of the axes ``sizes`` gives."""
+    return {
+        name: a * sizes[axis] + b
+        for name, (axis, a, b) in DERIVED_AXES.items()
+        if isinstance(sizes.get(axis), int)
+    }
 
 
 def _ltx2_pixels(cfg: Any, strides: Any, sizes: dict[str, int]) -> tuple[int, int, int]:
@@ -313,7 +329,9 @@ def fixed_axes(
     sizes: dict[str, int],
     drop: frozenset[str] = frozenset(),
 ) -> DiffusersTask:
-    """``task`` with the named axes of ``sizes`` fixed to those sizes, less the inputs ``drop``."""
+    """``task`` with the named axes of ``sizes`` fixed to those sizes (and the axes derived from
+    them), less the inputs ``drop``."""
+    sizes = sizes | derived_sizes(sizes)
 
     def inputs(cfg: Any) -> list[TensorSpec]:
         return [

@@ -313,6 +313,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
     from mobius.testing.diffusers_configs_shaped import SHAPED_CONFIGS
     from mobius.testing.diffusers_configs_structured import STRUCTURED_CONFIGS
     from mobius.testing.diffusers_configs_unid import UNID_CONFIGS
+    from mobius.testing.diffusers_configs_wana import WANA_CONFIGS
 
     return (
         SMALL_CONFIGS
@@ -328,6 +329,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
         + K6SR_CONFIGS
         + GLM_CONFIGS
         + UNID_CONFIGS
+        + WANA_CONFIGS
     )
 
 

@@ -138,6 +138,8 @@ SPLIT = [
         lambda x: [p * (i + 1) for i, p in enumerate(torch.cat([x, -x, x], 1).chunk(3, 1))],
     ),
     one("split_symbolic_sizes", lambda x: _sum_parts(x.split([1, x.shape[1] - 1], 1))),
+    # one part as long as the dynamic axis (Wan Animate's face frames in one chunk)
+    one("split_dynamic_one_part", lambda x: _sum_parts(x.split(x.shape[0] * x.shape[1], 1))),
     one("tensor_split", lambda x: _sum_parts(x.tensor_split(3, -1))),
     one("unbind", lambda x: _sum_parts(x.unbind(-1))),
     one("unbind_first", lambda x: _sum_parts(x.unbind(0)), (X, X2b), {1: "s"}),

@@ -38,6 +38,7 @@ from mobius.diffusers.overrides import (
     sana_wm,
     stft,
     unidiffuser,
+    wan_animate,
     z_image,
 )
 from mobius.synth.overrides import install_overrides
@@ -171,6 +172,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     "diffusers.pipelines.deprecated.unidiffuser.modeling_text_decoder.UniDiffuserTextDecoder": (
         unidiffuser.no_kv_cache
+    ),
+    f"{_M}.transformers.transformer_wan_animate.WanAnimateTransformer3DModel": (
+        wan_animate.face_frames_in_one_pass
     ),
 }
 
