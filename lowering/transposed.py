@@ -16,12 +16,23 @@ BLOCK_ROWS = 64
 SLAB_ROWS = 1024
 
 
-def transposed_slabs(source: np.ndarray, rows_per_slab: int = SLAB_ROWS) -> Iterator[np.ndarray]:
-    """The rows of ``source.T``, ``rows_per_slab`` at a time, each slab contiguous."""
+def transposed_slabs(
+    source: np.ndarray,
+    rows_per_slab: int = SLAB_ROWS,
+    buffer: Callable[[int], memoryview] | None = None,
+) -> Iterator[np.ndarray]:
+    """The rows of ``source.T``, ``rows_per_slab`` at a time, each slab contiguous. With
+    ``buffer`` (bytes -> a writable buffer), every slab is made in the buffer it gives, valid
+    until the next slab is asked for."""
     rows, cols = source.shape
     for start in range(0, cols, rows_per_slab):
         stop = min(start + rows_per_slab, cols)
-        slab = np.empty((stop - start, rows), dtype=source.dtype)
+        shape = (stop - start, rows)
+        if buffer is None:
+            slab = np.empty(shape, dtype=source.dtype)
+        else:
+            nbytes = shape[0] * rows * source.dtype.itemsize
+            slab = np.frombuffer(buffer(nbytes), dtype=source.dtype).reshape(shape)
         for r in range(0, rows, BLOCK_ROWS):
             slab[:, r : r + BLOCK_ROWS] = source[r : r + BLOCK_ROWS, start:stop].T
         yield slab

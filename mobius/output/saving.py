@@ -41,21 +41,25 @@ def collecting_nonfinite() -> Iterator[list[str]]:
 _SCRATCH = threading.local()
 
 
-def scratch(nbytes: int) -> memoryview:
-    """A read buffer of ``nbytes`` reused by this thread from tensor to tensor while saving: a
-    fresh buffer per weight costs a page fault and a zeroed page every 4 KiB (several CPU seconds
-    over a 6 GB checkpoint). ``release_scratch`` frees it once the model is written."""
-    buffer = getattr(_SCRATCH, "buffer", None)
+def scratch(nbytes: int, purpose: str = "read") -> memoryview:
+    """A buffer of ``nbytes`` reused by this thread from tensor to tensor while saving, one per
+    ``purpose`` (``read``: a weight's bytes; ``slab``: a transposed slab being written): a fresh
+    buffer per weight costs a page fault and a zeroed page every 4 KiB (several CPU seconds over
+    a 6 GB checkpoint). ``release_scratch`` frees them once the model is written."""
+    buffers = getattr(_SCRATCH, "buffers", None)
+    if buffers is None:
+        buffers = _SCRATCH.buffers = {}
+    buffer = buffers.get(purpose)
     if buffer is None or len(buffer) < nbytes:
-        buffer = _SCRATCH.buffer = None  # the old one freed before the bigger one is made
-        buffer = _SCRATCH.buffer = bytearray(nbytes)
+        buffers.pop(purpose, None)  # the old one freed before the bigger one is made
+        buffer = buffers[purpose] = bytearray(nbytes)
     return memoryview(buffer)[:nbytes]
 
 
 def release_scratch() -> None:
-    """Free this thread's read buffer and the direct writers' descriptors and staging buffer
+    """Free this thread's buffers and the direct writers' descriptors and staging buffer
     (``ModelPackage.save`` calls it when done)."""
-    _SCRATCH.buffer = None
+    _SCRATCH.buffers = None
     direct_io.release()
 
 

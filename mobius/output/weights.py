@@ -312,7 +312,7 @@ class CopiedTensor(ir.LazyTensor):
         source = np.frombuffer(view, dtype=entry.numpy_dtype).reshape(rows, cols)
         finite, check = True, entry.is_floating_point
         with direct_io.writer(file, rows * cols * entry.itemsize) as written:
-            for slab in transposed_slabs(source):
+            for slab in transposed_slabs(source, buffer=lambda n: scratch(n, "slab")):
                 if check and finite:
                     finite = _finite(slab)
                 written.write(slab.reshape(-1).view(np.uint8))
@@ -327,7 +327,9 @@ class CopiedTensor(ir.LazyTensor):
         entry, wanted = self.source, torch_dtype(self.dtype)
         rows, cols = entry.shape
         source = torch.frombuffer(view, dtype=entry.dtype).reshape(rows, cols)
-        slab = torch.empty((min(self.SLAB_COLUMNS, cols), rows), dtype=wanted)
+        slab_rows = min(self.SLAB_COLUMNS, cols)
+        slab_bytes = scratch(slab_rows * rows * wanted.itemsize, "slab")
+        slab = torch.frombuffer(slab_bytes, dtype=wanted).reshape(slab_rows, rows)
         finite, check = True, wanted.is_floating_point
         with direct_io.writer(file, rows * cols * self.dtype.itemsize) as written:
             for start in range(0, cols, self.SLAB_COLUMNS):
