@@ -89,7 +89,7 @@ def relations(program: torch.export.ExportedProgram, specs: list) -> list[tuple[
         return found
     exprs: list[tuple[Any, str]] = []
     for guard in shape_env.guards:
-        if not str(guard.sloc).endswith(_LAYOUT_QUERIES):
+        if not _layout_query(str(guard.sloc)):
             exprs.append((guard.expr, guard.sloc.maybe_user_loc or str(guard.sloc)))
     for asserts in shape_env.deferred_runtime_asserts.values():
         exprs += [(ra.expr, ra.msg) for ra in asserts]
@@ -108,6 +108,25 @@ def relations(program: torch.export.ExportedProgram, specs: list) -> list[tuple[
         seen.add(named)
         found.append((named, where.strip("() ")))
     return found
+
+
+def _layout_query(site: str) -> bool:
+    """A guard torch made to pick a memory layout (``trace_bounds._LAYOUT_QUERIES``, and the
+    stride comparison ``ge`` inside ``should_swap``, which LTX-Video's VAE encoder meets)."""
+    return site.endswith(_LAYOUT_QUERIES) or ("_prims_common/" in site and site.endswith(" in ge)"))
+
+
+def folded_batch_layout(relation: ShapeRelation, specs: list) -> bool:
+    """diffusers' ``Upsample2D`` makes its input contiguous from a batch of 64 on (a layout
+    choice, ``trace.NEUTRAL_BATCH_BOUND``); in a video UNet that folds frames into the batch the
+    bound is on batch times frames (``sample[0]*sample[2] < 64``), and changes no value either."""
+    from mobius.diffusers.trace import NEUTRAL_BATCH_BOUND
+
+    expr = relation.expr
+    if "upsampling.py" not in relation.where or not isinstance(expr, sympy.StrictLessThan):
+        return False
+    batch = {axis_symbol(s.name, a) for s in specs for a, d in enumerate(s.dims) if d == BATCH}
+    return expr.rhs == NEUTRAL_BATCH_BOUND + 1 and bool(expr.lhs.free_symbols & batch)
 
 
 def undeclared_relations(
@@ -136,7 +155,9 @@ def undeclared_relations(
         example = ", ".join(f"{s}={failing[s]}" for s in used)
         text = _readable(expr)
         pairs = tuple(_parse(s) for s in used)
-        out.append(ShapeRelation(text, expr, pairs, example, where))
+        relation = ShapeRelation(text, expr, pairs, example, where)
+        if not folded_batch_layout(relation, specs):
+            out.append(relation)
     return out
 
 

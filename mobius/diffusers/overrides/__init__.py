@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from mobius.diffusers.overrides import (
+    anyflow,
     audio_padding,
     bria_fibo2,
     chroma,
@@ -167,6 +168,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.autoencoders.ltx2_diffusion_decoder.LTX2VideoVaeSwiGLU": (
         ltx2_decoder.untiled_feed_forward
+    ),
+    f"{_M}.transformers.transformer_anyflow.AnyFlowRotaryPosEmbed": (
+        anyflow.full_frame_check_per_axis
     ),
 }
 
