@@ -84,3 +84,28 @@ def test_a_relation_the_contract_declares_is_not_reported():
     ]
     assert undeclared_relations(program, specs, ARCH.hf_config) == []
     assert wrapper.length_guards == []
+
+
+class FramesThroughUpsampler(torch.nn.Module):
+    """Frames folded into the batch through diffusers' ``Upsample2D``, as video UNets run it:
+    its ``contiguous()`` from a batch of 64 on bounds batch times frames, a layout choice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from diffusers.models.upsampling import Upsample2D
+
+        self.up = Upsample2D(2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, channels, frames, height, width = x.shape
+        folded = x.permute(0, 2, 1, 3, 4).reshape(batch * frames, channels, height, width)
+        return self.up(folded)
+
+
+def test_the_upsamplers_folded_batch_bound_is_no_restriction():
+    wrapper, specs = _wrapped(FramesThroughUpsampler(), VIDEO)
+    program = export(wrapper, specs, ARCH, VIDEO, torch.float32, "cpu")
+    assert "latent_sample[0]*latent_sample[2] < 64" in [
+        str(expr) for expr, _ in relations(program, specs)
+    ]
+    assert wrapper.length_guards == []
