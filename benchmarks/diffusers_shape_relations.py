@@ -10,6 +10,7 @@ worker process (restarted past a crash or a config over ``--timeout`` seconds). 
 
     python benchmarks/diffusers_shape_relations.py                    # every config
     python benchmarks/diffusers_shape_relations.py --only AutoencoderKL
+    python benchmarks/diffusers_shape_relations.py --missing          # resume a cut-off run
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--timeout", type=int, default=240, help="seconds per config")
     parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--missing", action="store_true", help="only configs the results lack")
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker is not None:
@@ -141,6 +143,7 @@ def main() -> None:
 
     results = json.loads(args.results.read_text()) if args.results.is_file() else {}
     todo = [c[0] for c in ALL_CONFIGS if not args.only or c[0] in args.only]
+    todo = [label for label in todo if not (args.missing and label in results)]
     while todo:
         proc = subprocess.Popen(
             [sys.executable, __file__, "--timeout", str(args.timeout), "--worker", *todo],
