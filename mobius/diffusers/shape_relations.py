@@ -111,9 +111,16 @@ def relations(program: torch.export.ExportedProgram, specs: list) -> list[tuple[
 
 
 def _layout_query(site: str) -> bool:
-    """A guard torch made to pick a memory layout (``trace_bounds._LAYOUT_QUERIES``, and the
-    stride comparison ``ge`` inside ``should_swap``, which LTX-Video's VAE encoder meets)."""
-    return site.endswith(_LAYOUT_QUERIES) or ("_prims_common/" in site and site.endswith(" in ge)"))
+    """A guard torch made to pick a memory layout (``trace_bounds._LAYOUT_QUERIES``; torch's
+    stride and contiguity helpers: ``ge`` inside ``should_swap``, which LTX-Video's VAE encoder
+    meets, ``is_channels_last_contiguous_2d``, T2IAdapter's light adapter)."""
+    return site.endswith(_LAYOUT_QUERIES) or bool(_LAYOUT_HELPERS.search(site))
+
+
+_LAYOUT_HELPERS = re.compile(
+    r"_prims_common/\S+ in (ge|should_swap|is_\w*contiguous\w*|is_non_overlapping\w*"
+    r"|\w*strides?\w*|\w*memory_format\w*)\)$"
+)
 
 
 def folded_batch_layout(relation: ShapeRelation, specs: list) -> bool:
