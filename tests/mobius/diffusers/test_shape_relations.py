@@ -17,6 +17,7 @@ from mobius.diffusers.tasks import (
     vae_decoder_inputs,
 )
 from mobius.diffusers.trace import export
+from mobius.synth.chain import length_bound_fallback
 from mobius.synth.trace import _TaskWrapper
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
@@ -74,6 +75,9 @@ def test_a_relation_from_max_is_named_and_checked_in_the_graph():
     torch.testing.assert_close(wrapper(inside)[0], TableOfTheLongestAxis()(inside))
     with pytest.raises(IndexError):  # 2 frames of 4 x 5 blocks: the table is too short
         wrapper(torch.randn(1, 2, 2, 32, 40))
+    reason = length_bound_fallback(SimpleNamespace(length_bounds=wrapper.length_guards)).reason
+    assert "relation between input sizes" in reason
+    assert "(latent_sample[3]//8) <= latent_sample[2]" in reason
 
 
 def test_a_relation_the_contract_declares_is_not_reported():
