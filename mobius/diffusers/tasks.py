@@ -119,7 +119,8 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     patch = cfg.get("patch_size") if isinstance(cfg.get("patch_size"), int) else 2
     out[PATCHES] = (sizes[HEIGHT] // patch) * (sizes[WIDTH] // patch)
     out[PACKED] = sizes[SEQUENCE] + out[IMAGE_SEQUENCE] + sizes[LENGTH]
-    scale = 2 ** (len(cfg.get("block_out_channels") or (0,) * 4) - 1)
+    blocks = cfg.get("block_out_channels")  # one int in UVit2D's config: no VAE levels
+    scale = 2 ** (len(blocks if isinstance(blocks, (list, tuple)) else (0,) * 4) - 1)
     out[SAMPLE_HEIGHT], out[SAMPLE_WIDTH] = scale * sizes[HEIGHT], scale * sizes[WIDTH]
     out[TEXT_TIME_IMAGE] = sizes[SEQUENCE] + 1 + out[PATCHES]
     if strides := cfg.get("decoder_upsample_strides"):  # LTX-2's diffusion decoder

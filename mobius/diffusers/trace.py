@@ -18,6 +18,7 @@ import torch
 from mobius import failures
 from mobius.diffusers.config import model_class
 from mobius.diffusers.overrides import install as install_overrides
+from mobius.diffusers.shape_relations import ShapeRelation, checkable, undeclared_relations
 from mobius.diffusers.shared_modules import attach, shared_config
 from mobius.diffusers.tasks import HEIGHT, LENGTH, SAMPLE_HEIGHT, SAMPLE_WIDTH, WIDTH, fixed_axes
 from mobius.errors import ConfigError, UnsupportedError
@@ -43,6 +44,8 @@ from mobius.synth.trace_bounds import (
 from mobius.tasks import Task
 from mobius.tasks.base import BATCH
 from patterns.base import WRAPPER_PREFIX
+
+log = logging.getLogger("mobius")
 
 
 def instantiate(arch: ArchitectureConfig, dtype: torch.dtype, device: str = "meta") -> Any:
@@ -210,7 +213,34 @@ def export(
         raise _shape_error(
             f"the trace of {arch.model_type} holds only for " + ", ".join(shown), shown, specs
         )
+    related = [r for r in undeclared_relations(program, specs, arch.hf_config) if r not in guarded]
+    if related:
+        return _guard_relations(wrapper, related, specs, arch, task, dtype, device)
     return inline_grad_regions(program)
+
+
+def _guard_relations(
+    wrapper: torch.nn.Module,
+    related: list[ShapeRelation],
+    specs: list,
+    arch: ArchitectureConfig,
+    task: Task,
+    dtype: torch.dtype,
+    device: str,
+) -> torch.export.ExportedProgram:
+    """A relation between input sizes the trace holds for and the contract does not declare
+    (``shape_relations``): checked in the graph, as a bound, and the model traced again; one the
+    graph cannot compute is refused (SpecialisedShapeError, naming its axes)."""
+    shown = [f"{r} (fails at {r.example}; {r.where})" for r in related]
+    if not all(checkable(r) for r in related):
+        named = [f"{name}[{axis}]" for r in related for name, axis in r.axes]
+        raise _shape_error(
+            f"the trace of {arch.model_type} holds only for " + ", ".join(shown), named, specs
+        )
+    log.warning("%s's %s holds only for %s: checked in the graph", arch.model_type, task.name,
+                "; ".join(shown))  # fmt: skip
+    wrapper.length_guards = [*wrapper.length_guards, *related]
+    return export(wrapper, specs, arch, task, dtype, device)
 
 
 def unread_inputs(program: torch.export.ExportedProgram, specs: list) -> set[str]:

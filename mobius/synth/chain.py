@@ -52,8 +52,17 @@ class Prepared:
 
 def length_bound_fallback(traced: TracedModel) -> Fallback:
     """The graph holds up to a length only: the model branches on it in Python (BigBird's full
-    attention below its block-sparse length). Checked at run time (``trace_bounds.guard_lengths``)."""
+    attention below its block-sparse length), or only where input sizes keep a relation (diffusers'
+    ``shape_relations``). Checked at run time (``trace_bounds.guard_lengths``)."""
     bounds = ", ".join(map(str, traced.length_bounds))
+    if not all(hasattr(b, "upper") for b in traced.length_bounds):  # a relation between sizes
+        return Fallback(
+            LENGTH_BOUND,
+            f"the model's Python code assumed a relation between input sizes, and the trace "
+            f"holds only for {bounds}; an input outside it stops the graph (Gather index out of "
+            "range)",
+            (ANY_LENGTH,),
+        )
     return Fallback(
         LENGTH_BOUND,
         f"the model branches on the sequence length in Python, and the trace holds only for "

@@ -57,6 +57,17 @@ class LengthBound:
     upper: int | None = None
     ruled_out: int | None = None
 
+    def violation(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """0 where the length of ``inputs`` is within the bounds, else not 0 (int64)."""
+        x = inputs[self.input]
+        length = x.new_ones((), dtype=torch.int64) * x.shape[self.axis]
+        index = length.new_zeros(())
+        if self.lower > 2:
+            index = index + (length - self.lower).clamp(max=0)
+        if self.upper is not None:
+            index = index + (length - self.upper).clamp(min=0)
+        return index
+
     def __str__(self) -> str:
         if self.ruled_out is not None:
             return f"{self.input}[{self.axis}] != {self.ruled_out}"
@@ -120,17 +131,8 @@ def guard_lengths(
         return outputs
     table = outputs[first].new_zeros(1)
     check = table.sum()
-    for bound in bounds:
-        length = (
-            inputs[bound.input].new_ones((), dtype=torch.int64)
-            * inputs[bound.input].shape[bound.axis]
-        )
-        index = length.new_zeros(())
-        if bound.lower > 2:
-            index = index + (length - bound.lower).clamp(max=0)
-        if bound.upper is not None:
-            index = index + (length - bound.upper).clamp(min=0)
-        check = check + table[(2 * index).view(1)].sum()
+    for bound in bounds:  # a LengthBound, or anything with ``violation`` (a shape relation)
+        check = check + table[(2 * bound.violation(inputs)).view(1)].sum()
     return (*outputs[:first], outputs[first] + check, *outputs[first + 1 :])
 
 

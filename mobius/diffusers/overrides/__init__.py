@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from mobius.diffusers.overrides import (
+    anyflow,
     audio_padding,
     bria_fibo2,
     chroma,
@@ -175,6 +176,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.transformers.transformer_wan_animate.WanAnimateTransformer3DModel": (
         wan_animate.face_frames_in_one_pass
+    ),
+    f"{_M}.transformers.transformer_anyflow.AnyFlowRotaryPosEmbed": (
+        anyflow.full_frame_check_per_axis
     ),
 }
 
