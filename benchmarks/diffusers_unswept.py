@@ -109,4 +109,11 @@ NOTES = [
     "blocks only): its softmax blocks cast float32 queries, keys and values to bfloat16 for "
     "SDPA, which onnxruntime's CPU cannot run (it has no bfloat16 Attention and refuses to load "
     "the graph). Its gated-delta-net blocks scan the frames one by one in Python: frames fixed to 5.",
+    "The trace checks guards relating two or more input sizes that the contract does not "
+    "declare (`mobius/diffusers/shape_relations.py`; audit of 165 configs in "
+    "`benchmarks/results/diffusers_shape_relations.json`): an undeclared relation is computed in "
+    "the graph like a length bound, or refused. The rows of Kandinsky 6 SR (transformer and "
+    "upscaler bank), Wan Animate, UniDiffuser's text decoder, RFD4 Proteina, Ideogram 4's head, "
+    "UNet3DConditionModel, AnyFlow, UVit2D, the HunyuanVideo 1.5 VAE and the light T2IAdapter "
+    "were run with it on 2026-12-07 at a load of 1-2 on 2 cores.",
 ]
