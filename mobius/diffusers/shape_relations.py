@@ -152,10 +152,20 @@ def undeclared_relations(
         axis_symbol(s.name, a): d for s in specs for a, d in enumerate(s.dims) if isinstance(d, str)
     }
     ranges = _ranges(program, specs)
-    points = [p for p in _size_sets(axes, cfg, draws) if _allowed(p, single, ranges)]
+    # distinct size sets only: a graph has few axes, and sympy evaluates slowly (~0.1 ms a guard)
+    points = list({tuple(p.items()): p for p in _size_sets(axes, cfg, draws)}.values())
+    allowed: dict[int, bool] = {}  # the single-axis guards, checked only where a relation fails
+
+    def fails_at(expr: Any, index: int) -> bool:
+        if _holds(expr, points[index]):
+            return False
+        if index not in allowed:
+            allowed[index] = _allowed(points[index], single, ranges)
+        return allowed[index]
+
     out = []
     for expr, where in multi:
-        failing = next((p for p in points if not _holds(expr, p)), None)
+        failing = next((points[i] for i in range(len(points)) if fails_at(expr, i)), None)
         if failing is None:
             continue
         used = sorted(expr.free_symbols, key=str)
