@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from lowering.transposed import _plain
+from lowering.transposed import DerivedTensor
 
 # elementwise steps with a Python scalar that the derived tensor replays, by aten op name
 SCALAR_STEPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -34,7 +34,7 @@ def replay(source: np.ndarray, steps: tuple[Step, ...]) -> np.ndarray:
     return value
 
 
-class QRTensor(ir.LazyTensor):
+class QRTensor(DerivedTensor):
     """Q (``part`` 0) or R (1) of ``numpy.linalg.qr`` in ``mode`` of an initializer passed
     through ``steps``, computed when written."""
 
@@ -45,16 +45,8 @@ class QRTensor(ir.LazyTensor):
         inner = min(rows, cols) if mode == "reduced" else rows
         shape = [rows, inner] if part == 0 else [inner, cols]
         dtype = ir.DataType.from_numpy(steps[-1][2]) if steps else source.dtype
-        super().__init__(self._materialize, dtype=dtype, shape=ir.Shape(shape), name=name)
-        # not in LazyTensor's ``_tensor`` slot, which a graph-cache recipe drops (as TransposedTensor)
-        self.source_tensor = source
+        super().__init__(source, dtype, shape, name)
         self.steps, self.mode, self.part = steps, mode, part
-
-    @property
-    def parallel_write_safe(self) -> bool:
-        """Whether writer threads may write this while writing others: when its source may."""
-        source = self.source_tensor
-        return getattr(source, "parallel_write_safe", False) or _plain(source)
 
     def _materialize(self) -> ir.TensorProtocol:
         matrix = replay(self.source_tensor.numpy(), self.steps)

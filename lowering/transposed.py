@@ -57,18 +57,17 @@ def _plain(tensor: ir.TensorProtocol) -> bool:
     return type(tensor) in (ir.Tensor, TorchTensor)
 
 
-class TransposedTensor(ir.LazyTensor):
-    """W^T of a 2-D tensor, made only when needed; ``tofile`` streams it slab by slab, so writing
-    holds one slab of the transpose in memory, not a second copy of the whole weight."""
+class DerivedTensor(ir.LazyTensor):
+    """A tensor computed from one source initializer when it is written (a transpose, a QR).
 
-    def __init__(self, source: ir.TensorProtocol, name: str) -> None:
-        rows, cols = (int(d) for d in source.shape)
-        super().__init__(
-            self._materialize, dtype=source.dtype, shape=ir.Shape([cols, rows]), name=name
-        )
-        self._source: Callable[[], np.ndarray] = source.numpy
-        # not in LazyTensor's ``_tensor`` slot: that caches a materialized value, and a graph-cache
-        # recipe drops it (a warm build then lost the source: a slow, single-thread write)
+    The source is kept as ``source_tensor``, not in LazyTensor's ``_tensor`` slot: that caches a
+    materialized value, and a graph-cache recipe drops it (a warm build then lost the source: a
+    slow, single-thread write)."""
+
+    def __init__(
+        self, source: ir.TensorProtocol, dtype: ir.DataType, shape: list[int], name: str
+    ) -> None:
+        super().__init__(self._materialize, dtype=dtype, shape=ir.Shape(shape), name=name)
         self.source_tensor = source
 
     @property
@@ -76,6 +75,19 @@ class TransposedTensor(ir.LazyTensor):
         """Whether writer threads may write this while writing others: when its source may."""
         source = self.source_tensor
         return getattr(source, "parallel_write_safe", False) or _plain(source)
+
+    def _materialize(self) -> ir.TensorProtocol:
+        raise NotImplementedError
+
+
+class TransposedTensor(DerivedTensor):
+    """W^T of a 2-D tensor, made only when needed; ``tofile`` streams it slab by slab, so writing
+    holds one slab of the transpose in memory, not a second copy of the whole weight."""
+
+    def __init__(self, source: ir.TensorProtocol, name: str) -> None:
+        rows, cols = (int(d) for d in source.shape)
+        super().__init__(source, source.dtype, [cols, rows], name)
+        self._source: Callable[[], np.ndarray] = source.numpy
 
     def _materialize(self) -> ir.TensorProtocol:
         return ir.tensor(transpose(self._source()))

@@ -112,7 +112,7 @@ def relations(program: torch.export.ExportedProgram, specs: list) -> list[tuple[
 
 def _layout_query(site: str) -> bool:
     """A guard torch made to pick a memory layout (``trace_bounds._LAYOUT_QUERIES``; torch's
-    stride and contiguity helpers: ``ge`` inside ``should_swap``, which LTX-Video's VAE encoder
+    stride and contiguity functions: ``ge`` inside ``should_swap``, which LTX-Video's VAE encoder
     meets, ``is_channels_last_contiguous_2d``, T2IAdapter's light adapter)."""
     return site.endswith(_LAYOUT_QUERIES) or bool(_LAYOUT_HELPERS.search(site))
 
