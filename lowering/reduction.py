@@ -172,18 +172,28 @@ def topk(ctx: LoweringContext, node: torch.fx.Node):
     return values, indices
 
 
+def _orderable(ctx: LoweringContext, x: torch.fx.Node):
+    """``x`` as ``TopK`` takes it: a bool as int64 (TopK orders numbers only; False < True)."""
+    return ctx.value(x, torch.int64 if ctx.torch_dtype(x) == torch.bool else None)
+
+
+def _as_input(ctx: LoweringContext, x: torch.fx.Node, values):
+    """Sorted ``values`` back in ``x``'s type (a bool, ordered as int64)."""
+    return ctx.cast(values, torch.bool) if ctx.torch_dtype(x) == torch.bool else values
+
+
 @lowers(aten.sort)
 def sort(ctx: LoweringContext, node: torch.fx.Node):
     x = node.args[0]
     dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", -1)
     descending = node.args[2] if len(node.args) > 2 else node.kwargs.get("descending", False)
     axis = dim % ctx.rank(x)
-    value = ctx.value(x)
+    value = _orderable(ctx, x)
     k = ctx.op.Shape(value, start=axis, end=axis + 1)
     values, indices = ctx.op.TopK(
         value, k, axis=axis, largest=int(descending), sorted=1, _outputs=2
     )
-    return values, indices
+    return _as_input(ctx, x, values), indices
 
 
 @lowers(aten.argsort)
@@ -193,7 +203,7 @@ def argsort(ctx: LoweringContext, node: torch.fx.Node):
     arguments = _arguments(node)
     x = node.args[0]
     axis = arguments.get("dim", -1) % max(ctx.rank(x), 1)
-    value = ctx.value(x)
+    value = _orderable(ctx, x)
     k = ctx.op.Shape(value, start=axis, end=axis + 1)
     descending = int(bool(arguments.get("descending", False)))
     _, indices = ctx.op.TopK(value, k, axis=axis, largest=descending, sorted=1, _outputs=2)

@@ -21,9 +21,12 @@ import torch
 
 from mobius.diffusers.tasks import (
     LENGTH,
+    REFERENCES,
+    SEQUENCE_2,
     DiffusersTask,
     call_vae_decoder,
     call_vae_encoder,
+    reference_counts,
 )
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
@@ -146,6 +149,16 @@ def _text(key: str, default: int) -> Rule:
     )
 
 
+def _qwen_states(name: str, length: str) -> Rule:
+    """``[batch, length, text_hidden_dim]``: ACE-Step's Qwen3 states of a prompt or lyrics."""
+    return lambda cfg: TensorSpec(name, FLOAT, (BATCH, length, cfg.get("text_hidden_dim", 1024)))
+
+
+def _padding(name: str, length: str) -> Rule:
+    """``[batch, length]``: a tokenizer's padding mask, as a pipeline passes it (bool)."""
+    return lambda _cfg: TensorSpec(name, torch.bool, (BATCH, length))
+
+
 ARGUMENT_RULES: dict[tuple[str, str], Rule] = {
     ("MMAudioVocoder", "mel"): _channels_by_length("mel", "num_mels", 128),
     ("MiniMaxMusic3Vocoder", "latents"): _channels_by_length("latents", "latent_channels", 128),
@@ -205,6 +218,27 @@ ARGUMENT_RULES: dict[tuple[str, str], Rule] = {
     ),
     ("AceStepAudioTokenDetokenizer", "hidden_states"): _frames_by_width(
         "hidden_states", lambda cfg: cfg.get("hidden_size", 2048)
+    ),
+    # ACE-Step's condition encoder: the prompt's and the lyrics' Qwen3 states (text_hidden_dim
+    # wide, each with its padding mask, the lyrics of another length), and the reference
+    # audios' latents packed along a first axis of their own, each tagged with its batch row
+    ("AceStepConditionEncoder", "text_hidden_states"): _qwen_states("text_hidden_states", SEQUENCE),
+    ("AceStepConditionEncoder", "text_attention_mask"): _padding("text_attention_mask", SEQUENCE),
+    ("AceStepConditionEncoder", "lyric_hidden_states"): _qwen_states(
+        "lyric_hidden_states", SEQUENCE_2
+    ),
+    ("AceStepConditionEncoder", "lyric_attention_mask"): _padding(
+        "lyric_attention_mask", SEQUENCE_2
+    ),
+    ("AceStepConditionEncoder", "refer_audio_acoustic_hidden_states_packed"): lambda cfg: (
+        TensorSpec(
+            "refer_audio_acoustic_hidden_states_packed",
+            FLOAT,
+            (REFERENCES, LENGTH, cfg.get("timbre_hidden_dim", 64)),
+        )
+    ),
+    ("AceStepConditionEncoder", "refer_audio_order_mask"): lambda _cfg: TensorSpec(
+        "refer_audio_order_mask", torch.int64, (REFERENCES,)
     ),
     # Stable Audio's conditioning: the T5 states and the clip's start and end in seconds
     ("StableAudioProjectionModel", "text_hidden_states"): lambda cfg: TensorSpec(
@@ -272,3 +306,10 @@ def _stable_audio_rotary(cfg: Any, x: dict[str, torch.Tensor]) -> Any:
 # forward arguments each class's pipeline computes from the inputs' sizes: computed in the graph
 # (argument_rules.DERIVED)
 DERIVED = {("StableAudioDiTModel", "rotary_embedding"): _stable_audio_rotary}
+
+
+def reference_tags(sizes: dict[str, int]) -> dict[str, torch.Tensor]:
+    """ACE-Step's ``refer_audio_order_mask`` as its callers pack references: sorted batch rows,
+    every row at least once, rows holding different counts (``tasks.reference_counts``)."""
+    counts = torch.tensor(reference_counts(sizes[BATCH]))
+    return {"refer_audio_order_mask": torch.repeat_interleave(torch.arange(len(counts)), counts)}

@@ -34,6 +34,7 @@ TEXT_TIME_IMAGE = "text_time_image_length"  # OmniGen: the prompt, a time token,
 SAMPLE_FRAMES = "sample_frames"  # a video decoder's frames beside its latents' (LTX-2's)
 POSE_FRAMES = "pose_frames"  # Wan Animate's pose latents: one frame fewer than the video's
 FACE_FRAMES = "face_frames"  # Wan Animate's face video: 4 (pose frames - 1) + 1 pixel frames
+REFERENCES = "reference_count"  # packed references, each tagged with its batch row (ACE-Step)
 # axes that follow another as ``a * axis + b``: (axis, a, b), fed so (related_sizes) and fixed
 # with it (fixed_axes); the model states the relation in its trace (overrides/wan_animate.py)
 DERIVED_AXES = {POSE_FRAMES: (FRAMES, 1, -1), FACE_FRAMES: (FRAMES, 4, -7)}
@@ -96,7 +97,8 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     joint sequence is the prompt then the patch tokens; frames folded into the batch number
     batch times frames; a second text is 3 tokens longer than the first (any other length); a
     token per patch of the latents numbers their patches; a packed sequence holds the prompt's,
-    the video's patch tokens and the audio's frames; a VAE's image is its latents' size times 2
+    the video's patch tokens and the audio's frames; packed references number the rows' counts
+    (``reference_counts``); a VAE's image is its latents' size times 2
     per level of ``block_out_channels`` but the last; Wan Animate's pose and face frames follow
     its video's (``DERIVED_AXES``)."""
     out = dict(sizes)
@@ -125,8 +127,15 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     out[TEXT_TIME_IMAGE] = sizes[SEQUENCE] + 1 + out[PATCHES]
     if strides := cfg.get("decoder_upsample_strides"):  # LTX-2's diffusion decoder
         out[SAMPLE_FRAMES], out[SAMPLE_HEIGHT], out[SAMPLE_WIDTH] = _ltx2_pixels(cfg, strides, out)
+    out[REFERENCES] = sum(reference_counts(sizes[BATCH]))
     out |= derived_sizes(out)
     return out
+
+
+def reference_counts(batch: int) -> list[int]:
+    """How many packed references each batch row holds in the inputs fed: ``1 + (2b + 1) mod 3``
+    for row ``b`` (2, 1, 3, 2, ...), so that rows hold different counts (the graph takes any)."""
+    return [1 + (2 * row + 1) % 3 for row in range(batch)]
 
 
 def derived_sizes(sizes: dict[str, Any]) -> dict[str, int]:

@@ -1,5 +1,5 @@
-"""Forwards that return a tuple of an output dataclass and loose tensors, as one dict of named
-tensors for the generic contract (``generic.ForwardTask``).
+"""Forwards that return a tuple of an output dataclass and loose tensors, or of tensors alone,
+as one dict of named tensors for the generic contract (``generic.ForwardTask``).
 
 UniDiffuser's caption decoder returns ``(CausalLMOutput, hidden)`` when ``prefix_hidden_dim`` is
 set (the dataclass alone otherwise): the dataclass's tensor fields keep their names (``logits``;
@@ -18,6 +18,8 @@ import torch
 # whose tensor fields are outputs under their own names)
 MEMBER_NAMES: dict[str, tuple[str | None, ...]] = {
     "UniDiffuserTextDecoder": (None, "hidden"),
+    # the packed prompt, lyrics and references, as ACE-Step's transformer takes them
+    "AceStepConditionEncoder": ("encoder_hidden_states", "encoder_attention_mask"),
 }
 
 

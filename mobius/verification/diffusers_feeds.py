@@ -103,6 +103,15 @@ def _omnigen_layout(sizes: dict, gen) -> dict:
 PACKED_LAYOUTS["OmniGenTransformer2DModel"] = _omnigen_layout
 
 
+def _reference_tags(sizes: dict, gen) -> dict:
+    from mobius.diffusers.audio_args import reference_tags
+
+    return reference_tags(sizes)
+
+
+PACKED_LAYOUTS["AceStepConditionEncoder"] = _reference_tags
+
+
 def padding_mask(shape: list[int]):
     """A right-padding mask (True: a token) whose rows keep different counts: row ``b`` pads its
     last ``(2b + 1) mod length`` tokens, at least one token kept (batch 3 at 6 tokens: 5, 3, 1

@@ -79,6 +79,8 @@ SOFTMAX_SCAN = [
     one("topk_symbolic_k", lambda x: x.topk(x.shape[1] - 1, dim=1)),
     one("sort", lambda x: x.sort(-1)),
     one("sort_descending", lambda x: x.sort(1, descending=True)),
+    # bools, which TopK does not order: as int64, the values back to bool
+    one("sort_bool", lambda b: b.sort(dim=-1, descending=True, stable=True), B),
 ]
 
 
@@ -111,6 +113,8 @@ EDGES = torch.tensor([-0.5, 0.0, 0.5, 1.0])
 SEARCH = [
     one("argsort", lambda x: x.argsort(-1)),
     one("argsort_descending_dim", lambda x: torch.argsort(x, dim=1, descending=True)),
+    # many ties: the stable order (valid tokens first, each group in its order)
+    one("argsort_bool_stable", lambda b: torch.argsort(b, dim=-1, descending=True, stable=True), B),
     one("bucketize", lambda x: torch.bucketize(x, EDGES)),
     one("bucketize_right_int32", lambda x: torch.bucketize(x, EDGES, right=True, out_int32=True)),
     # boundaries hit exactly: right decides which bucket

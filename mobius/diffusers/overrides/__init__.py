@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from mobius.diffusers.overrides import (
+    ace_step_condition,
     anyflow,
     audio_padding,
     bria_fibo2,
@@ -125,6 +126,12 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.transformers.ace_step_transformer.AceStepTransformer1DModel": (
         audio_padding.ace_step_always_pads
+    ),
+    "diffusers.pipelines.ace_step.modeling_ace_step.AceStepTimbreEncoder": (
+        ace_step_condition.references_by_comparison
+    ),
+    "diffusers.pipelines.ace_step.modeling_ace_step.AceStepConditionEncoder": (
+        ace_step_condition.rows_checked_against_batch
     ),
     f"{_M}.transformers.transformer_sana_wm.GLUMBConvTemp": sana_wm.unchunked_feed_forward,
     f"{_M}.transformers.transformer_sana_wm.SanaWMRotaryPosEmbed": sana_wm.rotary_by_recipe,
