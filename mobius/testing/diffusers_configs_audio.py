@@ -71,12 +71,13 @@ AUDIO_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
      {"hidden_size": 16, "intermediate_size": 32, "audio_acoustic_hidden_dim": 4,
       "pool_window_size": 5, "num_attention_pooler_hidden_layers": 2,
       "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "sliding_window": 2}),
-    # sliding windows of 4 over the 7 prompt tokens, the 10 lyric tokens and the 40 reference
-    # frames the trace takes
+    # one layer each: the lyrics' full attention (layer_types is the lyric encoder's), the
+    # references' sliding window of 4 over the 40 frames the trace takes
     ("AceStepConditionEncoder", "AceStepConditionEncoder",
      {"hidden_size": 16, "intermediate_size": 32, "text_hidden_dim": 12, "timbre_hidden_dim": 6,
-      "num_lyric_encoder_hidden_layers": 2, "num_timbre_encoder_hidden_layers": 2,
-      "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "sliding_window": 4}),
+      "num_lyric_encoder_hidden_layers": 1, "num_timbre_encoder_hidden_layers": 1,
+      "layer_types": ["full_attention"], "num_attention_heads": 2, "num_key_value_heads": 1,
+      "head_dim": 8, "sliding_window": 4}),
     ("AutoencoderKLLTX2Audio", "AutoencoderKLLTX2Audio",
      {"base_channels": 8, "output_channels": 2, "ch_mult": (1, 2, 4), "num_res_blocks": 1,
       "in_channels": 2, "latent_channels": 4, "mel_bins": 16}),
