@@ -23,9 +23,10 @@ def references_by_comparison(module: torch.nn.Module) -> None:
 def rows_checked_against_batch(module: torch.nn.Module) -> None:
     # AceStepConditionEncoder concatenates the lyrics' states with the unpacked references, so
     # the references' rows (the tags' max + 1) must be the batch: PyTorch's cat raises where they
-    # differ. torch.export takes that equality from the cat and the graph then reads the batch
-    # alone. Here the tags pass a gather that is out of range unless the two agree (adding 0), so
-    # the graph stops where PyTorch does instead of dropping or leaving out references.
+    # differ (and bincount where a tag is negative). torch.export takes that equality from the
+    # cat and the graph then reads the batch alone. Here the tags pass a gather that is out of
+    # range unless the two agree and no tag is negative (adding 0), so the graph stops where
+    # PyTorch does instead of dropping references or leaving rows empty.
     forward = module.forward
 
     def checked(
@@ -37,7 +38,7 @@ def rows_checked_against_batch(module: torch.nn.Module) -> None:
         refer_audio_order_mask: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         tags = refer_audio_order_mask
-        differs = (tags.max() + 1 - lyric_hidden_states.shape[0]).abs()
+        differs = (tags.max() + 1 - lyric_hidden_states.shape[0]).abs() + (tags.min() < 0).long()
         tags = tags + tags.new_zeros(1)[differs.view(1)]
         return forward(
             text_hidden_states=text_hidden_states,

@@ -1,7 +1,7 @@
 """ACE-Step's condition encoder (``overrides/ace_step_condition.py``): its output's length follows
 the reference tags' values (the most references of a batch row), equal to PyTorch's at two
-layouts of the references over the rows; tags naming more or fewer rows than the batch stop the
-graph, as PyTorch's concatenation raises."""
+layouts of the references over the rows; tags naming more or fewer rows than the batch, or a
+negative row, stop the graph, as PyTorch raises."""
 
 from __future__ import annotations
 
@@ -47,7 +47,9 @@ def test_references_per_row_match_pytorch(converted):
     assert max(diffs.values()) < ATOL, diffs
 
 
-@pytest.mark.parametrize("tags", [[0, 1, 1, 2], [0, 0]], ids=["more_rows", "fewer_rows"])
+@pytest.mark.parametrize(
+    "tags", [[0, 1, 1, 2], [0, 0], [-1, 0, 1]], ids=["more_rows", "fewer_rows", "negative"]
+)
 def test_tags_other_than_the_batch_stop_the_graph(converted, tags):
     model, out = converted
     cfg = model.config
