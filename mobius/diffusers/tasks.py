@@ -34,6 +34,8 @@ TEXT_TIME_IMAGE = "text_time_image_length"  # OmniGen: the prompt, a time token,
 SAMPLE_FRAMES = "sample_frames"  # a video decoder's frames beside its latents' (LTX-2's)
 POSE_FRAMES = "pose_frames"  # Wan Animate's pose latents: one frame fewer than the video's
 FACE_FRAMES = "face_frames"  # Wan Animate's face video: 4 (pose frames - 1) + 1 pixel frames
+# Wan Animate 2's cached reference tokens: one patch frame fewer than the latents', same grid
+REFERENCE_TOKENS = "reference_length"
 # axes that follow another as ``a * axis + b``: (axis, a, b), fed so (related_sizes) and fixed
 # with it (fixed_axes); the model states the relation in its trace (overrides/wan_animate.py)
 DERIVED_AXES = {POSE_FRAMES: (FRAMES, 1, -1), FACE_FRAMES: (FRAMES, 4, -7)}
@@ -126,7 +128,16 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     if strides := cfg.get("decoder_upsample_strides"):  # LTX-2's diffusion decoder
         out[SAMPLE_FRAMES], out[SAMPLE_HEIGHT], out[SAMPLE_WIDTH] = _ltx2_pixels(cfg, strides, out)
     out |= derived_sizes(out)
+    out[REFERENCE_TOKENS] = _reference_tokens(cfg, out)
     return out
+
+
+def _reference_tokens(cfg: Any, sizes: dict[str, int]) -> int:
+    """Wan Animate 2's cached reference: the patches of one patch frame fewer than the latents'."""
+    pt, ph, pw = (
+        cfg.get("patch_size") if isinstance(cfg.get("patch_size"), (list, tuple)) else (1, 2, 2)
+    )
+    return (sizes[FRAMES] // pt - 1) * (sizes[HEIGHT] // ph) * (sizes[WIDTH] // pw)
 
 
 def derived_sizes(sizes: dict[str, Any]) -> dict[str, int]:
