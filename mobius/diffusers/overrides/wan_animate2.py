@@ -20,7 +20,10 @@ reference tokens of the frame before its own (generation frame ``f`` to referenc
 generation holds the reference's frames plus one, at the same area), so no zero row of the
 buffers is ever attended and the padding is masked: dense SDPA over the concatenated keys under
 that frame mask is the same attention. The geometry is taken from the inputs as the pipeline
-derives it: the reference's frames are the cache's length over the generation's area.
+derives it: the reference's frames are the cache's length over the generation's area. The mask
+is generation x (generation + reference) booleans, and the scores as many floats per head:
+memory grows with the square of the token count, where the compiled flex kernel skips the
+masked blocks.
 """
 
 from __future__ import annotations
