@@ -100,3 +100,15 @@ def test_pipeline_sequence_matches_pytorch(converted):
     other = {k: np.ascontiguousarray(v[:, ::-1]) for k, v in cache.items()}
     moved = cached.run(None, {k: v.numpy() for k, v in steps[0].items()} | other)[0]
     assert float(np.abs(moved - got[1 + 2 * LAYERS]).max()) > 10 * ATOL
+
+
+def test_the_unconditional_graph_exists_past_nine_layers():
+    """The unconditional branch skips block 9: a graph of its own only where there is one."""
+    from mobius.diffusers.components import component_tasks
+    from mobius.diffusers.config import architecture
+
+    for layers, graphs in ((9, 2), (10, 3)):
+        arch = architecture({"_class_name": LABEL, "num_layers": layers})
+        names = [t.name for t in component_tasks(LABEL) if t.supports(arch)]
+        assert names == ["transformer_extract", "transformer_cached",
+                         "transformer_cached_uncondition"][:graphs]  # fmt: skip
