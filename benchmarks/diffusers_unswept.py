@@ -19,9 +19,6 @@ REASONS = {
     "Cosmos3OmniTransformer": "vision_tokens, vision_token_shapes and "
     "vision_noisy_frame_indexes are Python lists (per-sample token tensors and their (t, h, w) "
     "grids), and und_len and sequence_length are Python ints",
-    "WanAnimate2Transformer3DModel": "hidden_states, encoder_hidden_states and "
-    "condition_latents are Python lists of per-sample tensors, and it requires kv_cache (a "
-    "WanAnimate2KVCache object), kv_cache_mode (a string) and seq_len (a Python int)",
 }
 
 

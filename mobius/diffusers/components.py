@@ -43,6 +43,7 @@ def component_tasks(name: str) -> list[Task]:
     from mobius.diffusers.audio_args import audio_ruled, audio_tasks
     from mobius.diffusers.caption_decoder import caption_tasks
     from mobius.diffusers.generic import forward_task
+    from mobius.diffusers.reference_cache import cache_mode_tasks
     from mobius.diffusers.sampling import sampling_tasks
     from mobius.diffusers.transformers2d import transformer_task
     from mobius.diffusers.upscaler_bank import bank_tasks
@@ -50,6 +51,8 @@ def component_tasks(name: str) -> list[Task]:
     cls = model_class(name)
     if (bank := bank_tasks(name)) is not None:  # one graph per scale (each config's: supports)
         return bank
+    if (modes := cache_mode_tasks(name)) is not None:  # one graph per kv_cache_mode
+        return modes
     if (captions := caption_tasks(name, cls)) is not None:  # its forward and its caption step
         return captions
     if audio_ruled(name):  # its latents are audio: the transformer table would read an image

@@ -72,6 +72,11 @@ LISTS: dict[str, dict[str, Callable[[torch.Tensor], Any]]] = {
     "JoyImageEditPlusTransformer3DModel": {"shape_list": _grids},
     "ZImageControlNetModel": {"x": _rows, "cap_feats": _rows, "control_context": _rows},
     "OmniGenTransformer2DModel": {"input_img_latents": _image_rows, "input_image_sizes": _spans},
+    "WanAnimate2Transformer3DModel": {
+        "hidden_states": _rows,
+        "encoder_hidden_states": _rows,
+        "condition_latents": _rows,
+    },
 }
 
 

@@ -35,6 +35,8 @@ SAMPLE_FRAMES = "sample_frames"  # a video decoder's frames beside its latents' 
 POSE_FRAMES = "pose_frames"  # Wan Animate's pose latents: one frame fewer than the video's
 FACE_FRAMES = "face_frames"  # Wan Animate's face video: 4 (pose frames - 1) + 1 pixel frames
 REFERENCES = "reference_count"  # packed references, each tagged with its batch row (ACE-Step)
+# Wan Animate 2's cached reference tokens: one patch frame fewer than the latents', same grid
+REFERENCE_TOKENS = "reference_length"
 # axes that follow another as ``a * axis + b``: (axis, a, b), fed so (related_sizes) and fixed
 # with it (fixed_axes); the model states the relation in its trace (overrides/wan_animate.py)
 DERIVED_AXES = {POSE_FRAMES: (FRAMES, 1, -1), FACE_FRAMES: (FRAMES, 4, -7)}
@@ -129,6 +131,7 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
         out[SAMPLE_FRAMES], out[SAMPLE_HEIGHT], out[SAMPLE_WIDTH] = _ltx2_pixels(cfg, strides, out)
     out[REFERENCES] = sum(reference_counts(sizes[BATCH]))
     out |= derived_sizes(out)
+    out[REFERENCE_TOKENS] = _reference_tokens(cfg, out)
     return out
 
 
@@ -136,6 +139,14 @@ def reference_counts(batch: int) -> list[int]:
     """How many packed references each batch row holds in the inputs fed: ``1 + (2b + 1) mod 3``
     for row ``b`` (2, 1, 3, 2, ...), so that rows hold different counts (the graph takes any)."""
     return [1 + (2 * row + 1) % 3 for row in range(batch)]
+
+
+def _reference_tokens(cfg: Any, sizes: dict[str, int]) -> int:
+    """Wan Animate 2's cached reference: the patches of one patch frame fewer than the latents'."""
+    pt, ph, pw = (
+        cfg.get("patch_size") if isinstance(cfg.get("patch_size"), (list, tuple)) else (1, 2, 2)
+    )
+    return (sizes[FRAMES] // pt - 1) * (sizes[HEIGHT] // ph) * (sizes[WIDTH] // pw)
 
 
 def derived_sizes(sizes: dict[str, Any]) -> dict[str, int]:

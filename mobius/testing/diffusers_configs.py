@@ -314,6 +314,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
     from mobius.testing.diffusers_configs_structured import STRUCTURED_CONFIGS
     from mobius.testing.diffusers_configs_unid import UNID_CONFIGS
     from mobius.testing.diffusers_configs_wana import WANA_CONFIGS
+    from mobius.testing.diffusers_configs_wana2 import WANA2_CONFIGS
 
     return (
         SMALL_CONFIGS
@@ -330,6 +331,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
         + GLM_CONFIGS
         + UNID_CONFIGS
         + WANA_CONFIGS
+        + WANA2_CONFIGS
     )
 
 

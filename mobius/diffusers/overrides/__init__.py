@@ -41,6 +41,7 @@ from mobius.diffusers.overrides import (
     stft,
     unidiffuser,
     wan_animate,
+    wan_animate2,
     z_image,
 )
 from mobius.synth.overrides import install_overrides
@@ -183,6 +184,9 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.transformers.transformer_wan_animate.WanAnimateTransformer3DModel": (
         wan_animate.face_frames_in_one_pass
+    ),
+    f"{_M}.transformers.transformer_wan_animate_2.WanAnimate2Transformer3DModel": (
+        wan_animate2.batched_reference_transformer
     ),
     f"{_M}.transformers.transformer_anyflow.AnyFlowRotaryPosEmbed": (
         anyflow.full_frame_check_per_axis
