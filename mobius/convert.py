@@ -19,6 +19,7 @@ import torch
 from mobius import failures, fallbacks
 from mobius.ep.rewrite import apply as apply_ep
 from mobius.ep.rewrite import record as record_ep
+from mobius.ep.stored_weights import STORED_LAYOUT_EPS, use_stored_weights
 from mobius.errors import ConfigError, UnsupportedError, WeightsError
 from mobius.gguf.linears import place_gguf_blocks
 from mobius.graph_cache.apply import GraphOnly, apply_weights
@@ -232,6 +233,8 @@ def package(
     prequantized = place_prequantized(model, checkpoint, dtype, accuracy_level)
     quantized = quantize_linears(model, scheme, quantization.exclude) if scheme else None
     packed = pack_matmulnbits(model) if ep == "cpu" else []
+    if ep_report is not None and ep in STORED_LAYOUT_EPS:
+        ep_report.stored_weights = use_stored_weights(model)
     cpu_forms = fast_cpu_forms(model) if ep in (None, "cpu") else {}
     if gguf:
         gguf.note_forms(cpu_forms)

@@ -62,6 +62,7 @@ class EpReport:
     packed_qkv: int = 0
     skip_norms: int = 0
     rotary_outside: list[str] = field(default_factory=list)  # 4-D blocks: GQA without do_rotary
+    stored_weights: int = 0  # FusedMatMul(transB=1) by [out, in] weights (stored_weights.py)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +72,7 @@ class EpReport:
             "packed_qkv": self.packed_qkv,
             "rotary_outside_attention": self.rotary_outside,
             "skip_simplified_layer_norms": self.skip_norms,
+            "linear_weights_as_stored": self.stored_weights,
             "generic_attention": self.fallbacks,
         }
 

@@ -9,7 +9,6 @@ transforms made from one (``Checkpoint.load``) import it when they run.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ import onnx_ir as ir
 from mobius import failures
 from mobius.errors import WeightsError
 from mobius.output import direct_io
+from mobius.output.mapped import mapped_chunks, will_need
 from mobius.output.saving import nonfinite_sink, one_kernel_thread, scratch
 
 if TYPE_CHECKING:
@@ -153,17 +153,6 @@ class LoadedTensor(direct_io.DirectTofile, ir.LazyTensor):
     parallel_write_safe = True
 
 
-def _will_need(source, offset: int, length: int) -> None:
-    """Ask the kernel to start reading ``length`` bytes at ``offset`` now, asynchronously: the whole
-    tensor is queued at once instead of one read-ahead window after another."""
-    advise = getattr(os, "posix_fadvise", None)
-    if advise is not None and length > 0:
-        try:
-            advise(source.fileno(), offset, length, os.POSIX_FADV_WILLNEED)
-        except OSError:  # a file system that does not take the advice: read as usual
-            pass
-
-
 def _read_into(source, view: memoryview) -> int:
     """Fill ``view`` from ``source`` (retrying short reads); the count read, short only at EOF."""
     done = 0
@@ -179,7 +168,7 @@ def _read_entry(entry: TensorEntry, view: memoryview) -> None:
     """Fill ``view`` (``entry``'s size) with ``entry``'s bytes; a WeightsError if the file ends
     first."""
     with entry.file.open("rb", buffering=0) as source:
-        _will_need(source, entry.offset, len(view))
+        will_need(source, entry.offset, len(view))
         source.seek(entry.offset)
         if _read_into(source, view) < len(view):
             raise WeightsError(
@@ -234,9 +223,14 @@ class CopiedTensor(ir.LazyTensor):
 
         stored, wanted = self.source.dtype, torch_dtype(self.dtype)
         check = self.dtype.is_floating_point()
+        size = int(self.dtype.itemsize)  # float types: whole bytes
 
         def cast(chunk: memoryview) -> tuple[memoryview, bool]:
-            data = torch.frombuffer(chunk, dtype=stored).to(wanted)
+            # into this thread's reused buffer: a fresh tensor per chunk cost 0.5 ns an element
+            # in page faults (1.6 against 1.0 ns for bf16 -> f16 with the NaN/Inf check)
+            source = torch.frombuffer(chunk, dtype=stored)
+            data = torch.frombuffer(scratch(source.numel() * size, "cast"), dtype=wanted)
+            data.copy_(source)
             return _bytes_of(data), not check or _all_finite(data)
 
         return cast
@@ -245,33 +239,21 @@ class CopiedTensor(ir.LazyTensor):
         entry = self.source
         item = entry.itemsize
         remaining = item * math.prod(entry.shape)
-        # whole elements per chunk, so a cast never splits one
-        buffer = bytearray(min(self.CHUNK // item * item, remaining))
-        view = memoryview(buffer)
         finite, cast = True, self._cast()
         out_bytes = remaining // item * self.dtype.itemsize
-        with (
-            entry.file.open("rb", buffering=0) as source,
-            direct_io.writer(file, out_bytes) as out,
-        ):
-            _will_need(source, entry.offset, remaining)
-            source.seek(entry.offset)
-            while remaining:
-                want = min(len(buffer), remaining)
-                got = _read_into(source, view[:want])
-                if got < want:
-                    raise WeightsError(
-                        f"{entry.file.name} ended inside tensor '{entry.key}'; re-download or re-save it"
-                    )
+        # whole elements per chunk, so a cast never splits one
+        chunks = mapped_chunks(entry, remaining, self.CHUNK // item * item)
+        with direct_io.writer(file, out_bytes) as out:
+            for chunk in chunks:
                 if cast is None:
-                    data = view[:got]
                     if finite and entry.is_floating_point:
-                        finite = _finite(np.frombuffer(data, dtype=entry.numpy_dtype))
+                        finite = _finite(np.frombuffer(chunk, dtype=entry.numpy_dtype))
+                    out.write(chunk)
                 else:
-                    data, chunk_finite = cast(view[:got])
+                    data, chunk_finite = cast(chunk)
                     finite = finite and chunk_finite
-                out.write(data)
-                remaining -= got
+                    out.write(data)
+                del chunk  # the next chunk unmaps this one
         if not finite:
             _note_nonfinite(self.name)
 

@@ -100,8 +100,10 @@ def test_gpu_form_matches_hf_on_cpu(built, model_type):
     assert found["GroupQueryAttention"] == layers and found["Attention"] == 0
     assert found["RotaryEmbedding"] == (0 if packed else 2 * layers)  # inside GQA when packed
     assert found["SkipSimplifiedLayerNormalization"] == 2 * layers  # residual + norm, fused
+    assert found["FusedMatMul"] == 0  # webgpu has no FusedMatMul kernel: weights stay W^T
     info = json.loads((directory / "mobius.json").read_text())["ep"]
     assert info["packed_qkv"] == (layers if packed else 0) and info["generic_attention"] == {}
+    assert info["linear_weights_as_stored"] == 0
     assert len(info["rotary_outside_attention"]) == (0 if packed else layers)
     genai = json.loads((directory / "genai_config.json").read_text())
     assert genai["model"]["decoder"]["session_options"]["provider_options"] == [{"webgpu": {}}]
@@ -134,7 +136,29 @@ def test_cpu_form_packs_qkv_and_fuses_norms(built):
     assert all(list(n.output[1:3]) == ["", ""] for n in skips)  # statistics nobody reads: absent
     info = json.loads((directory / "mobius.json").read_text())["ep"]
     assert (info["attention"], info["packed_qkv"]) == ("Attention", layers)
+    assert found["MatMul"] == 0 and found["FusedMatMul"] == info["linear_weights_as_stored"] > 0
     assert_left_padded_batch_matches_hf(directory, model, new=3)
+
+
+def test_cpu_form_keeps_linear_weights_as_stored(built):
+    """``--ep cpu``: every linear is ``FusedMatMul(transB=1)`` by its ``[out, in]`` weight under
+    the HF key, with the checkpoint's values; the packed q/k/v weight is the three row blocks."""
+    directory, model = built("qwen2", "cpu")
+    graph = onnx.load(str(directory / "model.onnx")).graph
+    weights = {i.name: i for i in graph.initializer}
+    fused = [n for n in graph.node if n.op_type == "FusedMatMul"]
+    assert {(a.name, a.i) for n in fused for a in n.attribute} == {("transB", 1)}
+    assert not [name for name in weights if name.endswith(".T")]
+    state = model.state_dict()
+    for node in fused:
+        stored = onnx.numpy_helper.to_array(weights[node.input[1]])
+        key = node.input[1]
+        if key.endswith(".qkv_proj.weight"):
+            parts = [state[key.replace("qkv_proj", p)] for p in ("q_proj", "k_proj", "v_proj")]
+            expected = torch.cat(parts).numpy()
+        else:
+            expected = state[key].numpy()
+        np.testing.assert_array_equal(stored, expected)
 
 
 def test_provider_and_dtype_defaults():
