@@ -7,9 +7,10 @@ state is sliced to its last position before the language-model head, so ``logits
 every row's last real token.
 
 The head is found from ``logits`` backwards: through elementwise ops (Gemma 2's softcap, casts)
-and reshapes to the ``MatMul`` / ``Gemm`` / ``MatMulNBits`` whose weight is an initializer; its
-input (before a reshape to 2-D, for a tied ``Gemm`` head) is the hidden state to slice. Every
-user of that hidden state must lead to ``logits`` alone.
+and reshapes to the ``MatMul`` / ``FusedMatMul`` (``--ep cpu|cuda|dml``) / ``Gemm`` /
+``MatMulNBits`` whose weight is an initializer; its input (before a reshape to 2-D, for a tied
+``Gemm`` head) is the hidden state to slice. Every user of that hidden state must lead to
+``logits`` alone.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from mobius.output.package import ModelPackage
 
 # ops between the head's product and ``logits`` that act on each position by itself
 _PER_POSITION = {"Reshape", "Cast", "CastLike", "Div", "Mul", "Tanh", "Add", "Sub", "Identity"}
-_HEADS = {"MatMul", "Gemm", "MatMulNBits"}
+_HEADS = {"MatMul", "FusedMatMul", "Gemm", "MatMulNBits"}
 INT64_MAX = 2**63 - 1
 
 

@@ -18,6 +18,7 @@ from collections import Counter
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 import torch
 
@@ -218,3 +219,13 @@ def test_genai_runs_the_gpu_form_on_cpu(built):
     with torch.no_grad():
         expected = model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)
     assert tokens == expected[0, len(ids) :].tolist()
+
+
+def test_prune_finds_a_fused_matmul_head(built):
+    """``--features prune-prefill-prefix`` finds the untied head as ``FusedMatMul`` too."""
+    from mobius.features.prune import find_head
+
+    directory, model = built("llama", "cpu")
+    assert not model.config.tie_word_embeddings
+    head, hidden = find_head(ir.load(directory / "model.onnx").graph)
+    assert head.op_type == "FusedMatMul" and hidden.shape.rank() == 3
