@@ -210,10 +210,12 @@ def test_bf16_graph_is_bf16_and_cpu_says_why_it_cannot_run_it(built):
         OnnxCausalLM(directory)
 
 
-def test_genai_runs_the_gpu_form_on_cpu(built):
-    """genai's greedy tokens from the GPU-form graph (webgpu, f32): genai_config.json names a
-    provider this machine's genai cannot load, so ``genai_model`` runs it on genai's CPU provider."""
-    directory, model = built("llama", "webgpu")
+@pytest.mark.parametrize("ep", ["webgpu", "cpu"])  # cpu: FusedMatMul by weights as stored
+def test_genai_runs_the_ep_form_on_cpu(built, ep):
+    """genai's greedy tokens from the GPU-form graph (webgpu, f32; genai_config.json names a
+    provider this machine's genai cannot load, so ``genai_model`` runs it on genai's CPU provider)
+    and from the ``--ep cpu`` graph."""
+    directory, model = built("llama", ep)
     ids = token_ids(2)[0].tolist()
     tokens = list(genai_tokens(directory, ids, 12))
     with torch.no_grad():
