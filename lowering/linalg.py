@@ -19,11 +19,6 @@ aten = torch.ops.aten
 TRANSPOSE_LIMIT_BYTES = 256 * 1024 * 1024
 
 
-def _nbytes(value: ir.Value) -> int:
-    tensor = value.const_value
-    return int(tensor.nbytes) if tensor is not None else 0
-
-
 @lowers(aten.linear)
 def linear(ctx: LoweringContext, node: torch.fx.Node):
     """x W^T + b. A weight used only here is stored transposed; a shared (tied) or very large one
@@ -31,13 +26,24 @@ def linear(ctx: LoweringContext, node: torch.fx.Node):
     x, weight = node.args[0], node.args[1]
     bias = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
     w = ctx.value(weight)
-    if w.is_initializer() and len(weight.users) == 1 and _nbytes(w) <= TRANSPOSE_LIMIT_BYTES:
+    if len(weight.users) == 1 and transposable(w):
         y = ctx.op.MatMul(ctx.value(x), transposed_initializer(ctx, w))
     elif ctx.rank(x) >= 2 and ctx.rank(weight) == 2:
         y = _gemm_transposed(ctx, ctx.value(x), w, ctx.rank(x))
     else:
         y = ctx.op.MatMul(ctx.value(x), ctx.op.Transpose(w, perm=[1, 0]))
     return ctx.op.Add(y, ctx.value(bias)) if bias is not None else y
+
+
+def transposable(w: ir.Value) -> bool:
+    """A 2-D initializer with values, small enough to be stored transposed."""
+    tensor = w.const_value
+    return (
+        w.is_initializer()
+        and tensor is not None
+        and len(tensor.shape) == 2
+        and int(tensor.nbytes) <= TRANSPOSE_LIMIT_BYTES
+    )
 
 
 def _gemm_transposed(ctx: LoweringContext, x, w, rank: int):

@@ -6,6 +6,7 @@ import torch
 import torch.fx
 
 from lowering.context import LoweringContext
+from lowering.linalg import transposable, transposed_initializer
 from lowering.registry import lowers
 
 aten = torch.ops.aten
@@ -46,6 +47,16 @@ def identity(ctx: LoweringContext, node: torch.fx.Node):
     return ctx.value(node.args[0])
 
 
+def _transposed(ctx: LoweringContext, x: torch.fx.Node, perm: list[int]):
+    """``Transpose(x, perm)``; for a 2-D weight read by this transpose alone (Falcon's and
+    Bloom's ``x @ self.weight.T``), the transposed initializer instead: a ``Transpose`` of an
+    initializer is folded by onnxruntime at every load, a second copy of the weight in memory."""
+    value = ctx.value(x)
+    if perm == [1, 0] and len(x.users) == 1 and transposable(value):
+        return transposed_initializer(ctx, value)
+    return ctx.op.Transpose(value, perm=perm)
+
+
 @lowers(aten.transpose)
 def transpose(ctx: LoweringContext, node: torch.fx.Node):
     x, a, b = node.args
@@ -53,7 +64,7 @@ def transpose(ctx: LoweringContext, node: torch.fx.Node):
     perm = list(range(rank))
     a, b = a % rank if rank else 0, b % rank if rank else 0
     perm[a], perm[b] = perm[b], perm[a]
-    return ctx.op.Transpose(ctx.value(x), perm=perm)
+    return _transposed(ctx, x, perm)
 
 
 @lowers(aten.t, aten.numpy_T)
@@ -61,14 +72,14 @@ def t(ctx: LoweringContext, node: torch.fx.Node):
     x = node.args[0]
     if ctx.rank(x) < 2:
         return ctx.value(x)
-    return ctx.op.Transpose(ctx.value(x), perm=list(reversed(range(ctx.rank(x)))))
+    return _transposed(ctx, x, list(reversed(range(ctx.rank(x)))))
 
 
 @lowers(aten.permute)
 def permute(ctx: LoweringContext, node: torch.fx.Node):
     x, dims = node.args
     rank = ctx.rank(x)
-    return ctx.op.Transpose(ctx.value(x), perm=[d % rank for d in dims])
+    return _transposed(ctx, x, [d % rank for d in dims])
 
 
 @lowers(aten.unsqueeze)
