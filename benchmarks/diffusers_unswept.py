@@ -14,8 +14,6 @@ REASONS = {
     # looked at for the argument rules (mobius/diffusers/argument_rules.py) and left out
     "CosmosControlNetModel": "its forward resizes padding_mask with torchvision, which this "
     "environment lacks (PyTorch's own forward fails: 'transforms' is not defined)",
-    "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "
-    "causal block mask, and it takes a KV cache",
     "AceStepConditionEncoder": "its timbre encoder unpacks the references per batch row by "
     "the .item() of refer_audio_order_mask's max and bincount: the output's size depends on "
     "input values, which a graph traced once cannot follow",

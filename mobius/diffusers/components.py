@@ -42,6 +42,7 @@ def component_tasks(name: str) -> list[Task]:
     """The graphs of diffusers model class ``name``, each a Task named as its directory."""
     from mobius.diffusers.audio_args import audio_ruled, audio_tasks
     from mobius.diffusers.caption_decoder import caption_tasks
+    from mobius.diffusers.far_chunks import far_tasks
     from mobius.diffusers.generic import forward_task
     from mobius.diffusers.sampling import sampling_tasks
     from mobius.diffusers.transformers2d import transformer_task
@@ -50,6 +51,8 @@ def component_tasks(name: str) -> list[Task]:
     cls = model_class(name)
     if (bank := bank_tasks(name)) is not None:  # one graph per scale (each config's: supports)
         return bank
+    if (far := far_tasks(name, cls)) is not None:  # the whole video, and the chunk loop's calls
+        return far
     if (captions := caption_tasks(name, cls)) is not None:  # its forward and its caption step
         return captions
     if audio_ruled(name):  # its latents are audio: the transformer table would read an image

@@ -126,6 +126,9 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     if strides := cfg.get("decoder_upsample_strides"):  # LTX-2's diffusion decoder
         out[SAMPLE_FRAMES], out[SAMPLE_HEIGHT], out[SAMPLE_WIDTH] = _ltx2_pixels(cfg, strides, out)
     out |= derived_sizes(out)
+    from mobius.diffusers.far_chunks import cache_lengths  # AnyFlow FAR's KV-cache buffers
+
+    out |= cache_lengths(cfg, out)
     return out
 
 

@@ -112,20 +112,28 @@ class DenseCausalAttnProcessor:
 def _through_cache(
     kv_cache: dict[str, torch.Tensor], flag: dict[str, Any], key: torch.Tensor, value: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The processor's cache step (the new keys and values written over the cache's first
-    tokens) or its read (the cached tokens before the new ones), as diffusers does them."""
+    """The processor's cache step or its read, as diffusers does them. The cache step writes the
+    new keys and values (the compressed context's tokens, then the full ones) over the first
+    tokens of each buffer; here the dict's entries are replaced by the written buffers (the
+    rest of each buffer kept), where diffusers writes into them in place. The read puts the
+    cached tokens before the new ones."""
     compressed, full = kv_cache["compressed_cache"], kv_cache["full_cache"]
     if flag["is_cache_step"]:
         n = flag["num_compressed_tokens"]
-        compressed[0, :, :, :n] = key[:, :, :n]
-        compressed[1, :, :, :n] = value[:, :, :n]
-        full[0, :, :, : flag["num_full_tokens"]] = key[:, :, n:]
-        full[1, :, :, : flag["num_full_tokens"]] = value[:, :, n:]
+        kv_cache["compressed_cache"] = _written(compressed, key[:, :, :n], value[:, :, :n])
+        kv_cache["full_cache"] = _written(full, key[:, :, n:], value[:, :, n:])
         return key, value
     n_compressed, n_full = flag["num_cached_compressed_tokens"], flag["num_cached_full_tokens"]
     key = torch.cat([compressed[0, :, :, :n_compressed], full[0, :, :, :n_full], key], dim=2)
     value = torch.cat([compressed[1, :, :, :n_compressed], full[1, :, :, :n_full], value], dim=2)
     return key, value
+
+
+def _written(buffer: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """``buffer`` ``[2, batch, heads, length, head_dim]`` with its first tokens replaced by
+    ``key`` and ``value``."""
+    written = torch.stack([key, value])
+    return torch.cat([written, buffer[:, :, :, written.shape[3] :]], dim=3)
 
 
 def dense_causal_attention(module: torch.nn.Module) -> None:
