@@ -183,7 +183,8 @@ def _avg_pool_complex(
     def pool(part: torch.Tensor) -> torch.Tensor:
         return part[: windows * kernel_size].unflatten(0, (windows, kernel_size)).mean(1)
 
-    real, imag = pool(freq.real), pool(freq.imag)
+    pairs = torch.view_as_real(freq)  # ``.real``/``.imag`` would need a decomposition's retrace
+    real, imag = pool(pairs[..., 0]), pool(pairs[..., 1])
     norm = torch.sqrt(real**2 + imag**2)
     return torch.complex(real / norm, imag / norm)
 
