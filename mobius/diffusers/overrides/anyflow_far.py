@@ -1,26 +1,31 @@
-"""AnyFlow FAR: its flex-attention ``BlockMask`` as a dense boolean mask built from diffusers' own
-``mask_mod``, its attention as SDPA, and its rotary tables' empty-grid checks made per axis.
+"""AnyFlow FAR: its flex-attention ``BlockMask`` as a dense boolean mask, its attention as SDPA,
+its KV cache written functionally, and its rotary tables' empty-grid checks made per axis.
 
 ``AnyFlowCausalAttnProcessor`` pads queries, keys and values with zeros to a multiple of 128
 tokens (flex's block size) and calls flex attention under the ``BlockMask`` that
 ``_build_far_block_mask_from_far_cfg`` makes with ``create_block_mask`` from a Python
-``mask_mod`` at the sequence's int length (the chunk-causal FAR layout: a token sees the tokens
-of its own chunk and of earlier ones; padding masked). Neither the ``BlockMask`` nor flex
-attention goes into a graph with dynamic sizes. Eager flex applies ``mask_mod`` to every score
-(checked equal to SDPA under ``create_mask``'s dense mask within 1.4e-6), which is also what the
-compiled kernel computes, so eager diffusers is the reference. Here ``create_block_mask`` gives
-the dense mask, ``mask_mod`` evaluated on index grids (the same function), and the processor runs
-SDPA under it on the unpadded tokens: the padding's rows and columns are masked out, so dropping
-them changes no real token's output. Without a mask (the autoregressive step reading the KV
-cache) flex attends to the zero padding as well, each padded key a logit of 0 with a zero value:
-the processor appends those zero keys and values, ``(-tokens) mod 128`` of them, as the model
-does. Flex's padding of a head dim below 16 with zeros and its scale ``1/sqrt(head_dim)`` are
-SDPA's default scale on the unpadded head.
+``mask_mod`` at the padded int length (the chunk-causal FAR layout: a token sees the tokens of
+its own chunk and of earlier ones; padding masked). Neither the ``BlockMask`` nor flex attention
+goes into a graph with dynamic sizes, and the padded length (``math.ceil`` of the token count
+over 128) fixed the grid in the trace. Eager flex applies ``mask_mod`` to every score (checked
+equal to SDPA under ``create_mask``'s dense mask within 1.4e-6), which is also what the compiled
+kernel computes, so eager diffusers is the reference. Here the forward builds ``far_dense_mask``
+instead, ``mask_mod``'s rule over the real tokens' chunk indices (equal to ``create_mask``'s
+mask on them: tests/mobius/diffusers/test_anyflow_far.py), and the processor runs SDPA under it
+on the unpadded tokens: the padding's rows and columns are masked out, so dropping them changes
+no real token's output. Without a mask (the autoregressive step reading the KV cache) flex
+attends to the zero padding as well, each padded key a logit of 0 with a zero value: the
+processor appends those zero keys and values, ``(-tokens) mod 128`` of them, as the model does.
+Flex's padding of a head dim below 16 with zeros and its scale ``1/sqrt(head_dim)`` are SDPA's
+default scale on the unpadded head. The cache step writes the new keys and values into the
+cache's buffers in place; here the cache dict's entries are replaced by written copies, which
+the graph gives as outputs.
 
 ``AnyFlowCausalRotaryPosEmbed``'s full and compressed tables return an empty table when
 ``min(frames, rows, cols) <= 0``: as for AnyFlow (``overrides/anyflow.py``), Python's ``min`` of
 traced sizes records relations between axes, so the check is made on each axis alone (no size is
-below 1: the table is the model's).
+below 1: the table is the model's). The compressed table average-pools the complex float64
+table, for which onnxruntime has no ``AveragePool``: a mean over a reshape.
 """
 
 from __future__ import annotations
