@@ -255,7 +255,10 @@ def unflatten(ctx: LoweringContext, node: torch.fx.Node):
     parts.append(ctx.ints(sizes))
     if dim + 1 < rank:
         parts.append(ctx.op.Shape(value, start=dim + 1))
-    return ctx.op.Reshape(value, parts[0] if len(parts) == 1 else ctx.op.Concat(*parts, axis=0))
+    # a size of 0 is a size of 0, as in ``reshape`` (AnyFlow FAR's empty compressed timesteps)
+    exact = all(not (isinstance(d, int) and d == -1) for d in sizes)
+    target = parts[0] if len(parts) == 1 else ctx.op.Concat(*parts, axis=0)
+    return ctx.op.Reshape(value, target, **({"allowzero": 1} if exact else {}))
 
 
 @lowers(aten.repeat)

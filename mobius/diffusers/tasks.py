@@ -132,6 +132,9 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     out[REFERENCES] = sum(reference_counts(sizes[BATCH]))
     out |= derived_sizes(out)
     out[REFERENCE_TOKENS] = _reference_tokens(cfg, out)
+    from mobius.diffusers.far_chunks import cache_lengths  # AnyFlow FAR's KV-cache buffers
+
+    out |= cache_lengths(cfg, out)
     return out
 
 

@@ -38,6 +38,12 @@ RESHAPE = [
     one("unflatten_static", lambda x: x.unflatten(-1, (2, 2))),
     one("unflatten_minus_one", lambda x: x.unflatten(-1, (-1, 2))),
     one("unflatten_dynamic_axis", lambda x: x.unflatten(1, (x.shape[1], 1))),
+    # an empty slice unflattened: ONNX reads a 0 in a shape as "keep the input's size" but for
+    # allowzero
+    one(
+        "unflatten_zero_size",
+        lambda x: x[:, :0].flatten(0, 1).unflatten(0, (x.shape[0], 0)).sum(1) + x[:, 0],
+    ),
     one(
         "view_runtime_zero_size",
         lambda x: x[:, 1:].reshape(-1).reshape(x.shape[0], x.shape[1] - 1, 4),

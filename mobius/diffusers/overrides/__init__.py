@@ -15,6 +15,7 @@ import torch
 from mobius.diffusers.overrides import (
     ace_step_condition,
     anyflow,
+    anyflow_far,
     audio_padding,
     bria_fibo2,
     chroma,
@@ -190,6 +191,15 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     ),
     f"{_M}.transformers.transformer_anyflow.AnyFlowRotaryPosEmbed": (
         anyflow.full_frame_check_per_axis
+    ),
+    f"{_M}.transformers.transformer_anyflow_far.AnyFlowCausalRotaryPosEmbed": (
+        anyflow_far.rotary_checks_per_axis
+    ),
+    f"{_M}.transformers.transformer_anyflow_far.AnyFlowAttention": (
+        anyflow_far.dense_causal_attention
+    ),
+    f"{_M}.transformers.transformer_anyflow_far.AnyFlowFARTransformer3DModel": (
+        anyflow_far.dense_mask_in_forward
     ),
 }
 
