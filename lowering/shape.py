@@ -8,6 +8,7 @@ import torch.fx
 from lowering.context import LoweringContext
 from lowering.linalg import transposable, transposed_initializer
 from lowering.registry import lowers
+from lowering.transposed import DerivedTensor
 
 aten = torch.ops.aten
 INT64_MAX = 2**63 - 1
@@ -52,7 +53,8 @@ def _transposed(ctx: LoweringContext, x: torch.fx.Node, perm: list[int]):
     Bloom's ``x @ self.weight.T``), the transposed initializer instead: a ``Transpose`` of an
     initializer is folded by onnxruntime at every load, a second copy of the weight in memory."""
     value = ctx.value(x)
-    if perm == [1, 0] and len(x.users) == 1 and transposable(value):
+    derived = isinstance(value.const_value, DerivedTensor)  # Q of a QR: computed when written
+    if perm == [1, 0] and len(x.users) == 1 and not derived and transposable(value):
         return transposed_initializer(ctx, value)
     return ctx.op.Transpose(value, perm=perm)
 

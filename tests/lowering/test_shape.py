@@ -191,3 +191,36 @@ def test_repeat_interleave_by_a_symbolic_size():
         [{0: "b", 1: "s", 2: "w"}],
         [torch.randn(3, 2, 6)],
     )
+
+
+class _WeightTransposed(torch.nn.Module):
+    """Falcon's linear, ``x @ self.weight.T``; with ``shared`` the weight is also read as is."""
+
+    def __init__(self, shared: bool) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(6, 4))
+        self.shared = shared
+
+    def forward(self, x):
+        y = x @ self.weight.T
+        return (y, self.weight.sum()) if self.shared else y
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_transpose_of_a_weight_is_a_transposed_initializer(shared):
+    """Read by the transpose alone, the weight is stored transposed (``weight.T``) and no
+    ``Transpose`` runs; read elsewhere too, it is stored once and transposed in the graph."""
+    from lowering.transposed import TransposedTensor
+    from mobius.testing.lowering import check_lowering, lower_module
+
+    module = _WeightTransposed(shared)
+    x, x2 = torch.randn(2, 3, 4), torch.randn(5, 3, 4)
+    model = lower_module(module, [x], [{0: "batch"}])
+    transposed = [
+        n
+        for n, v in model.graph.initializers.items()
+        if isinstance(v.const_value, TransposedTensor)
+    ]
+    ops = {node.op_type for node in model.graph}
+    assert (transposed, "Transpose" in ops) == (([], True) if shared else (["weight.T"], False))
+    check_lowering(module, [x], [{0: "batch"}], [x2], atol=1e-6)
