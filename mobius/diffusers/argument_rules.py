@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import audio_args, latent_grid, list_args, protein_args
+from mobius.diffusers import audio_args, cosmos3_args, latent_grid, list_args, protein_args
 from mobius.diffusers.folded_frames import frame_count
 from mobius.diffusers.structured_args import UNION_IMAGES
 from mobius.diffusers.tasks import (
@@ -411,6 +411,9 @@ NEEDED |= list_args.NEEDED
 # RFD4-Proteina's per-token molecular tensors (protein_args.py)
 RULES |= protein_args.ARGUMENT_RULES
 NEEDED |= protein_args.PIPELINE_ARGUMENTS
+# Cosmos 3's omni transformer: one vision item per call, the packed layout derived (cosmos3_args.py)
+RULES |= cosmos3_args.ARGUMENT_RULES
+DERIVED |= cosmos3_args.DERIVED
 
 
 def rule_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:

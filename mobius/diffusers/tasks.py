@@ -132,6 +132,9 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     out[REFERENCES] = sum(reference_counts(sizes[BATCH]))
     out |= derived_sizes(out)
     out[REFERENCE_TOKENS] = _reference_tokens(cfg, out)
+    from mobius.diffusers import cosmos3_args  # Cosmos 3's noisy frames and joint sequence
+
+    out |= cosmos3_args.related_sizes(cfg, out)
     return out
 
 
