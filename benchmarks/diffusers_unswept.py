@@ -16,9 +16,6 @@ REASONS = {
     "environment lacks (PyTorch's own forward fails: 'transforms' is not defined)",
     "AnyFlowFARTransformer3DModel": "chunk_partition, a Python list of frame chunks, drives its "
     "causal block mask, and it takes a KV cache",
-    "Cosmos3OmniTransformer": "vision_tokens, vision_token_shapes and "
-    "vision_noisy_frame_indexes are Python lists (per-sample token tensors and their (t, h, w) "
-    "grids), and und_len and sequence_length are Python ints",
 }
 
 

@@ -18,4 +18,22 @@ COSMOS3_OMNI = {
 
 COSMOS3_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [
     ("Cosmos3OmniTransformer", "Cosmos3OmniTransformer", COSMOS3_OMNI),
+    # the Nemotron backbone (squared-ReLU MLPs, float32 RMS norms), no q/k norm on the prompt's
+    # pathway but its keys normed for the generation pathway, integer positions (no fps
+    # modulation), odd patches of 3, and the sound heads built (unused: no sound passed)
+    (
+        "Cosmos3OmniTransformer (Nemotron, keys normed for generation)",
+        "Cosmos3OmniTransformer",
+        COSMOS3_OMNI
+        | {
+            "hidden_act": "relu2",
+            "qk_norm_for_text": False,
+            "use_und_k_norm_for_gen": True,
+            "enable_fps_modulation": False,
+            "latent_patch_size": 3,
+            "patch_latent_dim": 27,
+            "sound_gen": True,
+            "sound_dim": 4,
+        },
+    ),
 ]

@@ -29,8 +29,8 @@ def always_pads(module: torch.nn.Module) -> None:
             latent = latent.squeeze(0)  # [C, T, H, W]
             _, frames, height, width = latent.shape
             shapes.append((frames, height, width))
-            latent = F.pad(latent, (0, (p - width % p) % p, 0, (p - height % p) % p))
             rows, cols = (height + p - 1) // p, (width + p - 1) // p
+            latent = F.pad(latent, (0, cols * p - width, 0, rows * p - height))
             latent = latent.reshape(channels, frames, rows, p, cols, p)
             latent = latent.permute(1, 2, 4, 3, 5, 0)  # einsum "cthpwq->thwpqc", a permutation
             packed.append(latent.reshape(-1, p * p * channels))
