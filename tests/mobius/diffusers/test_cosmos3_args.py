@@ -13,7 +13,9 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from mobius.diffusers.cosmos3_args import pipeline_layout
+from mobius.diffusers.cosmos3_args import NOISY_FRAMES, pipeline_layout
+from mobius.diffusers.tasks import FRAMES, HEIGHT, WIDTH
+from mobius.tasks.base import SEQUENCE
 from tests.mobius.diffusers.parity import ATOL, convert, max_diffs
 
 LABEL = "Cosmos3OmniTransformer"
@@ -37,8 +39,7 @@ def test_odd_sides_every_frame_noisy(cosmos3):
     gen = torch.Generator().manual_seed(3)
     text, frames, height, width = 4, 3, 5, 7
     rows, cols = math.ceil(height / 2), math.ceil(width / 2)
-    sizes = {"sequence_length": text, "num_frames": frames, "height": height, "width": width,
-             "noisy_frames": frames}  # fmt: skip
+    sizes = {SEQUENCE: text, FRAMES: frames, HEIGHT: height, WIDTH: width, NOISY_FRAMES: frames}
     layout = pipeline_layout(dict(model.config), sizes, gen)
     noisy = layout["vision_noisy_frame_indexes"]
     assert noisy.tolist() == list(range(frames))
