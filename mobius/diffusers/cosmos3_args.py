@@ -9,22 +9,22 @@ each modality in the sequence. ``Cosmos3OmniPipeline`` always passes a list of o
 latents ``[1, latent_channel, frames, height, width]``, the prompt's ``len(input_ids)`` tokens at
 ``[0, und_len)``, the item's ``frames * ceil(height / p) * ceil(width / p)`` patches right after
 them, and the predictions read back at the patches of the noisy frames. So the graph fixes one item
-and takes (named after the forward's arguments):
+and takes (named after the forward's arguments, each list's member ``{name}.{i}`` as
+``structured_args`` names them):
 
 - ``input_ids`` int64 ``[sequence_length]``: the prompt (``und_len`` is its length);
 - ``position_ids`` float32 ``[3, cosmos3_joint_length]``: each packed token's (t, h, w) rotary
   position (floats: the pipeline's fps modulation scales time), ``cosmos3_joint_length`` = prompt
   tokens + patches;
-- ``vision_tokens`` ``[1, latent_channel, num_frames, height, width]``: the item's latents (the
-  list ``[vision_tokens]``);
-- ``vision_noisy_frame_indexes`` int64 ``[noisy_frames]``: the item's noisy frames, increasing
-  (the list ``[vision_noisy_frame_indexes]``; the other frames are conditioning);
+- ``vision_tokens.0`` ``[1, latent_channel, num_frames, height, width]``: the item's latents;
+- ``vision_noisy_frame_indexes.0`` int64 ``[noisy_frames]``: the item's noisy frames, increasing
+  (the other frames are conditioning);
 - ``vision_timesteps`` float32 ``[noisy_tokens]``: a timestep per patch of the noisy frames.
 
 and derives the rest in the graph as the pipeline does (``DERIVED``): ``und_len``, the grid,
 ``sequence_length``, ``text_indexes`` and ``vision_sequence_indexes`` (consecutive ranges) and
-``vision_mse_loss_indexes`` (the noisy frames' patches). The output ``out_sample`` is the list
-of one prediction stacked: ``[1, 1, latent_channel, num_frames, height, width]`` (zeros at the
+``vision_mse_loss_indexes`` (the noisy frames' patches). The output is the list of one
+prediction, ``sample.0`` ``[1, latent_channel, num_frames, height, width]`` (zeros at the
 conditioning frames, as the model gives them). The sound and action branches are optional
 arguments its default (video) path does not pass (``enable_sound`` off, no action): the graph
 leaves them out.
@@ -72,24 +72,31 @@ def related_sizes(cfg: Any, sizes: dict[str, Any]) -> dict[str, int]:
     }
 
 
-def _vision_tokens(cfg: Any) -> TensorSpec:
+ITEMS = 1  # vision items per call (the pipeline's lists hold one)
+TOKENS, NOISY = "vision_tokens.0", "vision_noisy_frame_indexes.0"  # the item's list members
+
+
+def vision_tokens(cfg: Any, name: str) -> TensorSpec:
+    """The item's latents, as the pipeline makes them (a batch of 1)."""
     channels = cfg.get("latent_channel") or 48
-    return TensorSpec("vision_tokens", FLOAT, (1, channels, FRAMES, HEIGHT, WIDTH))
+    return TensorSpec(name, FLOAT, (1, channels, FRAMES, HEIGHT, WIDTH))
+
+
+def noisy_frame_indexes(_cfg: Any, name: str) -> TensorSpec:
+    """The item's noisy frames, increasing."""
+    return TensorSpec(name, torch.int64, (NOISY_FRAMES,))
 
 
 ARGUMENT_RULES: dict[tuple[str, str], Callable[[Any], TensorSpec]] = {
     (MODEL, "input_ids"): lambda _cfg: TensorSpec("input_ids", torch.int64, (SEQUENCE,)),
     (MODEL, "position_ids"): lambda _cfg: TensorSpec("position_ids", torch.float32, (3, JOINT)),
-    (MODEL, "vision_tokens"): _vision_tokens,
-    (MODEL, "vision_noisy_frame_indexes"): lambda _cfg: TensorSpec(
-        "vision_noisy_frame_indexes", torch.int64, (NOISY_FRAMES,)),
     (MODEL, "vision_timesteps"): lambda _cfg: TensorSpec(
         "vision_timesteps", torch.float32, (NOISY_TOKENS,)),
 }  # fmt: skip
 
 
 def _item_grid(cfg: Any, x: dict[str, torch.Tensor]) -> tuple[Any, Any, Any]:
-    _, _, frames, height, width = x["vision_tokens"].shape
+    _, _, frames, height, width = x[TOKENS].shape
     return _grid(cfg, frames, height, width)
 
 
@@ -117,7 +124,7 @@ def _vision_sequence_indexes(cfg: Any, x: dict[str, torch.Tensor]) -> torch.Tens
 def _vision_mse_loss_indexes(cfg: Any, x: dict[str, torch.Tensor]) -> torch.Tensor:
     """Every patch of each noisy frame, frame by frame (``_prepare_vision_segment``)."""
     _, rows, cols = _item_grid(cfg, x)
-    noisy = x["vision_noisy_frame_indexes"]
+    noisy = x[NOISY]
     stride = rows * cols
     within = torch.arange(stride, device=noisy.device)
     return ((noisy * stride)[:, None] + within[None, :]).flatten() + _und_len(cfg, x)
@@ -131,14 +138,6 @@ DERIVED: dict[tuple[str, str], Callable[[Any, dict[str, torch.Tensor]], Any]] = 
     (MODEL, "vision_sequence_indexes"): _vision_sequence_indexes,
     (MODEL, "vision_mse_loss_indexes"): _vision_mse_loss_indexes,
 }
-
-
-def _one_item(value: torch.Tensor) -> list[torch.Tensor]:
-    """The pipeline's list of one item."""
-    return [value]
-
-
-LISTS = {MODEL: {"vision_tokens": _one_item, "vision_noisy_frame_indexes": _one_item}}
 
 FPS = 24.0  # the frame rate the feeds' positions are laid out at (the config's base_fps)
 TEMPORAL_COMPRESSION = 4  # the pipeline's VAE's frames per latent frame
@@ -169,6 +168,6 @@ def pipeline_layout(cfg: Any, sizes: dict, gen: torch.Generator) -> dict[str, to
     chosen = torch.randperm(frames, generator=gen)[:noisy].sort().values
     return {
         "position_ids": torch.cat([text_ids.float(), vision_ids.float()], dim=1),
-        "vision_noisy_frame_indexes": chosen,
+        NOISY: chosen,
         "vision_timesteps": torch.rand(noisy * rows * cols, generator=gen) * 900 + 10,
     }

@@ -30,7 +30,6 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import cosmos3_args
 from mobius.diffusers.tasks import (
     HEIGHT,
     IMAGE_SEQUENCE,
@@ -79,7 +78,6 @@ LISTS: dict[str, dict[str, Callable[[torch.Tensor], Any]]] = {
         "condition_latents": _rows,
     },
 }
-LISTS |= cosmos3_args.LISTS  # one vision item per call, its latents and noisy frames
 
 
 def _z_image_latents(name: str, channels_key: str) -> Callable[[Any], TensorSpec]:

@@ -1,5 +1,6 @@
 """Cosmos 3's omni transformer (``mobius/diffusers/cosmos3_args.py``): one vision item per call,
-its latents and noisy frames as tensors, the packed layout (prefix length, grid, sequence
+its latents and noisy frames as the lists' members (``vision_tokens.0``,
+``vision_noisy_frame_indexes.0``; out ``sample.0``), the packed layout (prefix length, grid, sequence
 indexes, the noisy patches read back) derived in the graph. It matches PyTorch's forward called
 with the pipeline's lists and Python ints at atol 1e-4, at the sweep's size sets and at odd latent
 sides (padded to whole patches) with every frame noisy."""
@@ -13,7 +14,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from mobius.diffusers.cosmos3_args import NOISY_FRAMES, pipeline_layout
+from mobius.diffusers.cosmos3_args import NOISY, NOISY_FRAMES, TOKENS, pipeline_layout
 from mobius.diffusers.tasks import FRAMES, HEIGHT, WIDTH
 from mobius.tasks.base import SEQUENCE
 from tests.mobius.diffusers.parity import ATOL, convert, max_diffs
@@ -41,11 +42,11 @@ def test_odd_sides_every_frame_noisy(cosmos3):
     rows, cols = math.ceil(height / 2), math.ceil(width / 2)
     sizes = {SEQUENCE: text, FRAMES: frames, HEIGHT: height, WIDTH: width, NOISY_FRAMES: frames}
     layout = pipeline_layout(dict(model.config), sizes, gen)
-    noisy = layout["vision_noisy_frame_indexes"]
+    noisy = layout[NOISY]
     assert noisy.tolist() == list(range(frames))
     feeds = {
         "input_ids": torch.randint(0, 32, (text,), generator=gen),
-        "vision_tokens": torch.randn(1, 3, frames, height, width, generator=gen),
+        TOKENS: torch.randn(1, 3, frames, height, width, generator=gen),
         **layout,
     }
     patches = frames * rows * cols
@@ -53,7 +54,7 @@ def test_odd_sides_every_frame_noisy(cosmos3):
         expected = model(
             input_ids=feeds["input_ids"], text_indexes=torch.arange(text),
             position_ids=feeds["position_ids"], und_len=text, sequence_length=text + patches,
-            vision_tokens=[feeds["vision_tokens"]], vision_token_shapes=[(frames, rows, cols)],
+            vision_tokens=[feeds[TOKENS]], vision_token_shapes=[(frames, rows, cols)],
             vision_sequence_indexes=torch.arange(text, text + patches),
             vision_mse_loss_indexes=torch.arange(text, text + patches),
             vision_timesteps=feeds["vision_timesteps"], vision_noisy_frame_indexes=[noisy],
@@ -64,5 +65,6 @@ def test_odd_sides_every_frame_noisy(cosmos3):
     names = {i.name for i in session.get_inputs()}
     assert names == set(feeds), names
     (got,) = session.run(None, {k: v.numpy() for k, v in feeds.items()})
-    assert got.shape == (1, *expected.shape)
-    np.testing.assert_allclose(got[0], expected.numpy(), atol=ATOL, rtol=0)
+    assert [o.name for o in session.get_outputs()] == ["sample.0"]
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected.numpy(), atol=ATOL, rtol=0)
