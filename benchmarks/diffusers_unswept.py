@@ -14,9 +14,6 @@ REASONS = {
     # looked at for the argument rules (mobius/diffusers/argument_rules.py) and left out
     "CosmosControlNetModel": "its forward resizes padding_mask with torchvision, which this "
     "environment lacks (PyTorch's own forward fails: 'transforms' is not defined)",
-    "Cosmos3OmniTransformer": "vision_tokens, vision_token_shapes and "
-    "vision_noisy_frame_indexes are Python lists (per-sample token tensors and their (t, h, w) "
-    "grids), and und_len and sequence_length are Python ints",
 }
 
 

@@ -19,7 +19,14 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import audio_args, far_chunks, latent_grid, list_args, protein_args
+from mobius.diffusers import (
+    audio_args,
+    cosmos3_args,
+    far_chunks,
+    latent_grid,
+    list_args,
+    protein_args,
+)
 from mobius.diffusers.folded_frames import frame_count
 from mobius.diffusers.structured_args import UNION_IMAGES
 from mobius.diffusers.tasks import (
@@ -414,6 +421,9 @@ NEEDED |= protein_args.PIPELINE_ARGUMENTS
 # AnyFlow FAR: frames fixed by the config's chunk_partition, derived as that list (far_chunks.py)
 RULES |= far_chunks.ARGUMENT_RULES
 DERIVED |= far_chunks.DERIVED
+# Cosmos 3's omni transformer: one vision item per call, the packed layout derived (cosmos3_args.py)
+RULES |= cosmos3_args.ARGUMENT_RULES
+DERIVED |= cosmos3_args.DERIVED
 
 
 def rule_spec(name: str, cfg: Any, cls: type) -> TensorSpec | None:

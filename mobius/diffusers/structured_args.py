@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers import protein_args
+from mobius.diffusers import cosmos3_args, protein_args
 from mobius.diffusers.folded_frames import unfolded_spec
 from mobius.diffusers.tasks import IMAGE_SEQUENCE, SEQUENCE_2, unet_condition_inputs
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
@@ -182,6 +182,11 @@ STRUCTURES: dict[tuple[str, str], Callable[[str], Structure]] = {
     # RFD4-Proteina: the preprocessor's tensors its config's features read, under their keys
     (protein_args.TRANSFORMER, "conditioning"): entries(protein_args.conditioning_specs,
                                                         protein_args.ALL_KEYS),
+    # Cosmos 3's omni transformer: one vision item per call (cosmos3_args.py)
+    (cosmos3_args.MODEL, "vision_tokens"): tensor_list(lambda _cfg: cosmos3_args.ITEMS,
+                                                       cosmos3_args.vision_tokens),
+    (cosmos3_args.MODEL, "vision_noisy_frame_indexes"): tensor_list(
+        lambda _cfg: cosmos3_args.ITEMS, cosmos3_args.noisy_frame_indexes),
 }  # fmt: skip
 
 

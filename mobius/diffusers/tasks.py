@@ -135,6 +135,9 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     from mobius.diffusers.far_chunks import cache_lengths  # AnyFlow FAR's KV-cache buffers
 
     out |= cache_lengths(cfg, out)
+    from mobius.diffusers import cosmos3_args  # Cosmos 3's noisy frames and joint sequence
+
+    out |= cosmos3_args.related_sizes(cfg, out)
     return out
 
 

@@ -304,6 +304,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
     from mobius.testing.diffusers_configs_any import ANY_CONFIGS
     from mobius.testing.diffusers_configs_anyflow_far import FAR_CONFIGS
     from mobius.testing.diffusers_configs_audio import AUDIO_CONFIGS
+    from mobius.testing.diffusers_configs_cosmos3 import COSMOS3_CONFIGS
     from mobius.testing.diffusers_configs_dltx import DLTX_CONFIGS
     from mobius.testing.diffusers_configs_glm import GLM_CONFIGS
     from mobius.testing.diffusers_configs_grid import GRID_CONFIGS
@@ -334,6 +335,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
         + WANA_CONFIGS
         + WANA2_CONFIGS
         + FAR_CONFIGS
+        + COSMOS3_CONFIGS
     )
 
 

@@ -4,6 +4,8 @@ sweep (``benchmarks/diffusers_coverage.py``) and ``mobius verify``."""
 
 from __future__ import annotations
 
+import functools
+
 # sizes for the parity runs: two sets, each other than the trace's (tasks.EXAMPLE_SIZES) on every
 # axis, so that a dimension the graph leaves dynamic but computes for one size only (a Python loop
 # unrolled at the traced count) shows as a mismatch; the second has batch 1 (pipelines' usual),
@@ -112,6 +114,16 @@ def _reference_tags(sizes: dict, gen) -> dict:
 PACKED_LAYOUTS["AceStepConditionEncoder"] = _reference_tags
 
 
+def _cosmos3_layout(cfg, sizes: dict, gen) -> dict:
+    from mobius.diffusers.cosmos3_args import pipeline_layout
+
+    return pipeline_layout(cfg, sizes, gen)
+
+
+# as PACKED_LAYOUTS, given the model's config first
+CONFIGURED_LAYOUTS = {"Cosmos3OmniTransformer": _cosmos3_layout}
+
+
 def padding_mask(shape: list[int]):
     """A right-padding mask (True: a token) whose rows keep different counts: row ``b`` pads its
     last ``(2b + 1) mod length`` tokens, at least one token kept (batch 3 at 6 tokens: 5, 3, 1
@@ -146,6 +158,8 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
     }
     sizes = related_sizes(arch.hf_config, sizes)
     layout = PACKED_LAYOUTS.get(arch.model_type)
+    if arch.model_type in CONFIGURED_LAYOUTS:  # a layout that reads the config
+        layout = functools.partial(CONFIGURED_LAYOUTS[arch.model_type], arch.hf_config)
     out = {k: v for k, v in (layout(sizes, gen) if layout else {}).items() if k in graph}
     for spec in task.inputs(arch, None):
         if spec.name in out:

@@ -22,6 +22,7 @@ from mobius.diffusers.overrides import (
     cogvideox,
     consistency_decoder,
     cosmos,
+    cosmos3_omni,
     easyanimate,
     frame_loops,
     hidream,
@@ -189,6 +190,7 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     f"{_M}.transformers.transformer_wan_animate_2.WanAnimate2Transformer3DModel": (
         wan_animate2.batched_reference_transformer
     ),
+    f"{_M}.transformers.transformer_cosmos3.Cosmos3OmniTransformer": cosmos3_omni.always_pads,
     f"{_M}.transformers.transformer_anyflow.AnyFlowRotaryPosEmbed": (
         anyflow.full_frame_check_per_axis
     ),
