@@ -42,7 +42,7 @@ def component_tasks(name: str) -> list[Task]:
     """The graphs of diffusers model class ``name``, each a Task named as its directory."""
     from mobius.diffusers.audio_args import audio_ruled, audio_tasks
     from mobius.diffusers.caption_decoder import caption_tasks
-    from mobius.diffusers.far_chunks import far_tasks
+    from mobius.diffusers.far_chunks import FAR, chunk_tasks
     from mobius.diffusers.generic import forward_task
     from mobius.diffusers.reference_cache import cache_mode_tasks
     from mobius.diffusers.sampling import sampling_tasks
@@ -54,8 +54,8 @@ def component_tasks(name: str) -> list[Task]:
         return bank
     if (modes := cache_mode_tasks(name)) is not None:  # one graph per kv_cache_mode
         return modes
-    if (far := far_tasks(name, cls)) is not None:  # the whole video, and the chunk loop's calls
-        return far
+    if name == FAR:  # AnyFlow FAR: its forward over the whole video, and the chunk loop's calls
+        return [forward_task(cls), *chunk_tasks()]
     if (captions := caption_tasks(name, cls)) is not None:  # its forward and its caption step
         return captions
     if audio_ruled(name):  # its latents are audio: the transformer table would read an image

@@ -38,38 +38,12 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers.tasks import FRAMES, HEIGHT, WIDTH
+from mobius.diffusers.axes import FRAMES, HEIGHT, WIDTH
+from mobius.diffusers.family_sizes import JOINT, NOISY_FRAMES, NOISY_TOKENS, cosmos3_grid
 from mobius.tasks.base import SEQUENCE, TensorSpec
 
 MODEL = "Cosmos3OmniTransformer"
 FLOAT = None  # the model's dtype
-JOINT = "cosmos3_joint_length"  # the prompt's tokens then the item's patches
-NOISY_FRAMES = "noisy_frames"  # the item's frames that are denoised (the others condition)
-NOISY_TOKENS = "noisy_tokens"  # their patches
-
-
-def _patch(cfg: Any) -> int:
-    return cfg.get("latent_patch_size") or 2
-
-
-def _grid(cfg: Any, frames: Any, height: Any, width: Any) -> tuple[Any, Any, Any]:
-    """The item's patch grid, as the pipeline's ``vision_token_shapes`` (sides padded up)."""
-    p = _patch(cfg)
-    return frames, (height + p - 1) // p, (width + p - 1) // p
-
-
-def related_sizes(cfg: Any, sizes: dict[str, Any]) -> dict[str, int]:
-    """The axes that follow the latents' and the prompt's: every frame but the first noisy (an
-    image-conditioned video; the graph takes any count), their patches, the joint length."""
-    if not all(isinstance(sizes.get(a), int) for a in (SEQUENCE, FRAMES, HEIGHT, WIDTH)):
-        return {}
-    frames, rows, cols = _grid(cfg, sizes[FRAMES], sizes[HEIGHT], sizes[WIDTH])
-    noisy = max(frames - 1, 1)
-    return {
-        NOISY_FRAMES: noisy,
-        NOISY_TOKENS: noisy * rows * cols,
-        JOINT: sizes[SEQUENCE] + frames * rows * cols,
-    }
 
 
 ITEMS = 1  # vision items per call (the pipeline's lists hold one)
@@ -97,7 +71,7 @@ ARGUMENT_RULES: dict[tuple[str, str], Callable[[Any], TensorSpec]] = {
 
 def _item_grid(cfg: Any, x: dict[str, torch.Tensor]) -> tuple[Any, Any, Any]:
     _, _, frames, height, width = x[TOKENS].shape
-    return _grid(cfg, frames, height, width)
+    return cosmos3_grid(cfg, frames, height, width)
 
 
 def _und_len(_cfg: Any, x: dict[str, torch.Tensor]) -> Any:
@@ -154,7 +128,7 @@ def pipeline_layout(cfg: Any, sizes: dict, gen: torch.Generator) -> dict[str, to
     )
 
     text = sizes[SEQUENCE]
-    frames, rows, cols = _grid(cfg, sizes[FRAMES], sizes[HEIGHT], sizes[WIDTH])
+    frames, rows, cols = cosmos3_grid(cfg, sizes[FRAMES], sizes[HEIGHT], sizes[WIDTH])
     fps_modulation = cfg.get("enable_fps_modulation", True)
     text_ids, offset = get_3d_mrope_ids_text_tokens(text, 0, use_float_positions=fps_modulation)
     vision_ids, _ = get_3d_mrope_ids_vae_tokens(

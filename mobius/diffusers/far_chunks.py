@@ -17,16 +17,12 @@ from typing import Any
 
 import torch
 
-from mobius.diffusers.tasks import HEIGHT, WIDTH, DiffusersTask
+from mobius.diffusers.axes import HEIGHT, WIDTH
+from mobius.diffusers.family_sizes import COMPRESSED_CACHE, FULL_CACHE, chunk_partition
+from mobius.diffusers.tasks import DiffusersTask
 from mobius.tasks.base import BATCH, SEQUENCE, TensorSpec
 
 FAR = "AnyFlowFARTransformer3DModel"
-DEFAULT_PARTITION = (1, 3, 3, 3, 3, 3, 3, 2)  # the class's default (81 frames, 21 latent)
-
-
-def chunk_partition(cfg: Any) -> list[int]:
-    """The config's frames per chunk."""
-    return [int(n) for n in cfg.get("chunk_partition") or DEFAULT_PARTITION]
 
 
 def _latents(cfg: Any) -> TensorSpec:
@@ -49,25 +45,7 @@ DERIVED = {(FAR, "chunk_partition"): lambda cfg, _x: chunk_partition(cfg)}
 
 
 # the pipeline's KV-cache buffers: [2 (key, value), batch, heads, length, head_dim], per block
-FULL_CACHE = "full_cache_length"  # full_chunk_limit x the largest chunk's full-resolution tokens
-COMPRESSED_CACHE = "compressed_cache_length"  # the compressed context's, as the pipeline sizes it
 CACHE_AXES = {"full_cache": FULL_CACHE, "compressed_cache": COMPRESSED_CACHE}
-
-
-def cache_lengths(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
-    """The cache buffers' lengths at ``sizes``'s latent grid, as the pipeline allocates them (no
-    entry for a config without ``chunk_partition``)."""
-    if not cfg.get("chunk_partition"):
-        return {}
-    patch, compressed = cfg.get("patch_size") or (1, 2, 2), cfg.get("compressed_patch_size")
-    compressed = compressed or (1, 4, 4)
-    full_tokens = (sizes[HEIGHT] // patch[1]) * (sizes[WIDTH] // patch[2])
-    compressed_tokens = (sizes[HEIGHT] // compressed[1]) * (sizes[WIDTH] // compressed[2])
-    chunks, limit = chunk_partition(cfg), cfg.get("full_chunk_limit") or 3
-    return {
-        FULL_CACHE: limit * max(chunks) * full_tokens,
-        COMPRESSED_CACHE: max(len(chunks) - limit + 1, 1) * max(chunks) * compressed_tokens,
-    }
 
 
 def _cached_frames(cfg: Any, chunk: int, cache_step: bool) -> dict[str, int]:
@@ -164,14 +142,9 @@ class ChunkTask(DiffusersTask):
                      for kind in self._caches(cfg))  # fmt: skip
 
 
-def far_tasks(name: str, cls: type) -> list[DiffusersTask] | None:
-    """AnyFlow FAR's graphs: its forward over the whole video (``transformer``), then per chunk
-    of the config's ``chunk_partition`` the pipeline's denoising step, and per chunk but the
-    last its cache step; None for any other class."""
-    if name != FAR:
-        return None
-    from mobius.diffusers.generic import forward_task
-
+def chunk_tasks() -> list[DiffusersTask]:
+    """AnyFlow FAR's chunk-loop graphs: per chunk of the config's ``chunk_partition`` the
+    pipeline's denoising step, and per chunk but the first its cache step (``supports`` keeps
+    those of the config's chunks)."""
     steps = [ChunkTask(chunk, cache_step=False) for chunk in range(MAX_CHUNKS)]
-    caches = [ChunkTask(chunk, cache_step=True) for chunk in range(1, MAX_CHUNKS)]
-    return [forward_task(cls), *steps, *caches]
+    return steps + [ChunkTask(chunk, cache_step=True) for chunk in range(1, MAX_CHUNKS)]

@@ -46,6 +46,9 @@ CANDIDATES = {
 }
 OTHER_AXIS = (2, 3, 4, 5, 6, 8, 9, 16)  # an axis the table above does not name
 DRAWS = 600
+# Bounds the trace records from branches that change no value: diffusers' upsampler makes its
+# input contiguous from a batch of 64 on (``shape[0] >= 64``), a memory-layout choice.
+NEUTRAL_BATCH_BOUND = 63
 
 
 @dataclass(frozen=True)
@@ -125,9 +128,8 @@ _LAYOUT_HELPERS = re.compile(
 
 def folded_batch_layout(relation: ShapeRelation, specs: list) -> bool:
     """diffusers' ``Upsample2D`` makes its input contiguous from a batch of 64 on (a layout
-    choice, ``trace.NEUTRAL_BATCH_BOUND``); in a video UNet that folds frames into the batch the
+    choice, ``NEUTRAL_BATCH_BOUND``); in a video UNet that folds frames into the batch the
     bound is on batch times frames (``sample[0]*sample[2] < 64``), and changes no value either."""
-    from mobius.diffusers.trace import NEUTRAL_BATCH_BOUND
 
     expr = relation.expr
     if "upsampling.py" not in relation.where or not isinstance(expr, sympy.StrictLessThan):

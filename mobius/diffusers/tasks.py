@@ -13,30 +13,34 @@ from typing import Any
 
 import torch
 
+from mobius.diffusers import family_sizes
+from mobius.diffusers.axes import (  # noqa: F401 - re-exported: the contracts' axis names
+    BATCH_FRAMES,
+    FACE_FRAMES,
+    FRAMES,
+    HEIGHT,
+    IMAGE_SEQUENCE,
+    INPUT_HEIGHT,
+    INPUT_WIDTH,
+    LENGTH,
+    NOISE_LEVELS,
+    PACKED,
+    PATCHES,
+    POSE_FRAMES,
+    REFERENCE_TOKENS,
+    REFERENCES,
+    SAMPLE_FRAMES,
+    SAMPLE_HEIGHT,
+    SAMPLE_WIDTH,
+    SEQUENCE_2,
+    TEXT_AND_IMAGE,
+    TEXT_LAYERS,
+    TEXT_TIME_IMAGE,
+    WIDTH,
+)
 from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, SEQUENCE, Task, TensorSpec
 
-HEIGHT, WIDTH = "height", "width"
-IMAGE_SEQUENCE = "image_sequence_length"  # patch tokens of a transformer taking packed latents
-FRAMES = "num_frames"  # video latents: [batch, channels, frames, height, width]
-LENGTH = "sample_length"  # 1D latents: [batch, channels, length]
-TEXT_AND_IMAGE = "text_and_image_length"  # a prompt's tokens then the image's patch tokens
-BATCH_FRAMES = "batch_frames"  # frames folded into the batch: batch * num_frames rows
-SEQUENCE_2 = "sequence_length_2"  # a second text, of a length other than the first's
-PATCHES = "patch_count"  # one token per patch of unpacked latents: (height / p) * (width / p)
-PACKED = "packed_length"  # one packed sequence: the prompt, the video's and the audio's tokens
-NOISE_LEVELS = "noise_levels"  # the distinct noise levels of a packed sequence's rows
-SAMPLE_HEIGHT = "sample_height"  # a VAE's image beside its latents: 2x per level but the last
-SAMPLE_WIDTH = "sample_width"
-TEXT_LAYERS = "text_encoder_layers"  # a text encoder's hidden states, layer by layer (HiDream)
-INPUT_HEIGHT, INPUT_WIDTH = "input_height", "input_width"  # an input image's latents (OmniGen)
-TEXT_TIME_IMAGE = "text_time_image_length"  # OmniGen: the prompt, a time token, the patches
-SAMPLE_FRAMES = "sample_frames"  # a video decoder's frames beside its latents' (LTX-2's)
-POSE_FRAMES = "pose_frames"  # Wan Animate's pose latents: one frame fewer than the video's
-FACE_FRAMES = "face_frames"  # Wan Animate's face video: 4 (pose frames - 1) + 1 pixel frames
-REFERENCES = "reference_count"  # packed references, each tagged with its batch row (ACE-Step)
-# Wan Animate 2's cached reference tokens: one patch frame fewer than the latents', same grid
-REFERENCE_TOKENS = "reference_length"
 # axes that follow another as ``a * axis + b``: (axis, a, b), fed so (related_sizes) and fixed
 # with it (fixed_axes); the model states the relation in its trace (overrides/wan_animate.py)
 DERIVED_AXES = {POSE_FRAMES: (FRAMES, 1, -1), FACE_FRAMES: (FRAMES, 4, -7)}
@@ -132,12 +136,8 @@ def related_sizes(cfg: Any, sizes: dict[str, int]) -> dict[str, int]:
     out[REFERENCES] = sum(reference_counts(sizes[BATCH]))
     out |= derived_sizes(out)
     out[REFERENCE_TOKENS] = _reference_tokens(cfg, out)
-    from mobius.diffusers.far_chunks import cache_lengths  # AnyFlow FAR's KV-cache buffers
-
-    out |= cache_lengths(cfg, out)
-    from mobius.diffusers import cosmos3_args  # Cosmos 3's noisy frames and joint sequence
-
-    out |= cosmos3_args.related_sizes(cfg, out)
+    out |= family_sizes.far_cache_lengths(cfg, out)  # AnyFlow FAR's KV-cache buffers
+    out |= family_sizes.cosmos3_sizes(cfg, out)  # Cosmos 3's noisy frames and joint sequence
     return out
 
 

@@ -18,7 +18,12 @@ import torch
 from mobius import failures
 from mobius.diffusers.config import model_class
 from mobius.diffusers.overrides import install as install_overrides
-from mobius.diffusers.shape_relations import ShapeRelation, checkable, undeclared_relations
+from mobius.diffusers.shape_relations import (
+    NEUTRAL_BATCH_BOUND,
+    ShapeRelation,
+    checkable,
+    undeclared_relations,
+)
 from mobius.diffusers.shared_modules import attach, shared_config
 from mobius.diffusers.tasks import HEIGHT, LENGTH, SAMPLE_HEIGHT, SAMPLE_WIDTH, WIDTH, fixed_axes
 from mobius.errors import ConfigError, UnsupportedError
@@ -150,9 +155,6 @@ def trace_component(arch: ArchitectureConfig, task: Task, dtype: torch.dtype) ->
     )
 
 
-# Bounds the trace records from branches that change no value: diffusers' upsampler makes its
-# input contiguous from a batch of 64 on (``shape[0] >= 64``), a memory-layout choice.
-NEUTRAL_BATCH_BOUND = 63
 # the trace limit for other bounds (as transformers models without a position table)
 LENGTH_LIMIT = 256
 # pipelines give latents whose height and width are multiples of this (the largest down-sampling
