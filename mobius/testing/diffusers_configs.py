@@ -301,6 +301,7 @@ SMALL_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [  # fmt: skip
 
 
 def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
+    from mobius.testing.diffusers_configs_allegro import ALLEGRO_CONFIGS
     from mobius.testing.diffusers_configs_any import ANY_CONFIGS
     from mobius.testing.diffusers_configs_audio import AUDIO_CONFIGS
     from mobius.testing.diffusers_configs_dltx import DLTX_CONFIGS
@@ -332,6 +333,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
         + UNID_CONFIGS
         + WANA_CONFIGS
         + WANA2_CONFIGS
+        + ALLEGRO_CONFIGS
     )
 
 

@@ -1,0 +1,65 @@
+"""VAEs whose only computation is tiled over a grid that Python loops count: one grid per graph.
+
+AutoencoderKLAllegro encodes and decodes only tile by tile (``overrides/allegro.py`` turns
+tiling on): kernels of (24 frames, ``sample_size``, ``sample_size``) at strides (16,
+``sample_size - 120``, ``sample_size - 80``), ``floor((size - kernel) / stride) + 1`` tiles per
+axis, each a Python loop, their outputs blended by ramps that depend on whether a tile is first
+or last on its axis. A size that changes the tile count changes the unrolled graph, and one
+that does not leaves the sizes past the last tile zero; frames, height and width are fixed per
+graph, to ``TILES`` tiles per axis (two along the columns, so that the blend is in the graph),
+the latents' sizes those divided by the compression ratios. Batch is fixed to 1: the tiled
+loops copy each tile into a one-row buffer (``local_batch_size = 1``), and PyTorch refuses a
+batch of 2 there (``expand(torch.FloatTensor{[2, 3, 24, 128, 128]}, size=[3, 24, 128, 128])``:
+the number of sizes provided (4) must be greater or equal to the number of dimensions in the
+tensor (5)``), in ``encode`` and ``decode`` alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mobius.diffusers import tasks as dt
+from mobius.tasks.base import BATCH, TensorSpec
+
+TILED_VAES = ("AutoencoderKLAllegro",)
+TILES = (1, 1, 2)  # frames, rows, columns
+KERNEL_FRAMES, OVERLAPS = 24, (8, 120, 80)  # AutoencoderKLAllegro.__init__'s constants
+
+
+def tile_grid_sizes(cfg: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """The encoder's and the decoder's fixed sizes: ``TILES`` kernels per axis at their strides,
+    and those divided by the temporal and spatial compression ratios."""
+    size = cfg.get("sample_size", 320)
+    kernel = (KERNEL_FRAMES, size, size)
+    video = [k + (k - o) * (n - 1) for k, o, n in zip(kernel, OVERLAPS, TILES, strict=True)]
+    spatial = 2 ** (len(cfg.get("block_out_channels", (0,) * 4)) - 1)
+    temporal = int(cfg.get("temporal_compression_ratio", 4))
+    latent = [video[0] // temporal, video[1] // spatial, video[2] // spatial]
+    axes = (dt.FRAMES, dt.HEIGHT, dt.WIDTH)
+    return {BATCH: 1, **dict(zip(axes, video, strict=True))}, {
+        BATCH: 1,
+        **dict(zip(axes, latent, strict=True)),
+    }
+
+
+def _fixed(specs: list[TensorSpec], sizes: dict[str, int]) -> list[TensorSpec]:
+    return [TensorSpec(s.name, s.dtype, tuple(sizes.get(d, d) for d in s.dims)) for s in specs]
+
+
+def tiled_vae_tasks(cls: type) -> list[dt.DiffusersTask]:
+    """The VAE contract's two graphs, each at its fixed tile grid and batch 1."""
+    encoder, decoder = dt.vae_tasks(cls=cls)
+    return [
+        dt.DiffusersTask(
+            "vae_encoder",
+            lambda cfg: _fixed(encoder._inputs(cfg), tile_grid_sizes(cfg)[0]),
+            encoder._call,
+            encoder.output_names,
+        ),
+        dt.DiffusersTask(
+            "vae_decoder",
+            lambda cfg: _fixed(decoder._inputs(cfg), tile_grid_sizes(cfg)[1]),
+            decoder._call,
+            decoder.output_names,
+        ),
+    ]
