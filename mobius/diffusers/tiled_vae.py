@@ -7,11 +7,8 @@ axis, each a Python loop, their outputs blended by ramps that depend on whether 
 or last on its axis. A size that changes the tile count changes the unrolled graph, and one
 that does not leaves the sizes past the last tile zero; frames, height and width are fixed per
 graph, to ``TILES`` tiles per axis (two along the columns, so that the blend is in the graph),
-the latents' sizes those divided by the compression ratios. Batch is fixed to 1: the tiled
-loops copy each tile into a one-row buffer (``local_batch_size = 1``), and PyTorch refuses a
-batch of 2 there (``expand(torch.FloatTensor{[2, 3, 24, 128, 128]}, size=[3, 24, 128, 128])``:
-the number of sizes provided (4) must be greater or equal to the number of dimensions in the
-tensor (5)``), in ``encode`` and ``decode`` alike.
+the latents' sizes those divided by the compression ratios. Batch stays dynamic: each tile goes
+through the encoder or decoder for every row at once (``overrides/allegro.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from mobius.diffusers import tasks as dt
-from mobius.tasks.base import BATCH, TensorSpec
+from mobius.tasks.base import TensorSpec
 
 TILED_VAES = ("AutoencoderKLAllegro",)
 TILES = (1, 1, 2)  # frames, rows, columns
@@ -36,10 +33,7 @@ def tile_grid_sizes(cfg: Any) -> tuple[dict[str, int], dict[str, int]]:
     temporal = int(cfg.get("temporal_compression_ratio", 4))
     latent = [video[0] // temporal, video[1] // spatial, video[2] // spatial]
     axes = (dt.FRAMES, dt.HEIGHT, dt.WIDTH)
-    return {BATCH: 1, **dict(zip(axes, video, strict=True))}, {
-        BATCH: 1,
-        **dict(zip(axes, latent, strict=True)),
-    }
+    return dict(zip(axes, video, strict=True)), dict(zip(axes, latent, strict=True))
 
 
 def _fixed(specs: list[TensorSpec], sizes: dict[str, int]) -> list[TensorSpec]:
@@ -47,19 +41,16 @@ def _fixed(specs: list[TensorSpec], sizes: dict[str, int]) -> list[TensorSpec]:
 
 
 def tiled_vae_tasks(cls: type) -> list[dt.DiffusersTask]:
-    """The VAE contract's two graphs, each at its fixed tile grid and batch 1."""
-    encoder, decoder = dt.vae_tasks(cls=cls)
-    return [
-        dt.DiffusersTask(
-            "vae_encoder",
-            lambda cfg: _fixed(encoder._inputs(cfg), tile_grid_sizes(cfg)[0]),
-            encoder._call,
-            encoder.output_names,
-        ),
-        dt.DiffusersTask(
-            "vae_decoder",
-            lambda cfg: _fixed(decoder._inputs(cfg), tile_grid_sizes(cfg)[1]),
-            decoder._call,
-            decoder.output_names,
-        ),
-    ]
+    """The VAE contract's two graphs, each at its fixed tile grid; each keeps the contract's
+    task (its named axes) as ``contract``, which the sweep reports the fixed sizes against."""
+    tasks = []
+    for task, grid in zip(dt.vae_tasks(cls=cls), (0, 1), strict=True):
+        fixed = dt.DiffusersTask(
+            task.name,
+            lambda cfg, task=task, grid=grid: _fixed(task._inputs(cfg), tile_grid_sizes(cfg)[grid]),
+            task._call,
+            task.output_names,
+        )
+        fixed.contract = task
+        tasks.append(fixed)
+    return tasks

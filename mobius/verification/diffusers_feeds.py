@@ -202,16 +202,16 @@ AS_COMPILED = {
 }
 
 
-# classes whose forward raises until a switch is set that their pipeline sets, by the function
-# that sets it (in place): AutoencoderKLAllegro encodes and decodes only with tiling on, as its
-# graphs do (overrides/allegro.py)
-AS_DESIGNED = {"AutoencoderKLAllegro": "mobius.diffusers.overrides.allegro:tiling_on"}
+# classes whose forward raises until switches are set that their pipeline sets, by the function
+# that sets them (in place): AutoencoderKLAllegro encodes and decodes only with tiling on, and a
+# batch past 1 only with slicing on too (row by row), which its graphs compute (overrides/allegro.py)
+AS_DESIGNED = {"AutoencoderKLAllegro": "mobius.diffusers.overrides.allegro:tiled_row_by_row"}
 
 
 def torch_outputs(task, model, inputs: dict) -> list:
     """PyTorch's outputs of ``task`` for ``inputs`` (row by row for ``ROW_BY_ROW``; for
     ``AS_COMPILED``, by the model made to compute what its compiled run does; for
-    ``AS_DESIGNED``, with the switch its pipeline sets)."""
+    ``AS_DESIGNED``, with the switches its pipeline sets)."""
     import importlib
 
     import torch

@@ -63,7 +63,7 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
         easyanimate.crop_from_sizes
     ),
     f"{_M}.autoencoders.autoencoder_kl_wan.AutoencoderKLWan": frame_loops.frames_fixed_per_graph,
-    f"{_M}.autoencoders.autoencoder_kl_allegro.AutoencoderKLAllegro": allegro.tiling_on,
+    f"{_M}.autoencoders.autoencoder_kl_allegro.AutoencoderKLAllegro": allegro.tiled_batched,
     f"{_M}.autoencoders.autoencoder_kl_qwenimage.AutoencoderKLQwenImage": (
         frame_loops.frames_fixed_per_graph
     ),
