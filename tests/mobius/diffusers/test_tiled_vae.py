@@ -38,7 +38,7 @@ def decoder(tmp_path_factory):
     return model, arch, task, ort.InferenceSession(str(root / "model.onnx"))
 
 
-def test_grid_is_two_column_tiles_at_batch_one():
+def test_grid_is_two_column_tiles():
     video, latent = tile_grid_sizes({"_class_name": NAME, **ALLEGRO})
     # kernel 24 x 128 x 128, column stride 128 - 80: two tiles overlap by 80 columns
     assert video == {"num_frames": 24, "height": 128, "width": 176}
