@@ -23,12 +23,12 @@ TILES = (1, 1, 2)  # frames, rows, columns
 KERNEL_FRAMES, OVERLAPS = 24, (8, 120, 80)  # AutoencoderKLAllegro.__init__'s constants
 
 
-def tile_grid_sizes(cfg: Any) -> tuple[dict[str, int], dict[str, int]]:
-    """The encoder's and the decoder's fixed sizes: ``TILES`` kernels per axis at their strides,
+def tile_grid_sizes(cfg: Any, tiles: tuple[int, ...] = TILES) -> tuple[dict, dict]:
+    """The encoder's and the decoder's fixed sizes: ``tiles`` kernels per axis at their strides,
     and those divided by the temporal and spatial compression ratios."""
     size = cfg.get("sample_size", 320)
     kernel = (KERNEL_FRAMES, size, size)
-    video = [k + (k - o) * (n - 1) for k, o, n in zip(kernel, OVERLAPS, TILES, strict=True)]
+    video = [k + (k - o) * (n - 1) for k, o, n in zip(kernel, OVERLAPS, tiles, strict=True)]
     spatial = 2 ** (len(cfg.get("block_out_channels", (0,) * 4)) - 1)
     temporal = int(cfg.get("temporal_compression_ratio", 4))
     latent = [video[0] // temporal, video[1] // spatial, video[2] // spatial]
@@ -40,14 +40,16 @@ def _fixed(specs: list[TensorSpec], sizes: dict[str, int]) -> list[TensorSpec]:
     return [TensorSpec(s.name, s.dtype, tuple(sizes.get(d, d) for d in s.dims)) for s in specs]
 
 
-def tiled_vae_tasks(cls: type) -> list[dt.DiffusersTask]:
-    """The VAE contract's two graphs, each at its fixed tile grid; each keeps the contract's
+def tiled_vae_tasks(cls: type, tiles: tuple[int, ...] = TILES) -> list[dt.DiffusersTask]:
+    """The VAE contract's two graphs, each at ``tiles`` tiles per axis; each keeps the contract's
     task (its named axes) as ``contract``, which the sweep reports the fixed sizes against."""
     tasks = []
-    for task, grid in zip(dt.vae_tasks(cls=cls), (0, 1), strict=True):
+    for task, which in zip(dt.vae_tasks(cls=cls), (0, 1), strict=True):  # video, latents
         fixed = dt.DiffusersTask(
             task.name,
-            lambda cfg, task=task, grid=grid: _fixed(task._inputs(cfg), tile_grid_sizes(cfg)[grid]),
+            lambda cfg, task=task, which=which: _fixed(
+                task._inputs(cfg), tile_grid_sizes(cfg, tiles)[which]
+            ),
             task._call,
             task.output_names,
         )
