@@ -7,7 +7,6 @@ from __future__ import annotations
 # classes examined for the sweep and left out
 REASONS = {
     "ControlNetXSAdapter": "an adapter driven by UNetControlNetXSModel, not called alone",
-    "AutoencoderKLAllegro": "diffusers itself refuses: encoding without tiling is not implemented",
     "AutoencoderRAE": "its encoder is a pretrained DINOv2 loaded by name (network)",
     "MotionAdapter": "holds UNetMotionModel's motion modules; its own forward does nothing",
     "MultiAdapter": "a list of T2IAdapters, built from models, not from a config",

@@ -46,6 +46,7 @@ def component_tasks(name: str) -> list[Task]:
     from mobius.diffusers.generic import forward_task
     from mobius.diffusers.reference_cache import cache_mode_tasks
     from mobius.diffusers.sampling import sampling_tasks
+    from mobius.diffusers.tiled_vae import TILED_VAES, tiled_vae_tasks
     from mobius.diffusers.transformers2d import transformer_task
     from mobius.diffusers.upscaler_bank import bank_tasks
 
@@ -72,6 +73,8 @@ def component_tasks(name: str) -> list[Task]:
         from mobius.diffusers.folded_frames import temporal_decoder_tasks
 
         return temporal_decoder_tasks(cls)
+    if name in TILED_VAES:  # tiled over a grid that Python loops count: one grid per graph
+        return tiled_vae_tasks(cls)
     if name in PLAIN_LATENT_VAES:
         return list(dt.vae_tasks("latents", cls))
     if name.startswith("Autoencoder") or (hasattr(cls, "encode") and hasattr(cls, "decode")):

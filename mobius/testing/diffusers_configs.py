@@ -301,6 +301,7 @@ SMALL_CONFIGS: list[tuple[str, str, dict[str, Any]]] = [  # fmt: skip
 
 
 def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
+    from mobius.testing.diffusers_configs_allegro import ALLEGRO_CONFIGS
     from mobius.testing.diffusers_configs_any import ANY_CONFIGS
     from mobius.testing.diffusers_configs_anyflow_far import FAR_CONFIGS
     from mobius.testing.diffusers_configs_audio import AUDIO_CONFIGS
@@ -336,6 +337,7 @@ def _all_configs() -> list[tuple[str, str, dict[str, Any]]]:
         + WANA2_CONFIGS
         + FAR_CONFIGS
         + COSMOS3_CONFIGS
+        + ALLEGRO_CONFIGS
     )
 
 

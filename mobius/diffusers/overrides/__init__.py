@@ -14,6 +14,7 @@ import torch
 
 from mobius.diffusers.overrides import (
     ace_step_condition,
+    allegro,
     anyflow,
     anyflow_far,
     audio_padding,
@@ -64,6 +65,7 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
         easyanimate.crop_from_sizes
     ),
     f"{_M}.autoencoders.autoencoder_kl_wan.AutoencoderKLWan": frame_loops.frames_fixed_per_graph,
+    f"{_M}.autoencoders.autoencoder_kl_allegro.AutoencoderKLAllegro": allegro.tiled_batched,
     f"{_M}.autoencoders.autoencoder_kl_qwenimage.AutoencoderKLQwenImage": (
         frame_loops.frames_fixed_per_graph
     ),
