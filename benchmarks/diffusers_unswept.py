@@ -104,4 +104,11 @@ NOTES = [
     "upscaler bank), Wan Animate, UniDiffuser's text decoder, RFD4 Proteina, Ideogram 4's head, "
     "UNet3DConditionModel, AnyFlow, UVit2D, the HunyuanVideo 1.5 VAE and the light T2IAdapter "
     "were run with it on 2026-12-07 at a load of 1-2 on 2 cores.",
+    "The rows of AceStepConditionEncoder (output sizes from the reference tags' values: "
+    "`overrides/ace_step_condition.py`), Wan Animate 2 (one graph per kv_cache_mode, the cache "
+    "between them as named tensors: `reference_cache.py`), AnyFlow FAR (the whole video and the "
+    "chunk loop's steps with their KV cache: `far_chunks.py`), Cosmos 3's omni transformer (one "
+    "vision item per call: `cosmos3_args.py`) and Allegro's VAE (tiled as diffusers implements "
+    "it, one tile grid per graph: `tiled_vae.py`; its two size sets vary the batch, other grids "
+    "in `benchmarks/allegro_tile_grids.py`) were run on 2026-12-07 at a load of 2-5 on 2 cores.",
 ]
