@@ -12,27 +12,41 @@ model's for every grid.
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 
 import torch
 
 
-def full_frame_check_per_axis(module: torch.nn.Module) -> None:
-    def forward_full_frame(
-        self: torch.nn.Module, num_frames: int, height: int, width: int, device: torch.device
-    ) -> torch.Tensor:
-        freqs_full = self._build_freqs(device)
-        if num_frames <= 0 or height <= 0 or width <= 0:
-            channels = self.attention_head_dim // 2
-            return torch.empty((num_frames, height, width, channels), dtype=freqs_full.dtype,
-                               device=device)  # fmt: skip
-        third = self.attention_head_dim // 6
-        freqs = freqs_full.split_with_sizes(
-            [self.attention_head_dim // 2 - 2 * third, third, third], dim=1
-        )
-        grid = (num_frames, height, width, -1)
-        freqs_f = freqs[0][:num_frames].view(num_frames, 1, 1, -1).expand(*grid)
-        freqs_h = freqs[1][:height].view(1, height, 1, -1).expand(*grid)
-        freqs_w = freqs[2][:width].view(1, 1, width, -1).expand(*grid)
-        return torch.cat([freqs_f, freqs_h, freqs_w], dim=-1)
+def grid_table(
+    self: torch.nn.Module,
+    num_frames: int,
+    height: int,
+    width: int,
+    device: torch.device,
+    pool: Callable[[list[torch.Tensor]], list[torch.Tensor]] = lambda tables: tables,
+) -> torch.Tensor:
+    """The rotary table of a ``num_frames x height x width`` grid from the module's per-axis
+    tables (``pool``ed first: AnyFlow FAR's compressed frames), empty where an axis is 0; the
+    empty check made on each axis alone."""
+    freqs_full = self._build_freqs(device)
+    if num_frames <= 0 or height <= 0 or width <= 0:
+        channels = self.attention_head_dim // 2
+        return torch.empty((num_frames, height, width, channels), dtype=freqs_full.dtype,
+                           device=device)  # fmt: skip
+    third = self.attention_head_dim // 6
+    freqs = pool(
+        list(
+            freqs_full.split_with_sizes(
+                [self.attention_head_dim // 2 - 2 * third, third, third], dim=1
+            )
+        )  # fmt: skip
+    )
+    grid = (num_frames, height, width, -1)
+    freqs_f = freqs[0][:num_frames].view(num_frames, 1, 1, -1).expand(*grid)
+    freqs_h = freqs[1][:height].view(1, height, 1, -1).expand(*grid)
+    freqs_w = freqs[2][:width].view(1, 1, width, -1).expand(*grid)
+    return torch.cat([freqs_f, freqs_h, freqs_w], dim=-1)
 
-    module._forward_full_frame = types.MethodType(forward_full_frame, module)
+
+def full_frame_check_per_axis(module: torch.nn.Module) -> None:
+    module._forward_full_frame = types.MethodType(grid_table, module)

@@ -38,7 +38,7 @@ from unittest import mock
 import torch
 import torch.nn.functional as F
 
-from mobius.diffusers.overrides.anyflow import full_frame_check_per_axis
+from mobius.diffusers.overrides.anyflow import full_frame_check_per_axis, grid_table
 
 FLEX_BLOCK = 128  # the processor pads the sequence to a multiple of this
 
@@ -199,21 +199,12 @@ def _compressed_frame(
 ) -> torch.Tensor:
     """``AnyFlowCausalRotaryPosEmbed._forward_compressed_frame`` with its check per axis: each
     axis's table average-pooled by the compressed patch's downscale (complex, renormalised)."""
-    freqs_full = self._build_freqs(device)
-    if num_frames <= 0 or height <= 0 or width <= 0:
-        channels = self.attention_head_dim // 2
-        return torch.empty((num_frames, height, width, channels), dtype=freqs_full.dtype,
-                           device=device)  # fmt: skip
-    third = self.attention_head_dim // 6
-    freqs = freqs_full.split_with_sizes([self.attention_head_dim // 2 - 2 * third, third, third],
-                                        dim=1)  # fmt: skip
     downscale = [c // p for c, p in zip(self.compressed_patch_size, self.patch_size, strict=True)]
-    pooled = [
-        self.avg_pool_complex(f, kernel_size=d, stride=d)
-        for f, d in zip(freqs, downscale, strict=True)
-    ]
-    grid = (num_frames, height, width, -1)
-    freqs_f = pooled[0][:num_frames].view(num_frames, 1, 1, -1).expand(*grid)
-    freqs_h = pooled[1][:height].view(1, height, 1, -1).expand(*grid)
-    freqs_w = pooled[2][:width].view(1, 1, width, -1).expand(*grid)
-    return torch.cat([freqs_f, freqs_h, freqs_w], dim=-1)
+
+    def pool(tables: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [
+            self.avg_pool_complex(f, kernel_size=d, stride=d)
+            for f, d in zip(tables, downscale, strict=True)
+        ]
+
+    return grid_table(self, num_frames, height, width, device, pool)
