@@ -44,6 +44,7 @@ def test_transformer_matches_pytorch(transformer):
     assert max(diffs.values()) < ATOL, diffs
 
 
+@pytest.mark.sweep  # a sweep check: its draw as an input is unit-tested below in CI
 def test_autoencoder_matches_pytorch(autoencoder):
     model, out = autoencoder
     graphs = {}
