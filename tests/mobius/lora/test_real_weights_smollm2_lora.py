@@ -15,7 +15,8 @@ from mobius.testing.lora import lora_parity, onnx_adapter_feeds, save_float_chec
 from mobius.testing.parity import causal_lm_parity
 from mobius.testing.peft_adapters import PeftAdapters, greedy, peft_adapter
 
-pytestmark = pytest.mark.slow
+# a sweep check: LoRA folding is checked against PEFT on tiny models in CI (test_fold.py)
+pytestmark = [pytest.mark.slow, pytest.mark.sweep]
 
 ATOL = 1e-4
 PROMPT = "The capital of France is"

@@ -12,7 +12,8 @@ import mobius
 from mobius.cli import main
 from mobius.testing.gguf import checkpoint_from_gguf, smollm2_gguf
 
-pytestmark = pytest.mark.slow
+# a sweep check: verify's three precisions are checked on tiny models in CI (test_causal.py)
+pytestmark = [pytest.mark.slow, pytest.mark.sweep]
 PROMPT = "The capital of France is Paris. The capital of Germany is"
 
 
@@ -34,12 +35,7 @@ def smollm2(tmp_path_factory):
     return checkpoint, package
 
 
-# f16 and int4 are sweep checks: the verify tolerances of both are checked on tiny models in CI
-# (test_causal.py), and each real-weight build costs ~15 s of a worker
-@pytest.mark.parametrize(
-    "precision", ["f32", pytest.param("f16", marks=pytest.mark.sweep),
-                  pytest.param("int4", marks=pytest.mark.sweep)],
-)  # fmt: skip
+@pytest.mark.parametrize("precision", ["f32", "f16", "int4"])
 def test_smollm2_within_tolerance(smollm2, precision, capsys, tmp_path):
     checkpoint, package = smollm2
     path = tmp_path / "report.json"
