@@ -4,8 +4,6 @@ sweep (``benchmarks/diffusers_coverage.py``) and ``mobius verify``."""
 
 from __future__ import annotations
 
-import functools
-
 # sizes for the parity runs: two sets, each other than the trace's (tasks.EXAMPLE_SIZES) on every
 # axis, so that a dimension the graph leaves dynamic but computes for one size only (a Python loop
 # unrolled at the traced count) shows as a mismatch; the second has batch 1 (pipelines' usual),
@@ -51,7 +49,7 @@ SIGMA_TIMESTEPS = (
 )  # fmt: skip
 
 
-def _packed_layout(sizes: dict, gen) -> dict:
+def _packed_layout(_cfg, sizes: dict, gen) -> dict:
     """MiniMax-H3's packed sequence: a random permutation of its rows split into the prompt's,
     the video's and the audio's (so that the three index tensors partition it, as index_copy
     needs), each row tagged with its modality (video 0, text 1, audio 2) and given one of the
@@ -73,11 +71,12 @@ def _packed_layout(sizes: dict, gen) -> dict:
     }
 
 
-# classes whose integer inputs lay out one packed sequence: made from the sizes, not at random
+# classes whose integer inputs lay out one packed sequence: made from the config and the sizes,
+# not at random (each a function of config, sizes, generator)
 PACKED_LAYOUTS = {"MiniMaxH3Transformer3DModel": _packed_layout}
 
 
-def _joyimage_grids(sizes: dict, gen) -> dict:
+def _joyimage_grids(_cfg, sizes: dict, gen) -> dict:
     from mobius.diffusers.list_args import joyimage_grids
 
     return joyimage_grids(sizes, gen)
@@ -86,7 +85,7 @@ def _joyimage_grids(sizes: dict, gen) -> dict:
 PACKED_LAYOUTS["JoyImageEditPlusTransformer3DModel"] = _joyimage_grids
 
 
-def _molecules(sizes: dict, gen) -> dict:
+def _molecules(_cfg, sizes: dict, gen) -> dict:
     from mobius.diffusers.protein_args import molecule_feeds
 
     return molecule_feeds(sizes, gen)
@@ -96,7 +95,7 @@ PACKED_LAYOUTS["RFD4ProteinaTransformer"] = _molecules
 PACKED_LAYOUTS["RFD4ProteinaAutoencoder"] = _molecules
 
 
-def _omnigen_layout(sizes: dict, gen) -> dict:
+def _omnigen_layout(_cfg, sizes: dict, gen) -> dict:
     from mobius.diffusers.list_args import omnigen_layout
 
     return omnigen_layout(sizes, gen)
@@ -105,7 +104,7 @@ def _omnigen_layout(sizes: dict, gen) -> dict:
 PACKED_LAYOUTS["OmniGenTransformer2DModel"] = _omnigen_layout
 
 
-def _reference_tags(sizes: dict, gen) -> dict:
+def _reference_tags(_cfg, sizes: dict, gen) -> dict:
     from mobius.diffusers.audio_args import reference_tags
 
     return reference_tags(sizes)
@@ -120,8 +119,7 @@ def _cosmos3_layout(cfg, sizes: dict, gen) -> dict:
     return pipeline_layout(cfg, sizes, gen)
 
 
-# as PACKED_LAYOUTS, given the model's config first
-CONFIGURED_LAYOUTS = {"Cosmos3OmniTransformer": _cosmos3_layout}
+PACKED_LAYOUTS["Cosmos3OmniTransformer"] = _cosmos3_layout
 
 
 def padding_mask(shape: list[int]):
@@ -158,9 +156,8 @@ def feeds(task, arch, session, seed: int = 0, run_sizes: dict | None = None) -> 
     }
     sizes = related_sizes(arch.hf_config, sizes)
     layout = PACKED_LAYOUTS.get(arch.model_type)
-    if arch.model_type in CONFIGURED_LAYOUTS:  # a layout that reads the config
-        layout = functools.partial(CONFIGURED_LAYOUTS[arch.model_type], arch.hf_config)
-    out = {k: v for k, v in (layout(sizes, gen) if layout else {}).items() if k in graph}
+    out = layout(arch.hf_config, sizes, gen) if layout else {}
+    out = {k: v for k, v in out.items() if k in graph}
     for spec in task.inputs(arch, None):
         if spec.name in out:
             continue

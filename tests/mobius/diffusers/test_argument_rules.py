@@ -33,7 +33,7 @@ def test_packed_layout_partitions_the_sequence():
     for sizes in SIZE_SETS:
         sizes = related_sizes({}, sizes)
         layout = PACKED_LAYOUTS["MiniMaxH3Transformer3DModel"](
-            sizes, torch.Generator().manual_seed(0)
+            {}, sizes, torch.Generator().manual_seed(0)
         )
         parts = [layout[f"{m}_indices"] for m in ("text", "video", "audio")]
         assert torch.equal(torch.cat(parts).sort().values, torch.arange(sizes["packed_length"]))

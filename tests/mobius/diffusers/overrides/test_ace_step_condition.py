@@ -29,7 +29,7 @@ def test_feeds_tag_every_row_with_different_counts():
     largest = []
     for sizes in SIZE_SETS:
         sizes = related_sizes({}, sizes)
-        tags = PACKED_LAYOUTS[LABEL](sizes, torch.Generator())["refer_audio_order_mask"]
+        tags = PACKED_LAYOUTS[LABEL]({}, sizes, torch.Generator())["refer_audio_order_mask"]
         counts = torch.bincount(tags).tolist()
         assert torch.equal(tags, tags.sort().values) and len(tags) == sizes["reference_count"]
         assert len(counts) == sizes["batch"] and min(counts) >= 1
