@@ -44,7 +44,8 @@ _SCRATCH = threading.local()
 def scratch(nbytes: int, purpose: str = "read") -> memoryview:
     """A buffer of ``nbytes`` reused by this thread from tensor to tensor while saving, one per
     ``purpose`` (``read``: a weight's bytes; ``slab``: a transposed slab being written; ``chunk``
-    and ``cast``: a streamed chunk as read and as cast): a fresh
+    and ``cast``: a streamed chunk as read and as cast; ``cast_f32``: the float32 block of a bf16 ->
+    f16 cast): a fresh
     buffer per weight costs a page fault and a zeroed page every 4 KiB (several CPU seconds over
     a 6 GB checkpoint). ``release_scratch`` frees them once the model is written."""
     buffers = getattr(_SCRATCH, "buffers", None)

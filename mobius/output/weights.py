@@ -224,13 +224,17 @@ class CopiedTensor(ir.LazyTensor):
         stored, wanted = self.source.dtype, torch_dtype(self.dtype)
         check = self.dtype.is_floating_point()
         size = int(self.dtype.itemsize)  # float types: whole bytes
+        halves = stored == torch.bfloat16 and wanted == torch.float16
 
         def cast(chunk: memoryview) -> tuple[memoryview, bool]:
             # into this thread's reused buffer: a fresh tensor per chunk cost 0.5 ns an element
             # in page faults (1.6 against 1.0 ns for bf16 -> f16 with the NaN/Inf check)
             source = torch.frombuffer(chunk, dtype=stored)
             data = torch.frombuffer(scratch(source.numel() * size, "cast"), dtype=wanted)
-            data.copy_(source)
+            if halves:
+                _cast_halves(source, data)
+            else:
+                data.copy_(source)
             return _bytes_of(data), not check or _all_finite(data)
 
         return cast
@@ -323,6 +327,25 @@ class CopiedTensor(ir.LazyTensor):
                     finite = _all_finite(out)
                 written.write(_bytes_of(out))
         return finite
+
+
+# elements per block of a bf16 -> f16 cast (its float32 copy stays in cache)
+HALF_CAST_BLOCK = 1 << 16
+
+
+def _cast_halves(source: torch.Tensor, out: torch.Tensor) -> None:
+    """``out.copy_(source)`` for bf16 -> f16, through float32 one cache-sized block at a time
+    (the same bits: both round the float32 value): torch's direct copy converts element by
+    element (0.8 ns an element), its copies to and from float32 are vectorised (0.35 ns for both,
+    in blocks)."""
+    torch = _torch()
+    wide = torch.frombuffer(scratch(HALF_CAST_BLOCK * 4, "cast_f32"), dtype=torch.float32)
+    total = source.numel()
+    for start in range(0, total, HALF_CAST_BLOCK):
+        stop = min(start + HALF_CAST_BLOCK, total)
+        block = wide[: stop - start]
+        block.copy_(source[start:stop])
+        out[start:stop].copy_(block)
 
 
 def _bytes_of(tensor: torch.Tensor) -> memoryview:

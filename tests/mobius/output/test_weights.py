@@ -13,6 +13,7 @@ from mobius.output.weights import (
     Checkpoint,
     CopiedTensor,
     _all_finite,
+    _cast_halves,
     _finite,
     lazy_initializer,
 )
@@ -140,6 +141,17 @@ def test_a_cast_tensor_is_streamed_chunk_by_chunk(tmp_path, monkeypatch, stored,
     expected = data.to(wanted).view(torch.uint8).numpy().tobytes()
     assert _saved_bytes(tensor) == expected == tensor.tobytes()
     assert tensor.numpy().dtype == torch.empty((), dtype=wanted).numpy().dtype
+
+
+def test_bf16_to_f16_through_float32_blocks_gives_the_direct_casts_bits(monkeypatch):
+    import mobius.output.weights as weights
+
+    monkeypatch.setattr(weights, "HALF_CAST_BLOCK", 1000)  # many blocks, the last one partial
+    every_bf16 = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16)
+    source = every_bf16.view(torch.bfloat16)  # NaN, Inf, subnormals and overflow included
+    out = torch.empty(source.shape, dtype=torch.float16)
+    _cast_halves(source, out)
+    assert torch.equal(out.view(torch.int16), source.to(torch.float16).view(torch.int16))
 
 
 def test_a_cast_that_overflows_is_reported(tmp_path):
