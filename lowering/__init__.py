@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from lowering.complex_ops import find_complex_lowering, involves_complex
     from lowering.context import LoweringContext
     from lowering.dtypes import onnx_dtype
-    from lowering.registry import LOWERINGS, find_lowering, lowers, op_name
+    from lowering.registry import LOWERINGS, find_lowering, lowers, node_lowering, op_name
 
 __all__ = [
     "LOWERINGS",
@@ -25,6 +25,7 @@ __all__ = [
     "find_lowering",
     "involves_complex",
     "lowers",
+    "node_lowering",
     "onnx_dtype",
     "op_name",
 ]
@@ -43,6 +44,7 @@ _HOMES = {
     "LOWERINGS": "registry",
     "find_lowering": "registry",
     "lowers": "registry",
+    "node_lowering": "registry",
     "op_name": "registry",
 }
 

@@ -25,6 +25,32 @@ def arange(ctx: LoweringContext, node: torch.fx.Node):
     return values if compute == dtype else ctx.cast(values, dtype)
 
 
+@lowers(aten.linspace)
+def linspace(ctx: LoweringContext, node: torch.fx.Node):
+    """torch's formula: ``start + i * step`` for the first half of the ``steps`` points and
+    ``end - (steps - 1 - i) * step`` for the rest, ``step = (end - start) / (steps - 1)``
+    (integers computed in float64 and truncated, as torch does); one point is ``start``."""
+    start, end, steps = node.args[:3]
+    dtype = ctx.out_dtype(node)
+    compute = (
+        torch.float32 if dtype in (torch.float16, torch.bfloat16, torch.float32) else torch.float64
+    )
+    first, last = _scalar(ctx, start, compute), _scalar(ctx, end, compute)
+    count = _scalar(ctx, steps, torch.int64)
+    index = ctx.op.Range(ctx.constant(0, torch.int64), count, ctx.constant(1, torch.int64))
+    gaps = ctx.op.Max(ctx.op.Sub(count, ctx.constant(1, torch.int64)), ctx.constant(1, torch.int64))
+    step = ctx.op.Div(ctx.op.Sub(last, first), ctx.cast(gaps, compute))
+    from_start = ctx.op.Add(first, ctx.op.Mul(step, ctx.cast(index, compute)))
+    back = ctx.op.Sub(ctx.op.Sub(count, ctx.constant(1, torch.int64)), index)
+    from_end = ctx.op.Sub(last, ctx.op.Mul(step, ctx.cast(back, compute)))
+    # torch's halfway is steps // 2; at least 1, so that one point is start
+    halfway = ctx.op.Max(
+        ctx.op.Div(count, ctx.constant(2, torch.int64)), ctx.constant(1, torch.int64)
+    )
+    values = ctx.op.Where(ctx.op.Less(index, halfway), from_start, from_end)
+    return values if compute == dtype else ctx.cast(values, dtype)
+
+
 def _scalar(ctx: LoweringContext, arg, dtype: torch.dtype):
     if isinstance(arg, torch.fx.Node):
         return ctx.op.Reshape(ctx.value(arg, dtype), ctx.ints([]))
@@ -67,6 +93,18 @@ def filled_like(ctx: LoweringContext, node: torch.fx.Node):
     packet = node.target.overloadpacket
     fill = node.args[1] if packet is aten.full_like else 1 if packet is aten.ones_like else 0
     return _filled(ctx, ctx.op.Shape(ctx.value(node.args[0])), fill, ctx.out_dtype(node))
+
+
+@lowers(aten.eye)
+def eye(ctx: LoweringContext, node: torch.fx.Node):
+    """``torch.eye(n, m=n)``: ones on the main diagonal of an n x m matrix."""
+    rows = node.args[0]
+    columns = node.args[1] if len(node.args) > 1 else rows
+    dtype = ctx.out_dtype(node)
+    compute = torch.float32 if dtype in (torch.bool, torch.bfloat16) else dtype
+    zeros = ctx.op.ConstantOfShape(ctx.ints([rows, columns]), value=_fill_value(0, compute))
+    ones = ctx.op.EyeLike(zeros)
+    return ones if compute == dtype else ctx.cast(ones, dtype)
 
 
 @lowers(aten.scalar_tensor)

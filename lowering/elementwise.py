@@ -15,7 +15,9 @@ aten = torch.ops.aten
 _BINARY = {
     aten.add: "Add",
     aten.sub: "Sub",
+    aten.subtract: "Sub",
     aten.mul: "Mul",
+    aten.multiply: "Mul",
     aten.maximum: "Max",
     aten.minimum: "Min",
 }
@@ -95,7 +97,7 @@ def rsub(ctx: LoweringContext, node: torch.fx.Node):
     return ctx.op.Sub(b, a)
 
 
-@lowers(aten.div)
+@lowers(aten.div, aten.divide, aten.true_divide)
 def div(ctx: LoweringContext, node: torch.fx.Node):
     dtype = ctx.out_dtype(node)
     mode = node.kwargs.get("rounding_mode", node.args[2] if len(node.args) > 2 else None)
@@ -207,6 +209,44 @@ for _packet, _onnx in _UNARY.items():
 @lowers(aten.isinf)
 def isinf(ctx: LoweringContext, node: torch.fx.Node):
     return ctx.op.IsInf(ctx.value(node.args[0]))
+
+
+@lowers(aten.isfinite)
+def isfinite(ctx: LoweringContext, node: torch.fx.Node):
+    x = node.args[0]
+    if not ctx.torch_dtype(x).is_floating_point:  # integers and bools are always finite
+        return ctx.op.Expand(ctx.constant(True, torch.bool), ctx.op.Shape(ctx.value(x)))
+    value = ctx.value(x)
+    return ctx.op.Not(ctx.op.Or(ctx.op.IsNaN(value), ctx.op.IsInf(value)))
+
+
+@lowers(aten.nan_to_num)
+def nan_to_num(ctx: LoweringContext, node: torch.fx.Node):
+    """NaN -> ``nan`` (0), +Inf -> ``posinf`` and -Inf -> ``neginf`` (the dtype's largest and
+    smallest finite values by default); integers pass unchanged."""
+    x, dtype = node.args[0], ctx.out_dtype(node)
+    if not dtype.is_floating_point:
+        return ctx.value(x)
+    args = list(node.args[1:]) + [None] * 3
+    nan = node.kwargs.get("nan", args[0])
+    posinf = node.kwargs.get("posinf", args[1])
+    neginf = node.kwargs.get("neginf", args[2])
+    info = torch.finfo(dtype)
+    value = ctx.value(x)
+    value = ctx.op.Where(ctx.op.IsNaN(value), ctx.constant(nan or 0.0, dtype), value)
+    high = ctx.constant(info.max if posinf is None else posinf, dtype)
+    value = ctx.op.Where(ctx.op.IsInf(value, detect_negative=0), high, value)
+    low = ctx.constant(info.min if neginf is None else neginf, dtype)
+    return ctx.op.Where(ctx.op.IsInf(value, detect_positive=0), low, value)
+
+
+@lowers(aten.square)
+def square(ctx: LoweringContext, node: torch.fx.Node):
+    dtype = ctx.out_dtype(node)
+    compute = torch.float32 if dtype == torch.bfloat16 else dtype  # as _binary's Mul
+    x = ctx.value(node.args[0], compute)  # a bool squares to int64
+    out = ctx.op.Mul(x, x)
+    return out if compute == dtype else ctx.cast(out, dtype)
 
 
 @lowers(aten.rsqrt)

@@ -114,6 +114,49 @@ def scatter_add(ctx: LoweringContext, node: torch.fx.Node):
     )
 
 
+def _index_scatter(ctx: LoweringContext, node: torch.fx.Node, updates, reduction: str | None):
+    """``x``'s slices ``index[k]`` along ``dim`` set to (or, with ``add``, increased by)
+    ``source``'s slice k: the 1-D index spread over the source's shape for ScatterElements."""
+    x, dim, index, source = node.args[:4]
+    dim %= max(ctx.rank(x), 1)
+    along = [1] * max(ctx.rank(source), 1)
+    along[dim] = -1
+    spread = ctx.op.Expand(
+        ctx.op.Reshape(ctx.value(index, torch.int64), ctx.ints(along)), ctx.op.Shape(updates)
+    )
+    attrs = {"reduction": reduction} if reduction else {}
+    x = ctx.value(x, ctx.out_dtype(node))
+    return ctx.op.ScatterElements(x, spread, updates, axis=dim, **attrs)
+
+
+@lowers(aten.index_add)
+def index_add(ctx: LoweringContext, node: torch.fx.Node):
+    """``x.index_add(dim, index, source, alpha=...)`` (repeated indices add up, as in torch)."""
+    alpha = node.kwargs.get("alpha", node.args[4] if len(node.args) > 4 else 1)
+    dtype = ctx.out_dtype(node)
+    updates = ctx.value(node.args[3], dtype)
+    if alpha != 1:
+        updates = ctx.op.Mul(updates, ctx.constant(alpha, dtype))
+    return _index_scatter(ctx, node, updates, "add")
+
+
+@lowers(aten.index_copy)
+def index_copy(ctx: LoweringContext, node: torch.fx.Node):
+    return _index_scatter(ctx, node, ctx.value(node.args[3], ctx.out_dtype(node)), None)
+
+
+@lowers(aten.one_hot)
+def one_hot(ctx: LoweringContext, node: torch.fx.Node):
+    """int64 one-hot rows on a new last axis (torch.export refuses ``num_classes=-1``: the
+    largest index sets a size)."""
+    x = node.args[0]
+    classes = node.kwargs.get("num_classes", node.args[1] if len(node.args) > 1 else -1)
+    depth = ctx.value(classes, torch.int64) if isinstance(classes, torch.fx.Node) else None
+    depth = ctx.constant(classes, torch.int64) if depth is None else depth
+    values = ctx.constant([0, 1], torch.int64)
+    return ctx.op.OneHot(ctx.value(x, torch.int64), depth, values, axis=-1)
+
+
 _SCATTER_REDUCTIONS = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
 
 

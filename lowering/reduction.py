@@ -297,6 +297,35 @@ def vector_norm(ctx: LoweringContext, node: torch.fx.Node):
     return _reduce(onnx_op, ctx, node, dims, keepdim, ctx.out_dtype(node))
 
 
+def _matrix_norm(node: torch.fx.Node) -> str | None:
+    """Why ``linalg_norm`` is left to torch's decomposition: a matrix norm other than
+    Frobenius (over two axes, or over a 2-D input without ``dim``), or an order the vector
+    norm does not lower."""
+    args = list(node.args[1:]) + [None] * 2
+    order = node.kwargs.get("ord", args[0])
+    dims = node.kwargs.get("dim", args[1])
+    rank = node.args[0].meta["val"].dim()
+    axes = ([dims] if isinstance(dims, int) else list(dims)) if dims is not None else None
+    if order is None or order == "fro" and (axes is None and rank == 2 or len(axes or []) == 2):
+        return None
+    if axes is not None and len(axes) == 1 or axes is None and rank == 1:
+        return None if order in (1, 2, 1.0, 2.0) else f"vector norm of order {order}"
+    return f"matrix norm of order {order}"
+
+
+@lowers(aten.linalg_norm, declines=_matrix_norm)
+def linalg_norm(ctx: LoweringContext, node: torch.fx.Node):
+    """``torch.linalg.norm``: the vector norm over ``dim`` (all axes when None; Frobenius is
+    the 2-norm over both axes)."""
+    args = list(node.args[1:]) + [None] * 3
+    order = node.kwargs.get("ord", args[0])
+    dims = node.kwargs.get("dim", args[1])
+    keepdim = node.kwargs.get("keepdim", args[2] or False)
+    onnx_op = "ReduceL1" if order in (1, 1.0) else "ReduceL2"
+    dims = [dims] if isinstance(dims, int) else dims
+    return _reduce(onnx_op, ctx, node, dims, keepdim, ctx.out_dtype(node))
+
+
 @lowers(aten._safe_softmax)
 def safe_softmax(ctx: LoweringContext, node: torch.fx.Node):
     from lowering.nn import safe_softmax as guarded

@@ -8,20 +8,35 @@ from typing import Any
 LoweringFn = Callable[..., Any]
 
 LOWERINGS: dict[Any, LoweringFn] = {}
+# lowering -> why it leaves a node to torch's decomposition (None: it lowers that node)
+DECLINES: dict[LoweringFn, Callable[[Any], str | None]] = {}
 
 
-def lowers(*targets: Any) -> Callable[[LoweringFn], LoweringFn]:
+def lowers(
+    *targets: Any, declines: Callable[[Any], str | None] | None = None
+) -> Callable[[LoweringFn], LoweringFn]:
     """Register ``fn`` as the lowering of every target (an OpOverload, OpOverloadPacket or callable).
 
-    Registering an OpOverloadPacket (``aten.add``) covers all its overloads.
+    Registering an OpOverloadPacket (``aten.add``) covers all its overloads. ``declines(node)``
+    says why ``fn`` leaves a node of these targets to torch's decomposition table, or None.
     """
 
     def register(fn: LoweringFn) -> LoweringFn:
         for target in targets:
             LOWERINGS[target] = fn
+        if declines is not None:
+            DECLINES[fn] = declines
         return fn
 
     return register
+
+
+def node_lowering(node: Any) -> LoweringFn | None:
+    """The lowering of an FX node: its target's, unless that one declines this node."""
+    fn = find_lowering(node.target)
+    if fn is not None and fn in DECLINES and DECLINES[fn](node) is not None:
+        return None
+    return fn
 
 
 def find_lowering(target: Any) -> LoweringFn | None:

@@ -15,7 +15,9 @@ aten = torch.ops.aten
 _MODES = {
     aten.upsample_bilinear2d: ("linear", None),
     aten.upsample_bicubic2d: ("cubic", -0.75),
+    aten.upsample_nearest1d: ("nearest", None),
     aten.upsample_nearest2d: ("nearest", None),
+    aten.upsample_nearest3d: ("nearest", None),
 }
 
 
@@ -51,11 +53,16 @@ def upsample(ctx: LoweringContext, node: torch.fx.Node):
     return _resize(ctx, node, None, scales, align_corners)
 
 
-@lowers(aten.upsample_nearest2d)
+@lowers(aten.upsample_nearest1d, aten.upsample_nearest2d, aten.upsample_nearest3d)
 def upsample_nearest(ctx: LoweringContext, node: torch.fx.Node):
+    """``.vec`` (input, output_size, scale_factors) or the default overload (input,
+    output_size, one scale per spatial axis)."""
     args = list(node.args) + [None] * 4
     x, size = args[0], args[1]
-    scales = args[2] if isinstance(args[2], (list, tuple)) or args[2] is None else args[2:4]
+    spatial = ctx.rank(x) - 2
+    scales = (
+        args[2] if isinstance(args[2], (list, tuple)) or args[2] is None else args[2 : 2 + spatial]
+    )
     if scales and all(s is not None for s in scales):
         return _resize(ctx, node, None, scales, False)
     return _resize(ctx, node, size or _out_size(x, scales), None, False)

@@ -158,12 +158,30 @@ def install() -> None:
     AttentionInterface.register(IMPLEMENTATION, mobius_seq2seq_attention_forward)
 
 
+# ops that hand on their input's values (or cast them): a zeros tensor stays one through them
+_SAME_VALUES = {
+    torch.ops.aten.detach,
+    torch.ops.aten.detach_,  # T5's bias, left in the graph (it changes no value)
+    torch.ops.aten.alias,
+    torch.ops.aten.clone,
+    torch.ops.aten.contiguous,
+    torch.ops.aten.to,
+    torch.ops.aten._to_copy,
+}
+
+
 def is_zeros(node: object) -> bool:
     """A bias that is a literal zeros tensor (T5's layers without relative attention bias)."""
+    while isinstance(node, torch.fx.Node) and _packet(node) in _SAME_VALUES:
+        node = node.args[0]
     return isinstance(node, torch.fx.Node) and node.target in (
         torch.ops.aten.zeros.default,
         torch.ops.aten.new_zeros.default,
     )
+
+
+def _packet(node: torch.fx.Node) -> object:
+    return getattr(node.target, "overloadpacket", None)
 
 
 @emits(torch.ops.mobius.seq2seq_attention.default)

@@ -8,11 +8,13 @@ functionalise in-place ops that write through a view (``x[:, :2].copy_(y)``).
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Iterator
 
 import torch
 
-from lowering import find_lowering
+from lowering import find_lowering, node_lowering
+from mobius.synth.inline import AUTOCAST_REGION
 
 aten = torch.ops.aten
 
@@ -28,8 +30,11 @@ def decompose_unlowered(
     program: torch.export.ExportedProgram, rounds: int = 3
 ) -> torch.export.ExportedProgram:
     """Run torch's decompositions only for the ops the lowering table lacks (a few rounds deep)."""
-    if any(mutates(n) and functional_form(n) is None for n in program.graph.nodes):
-        with _no_stack_traces():  # functionalise in-place ops that write via views
+    if any(
+        mutates(n) and functional_form(n) is None or n.target is AUTOCAST_REGION
+        for n in program.graph.nodes
+    ):  # functionalise in-place ops that write via views; apply autocast regions that cast
+        with _no_stack_traces():
             program = program.run_decompositions({})
     # torch's table costs ~0.15 CPU s to build: only when an op may be in it. Its entries are aten
     # ops and CompositeImplicitAutograd ops of other namespaces, so an unlowered op of another
@@ -40,7 +45,7 @@ def decompose_unlowered(
             n.target
             for n in program.graph.nodes
             if n.op == "call_function"
-            and find_lowering(n.target) is None
+            and node_lowering(n) is None
             and functional_form(n) is None
             and (_aten(n.target) or _composite(n.target))
         }
@@ -100,12 +105,40 @@ def functional_form(node: torch.fx.Node) -> torch._ops.OpOverload | None:
     if not name.endswith("_") or name.startswith("_"):
         return None
     target = node.args[0]
-    if target.op != "call_function" or _is_view(target) or any(_is_view(u) for u in target.users):
+    aliased = target.op != "call_function" or _is_view(target)
+    if name not in VALUE_KEEPING and (aliased or _view_read_after(target, node)):
         return None
     packet = getattr(aten, name[:-1], None)
     overload = getattr(packet, node.target._overloadname, None) if packet is not None else None
     return overload if overload is not None and find_lowering(overload) is not None else None
 
+
+def _view_read_after(target: torch.fx.Node, write: torch.fx.Node) -> bool:
+    """Whether a view of ``target`` made before ``write`` is read after it: that view would
+    see the written values, which rebinding ``target`` does not give it (views made after the
+    write read the rebound value, as they should)."""
+    before: set[torch.fx.Node] = set()
+    for node in write.graph.nodes:
+        if node is write:
+            break
+        before.add(node)
+    return any(
+        view in before and any(u is not write and u not in before for u in view.users)
+        for view in _views_of(target)
+    )
+
+
+def _views_of(node: torch.fx.Node) -> Iterator[torch.fx.Node]:
+    """Every view of ``node``, views of views and the parts of a split included."""
+    for user in node.users:
+        if _is_view(user) or (user.target is operator.getitem and _is_view(node)):
+            yield user
+            yield from _views_of(user)
+
+
+# in-place ops that change no value (autograd state only): rebinding the written tensor to
+# their out-of-place result is exact even where views alias it
+VALUE_KEEPING = {"detach_"}
 
 # ops that return their input itself when there is nothing to do (same dtype and device, already
 # contiguous): ``state.to(state.dtype).copy_(new)`` then writes into ``state``

@@ -18,6 +18,7 @@ from lowering import (
     find_complex_lowering,
     find_lowering,
     involves_complex,
+    node_lowering,
     onnx_dtype,
     op_name,
 )
@@ -56,7 +57,7 @@ def node_handler(node: torch.fx.Node) -> Callable | None:
     """
     if involves_complex(node):
         return find_emitter(node.target) or find_complex_lowering(node.target)
-    found = handler(node.target)
+    found = find_emitter(node.target) or node_lowering(node)
     if found is not None:
         return found
     functional = functional_form(node)

@@ -1,8 +1,13 @@
-"""Inline the subgraphs of grad-mode regions (``with torch.no_grad():`` inside forward).
+"""Inline the subgraphs of grad-mode regions (``with torch.no_grad():`` inside forward) and of
+autocast regions that cast nothing.
 
 Non-strict export wraps a region run under a different grad mode in the higher-order op
 ``wrap_with_set_grad_enabled(enabled, submodule, *operands)``. Grad mode changes nothing in an
-inference graph, so the region's nodes are copied into the parent graph in its place.
+inference graph, so the region's nodes are copied into the parent graph in its place. An
+autocast region (``wrap_with_autocast(device, dtype, enabled, cache, submodule, *operands)``)
+that is disabled, or autocasts another device than the CPU the graph is traced for (Z-Image's
+``autocast("cuda", enabled=False)``), changes nothing either; one that casts is left to
+``decompose.decompose_unlowered``, whose re-trace applies it.
 """
 
 from __future__ import annotations
@@ -16,18 +21,32 @@ try:
     from torch._higher_order_ops.wrap import wrap_with_set_grad_enabled as GRAD_REGION
 except ImportError:  # an older torch has no such op, so nothing to inline
     GRAD_REGION = None
+AUTOCAST_REGION = getattr(torch.ops.higher_order, "wrap_with_autocast", None)
+
+
+def _body_argument(node: torch.fx.Node) -> int | None:
+    """Where a region node that changes nothing holds its submodule; None: not such a node."""
+    if node.op != "call_function":
+        return None
+    if GRAD_REGION is not None and node.target is GRAD_REGION:
+        return 1
+    if AUTOCAST_REGION is not None and node.target is AUTOCAST_REGION:
+        device, _, enabled = node.args[:3]
+        return 4 if not enabled or device != "cpu" else None
+    return None
 
 
 def inline_grad_regions(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-    """Replace every grad-mode region of ``program`` by its nodes (in place; returns ``program``)."""
+    """Replace every grad-mode region of ``program``, and every autocast region that casts
+    nothing, by its nodes (in place; returns ``program``)."""
     gm = program.graph_module
     changed = False
     while True:  # a region may hold another: repeat until none is left
-        regions = [n for n in gm.graph.nodes if n.op == "call_function" and n.target is GRAD_REGION]
-        if not regions or GRAD_REGION is None:
+        regions = [(n, i) for n in gm.graph.nodes if (i := _body_argument(n)) is not None]
+        if not regions:
             break
-        for node in regions:
-            _inline(gm, node)
+        for node, body in regions:
+            _inline(gm, node, body)
         changed = True
     if changed:
         gm.graph.lint()
@@ -35,8 +54,8 @@ def inline_grad_regions(program: torch.export.ExportedProgram) -> torch.export.E
     return program
 
 
-def _inline(gm: torch.fx.GraphModule, node: torch.fx.Node) -> None:
-    _, sub_attr, *operands = node.args
+def _inline(gm: torch.fx.GraphModule, node: torch.fx.Node, body_argument: int) -> None:
+    sub_attr, operands = node.args[body_argument], node.args[body_argument + 1 :]
     body: torch.fx.GraphModule = getattr(gm, sub_attr.target)
     graph = gm.graph
     env: dict[torch.fx.Node, object] = {}
@@ -60,7 +79,7 @@ def _inline(gm: torch.fx.GraphModule, node: torch.fx.Node) -> None:
     results = [env.get(o, o) if isinstance(o, torch.fx.Node) else o for o in outputs]
     for user in list(node.users):
         if user.op != "call_function" or user.target is not operator.getitem:
-            raise NotImplementedError(f"grad-mode region output used by {user.format_node()}")
+            raise NotImplementedError(f"region output used by {user.format_node()}")
         user.replace_all_uses_with(results[user.args[1]])
         graph.erase_node(user)
     graph.erase_node(node)

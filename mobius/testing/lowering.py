@@ -10,6 +10,7 @@ import onnx_ir as ir
 import torch
 from torch.export.graph_signature import InputKind
 
+from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.emit import emit
 from mobius.synth.inline import inline_grad_regions
 from mobius.synth.trace import WRAPPER_PREFIX, TracedModel
@@ -38,7 +39,7 @@ def lower_module(
     shapes = tuple({axis: torch.export.Dim.DYNAMIC for axis in axes} for axes in dynamic)
     program = torch.export.export(wrapper, tuple(args), dynamic_shapes=(shapes,), strict=False)
     program = inline_grad_regions(program)
-    program = program.run_decompositions({}) if _mutates(program) else program
+    program = decompose_unlowered(program)  # as the pipeline does
     with torch.no_grad():
         n_out = len(wrapper(*args))
     specs = [
@@ -78,12 +79,6 @@ def lower_module(
         )
 
     return emit(traced, initializer)
-
-
-def _mutates(program: torch.export.ExportedProgram) -> bool:
-    from mobius.synth.decompose import mutates
-
-    return any(mutates(n) for n in program.graph.nodes)
 
 
 def run_onnx(model: ir.Model, args: Sequence[torch.Tensor]) -> list[np.ndarray]:

@@ -78,3 +78,20 @@ NO_OP = [
 @pytest.mark.parametrize("fn,args,dynamic,other", ARANGE + FILL + CAST + NO_OP)
 def test_creation(fn, args, dynamic, other):
     run(fn, args, dynamic, other)
+
+
+LINSPACE = [
+    one("linspace", lambda x: x[0, 0, 0] + torch.linspace(-1.5, 2.0, 7)),
+    one("linspace_one_point", lambda x: x[0, 0, :1] + torch.linspace(3.0, 5.0, 1)),
+    one("linspace_two_points", lambda x: x[0, 0, :2] + torch.linspace(3.0, 5.0, 2)),
+    one("linspace_int", lambda x: x.shape[1] + torch.linspace(0, 10, 6, dtype=torch.int64)),
+    one("linspace_tensor_ends", lambda x: torch.linspace(x.min(), x.max(), 9)),
+    one("eye_symbolic", lambda x: torch.eye(x.shape[1]) * 2),
+    one("eye_rectangular_bool", lambda x: torch.eye(x.shape[1], 4, dtype=torch.bool)),
+    case("eye_int", lambda x: x[0] + torch.eye(3, 4, dtype=torch.int64), [X]),
+]
+
+
+@pytest.mark.parametrize("fn,args,dynamic,other", LINSPACE)
+def test_linspace_and_eye(fn, args, dynamic, other):
+    run(fn, args, dynamic, other)

@@ -120,6 +120,27 @@ SCALAR = [
 ]
 
 
+# composite ops torch.export keeps: lowered directly, or the whole program is traced again
+COMPOSITE = [
+    one("square", torch.square),
+    one("square_int", torch.square, (A, A2)),
+    one("square_bool", torch.square, B),
+    one("isfinite", lambda x: torch.isfinite(1 / torch.floor(x) + torch.log(x))),
+    one("isfinite_int", torch.isfinite, (A, A2)),
+    one("nan_to_num", lambda x: torch.nan_to_num(torch.log(x) / torch.floor(x))),
+    one(
+        "nan_to_num_given",
+        lambda x: torch.nan_to_num(torch.log(x) / torch.floor(x), 1.5, 9.0, -7.0),
+    ),
+    one("nan_to_num_int", torch.nan_to_num, (A, A2)),
+    two("multiply", torch.multiply),
+    two("subtract_alpha", lambda x, y: torch.subtract(x, y, alpha=2)),
+    two("divide", torch.divide),
+    two("divide_floor", lambda x, y: torch.divide(x, y, rounding_mode="floor"), A, J),
+    two("true_divide", torch.true_divide),
+]
+
+
 UNARY = [
     one("neg", torch.neg),
     one("abs", torch.abs),
@@ -204,4 +225,9 @@ CLAMP_WHERE = [
     BINARY + COMPARE + LOGIC + SCALAR + UNARY + ACTIVATION + CLAMP_WHERE,
 )
 def test_elementwise(fn, args, dynamic, other):
+    run(fn, args, dynamic, other)
+
+
+@pytest.mark.parametrize(("fn", "args", "dynamic", "other"), COMPOSITE)
+def test_composite(fn, args, dynamic, other):
     run(fn, args, dynamic, other)

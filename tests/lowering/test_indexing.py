@@ -1,5 +1,6 @@
 import pytest
 import torch
+import torch.nn.functional as F
 
 from mobius.testing.lowering import check_lowering
 from tests.lowering.cases import BS, case, randint, randn, run
@@ -153,3 +154,33 @@ def test_copy_broadcasts_and_casts():
         [{0: "b"}, {}],
         [torch.randn(5, 3, 4), torch.randn(3, 4)],
     )
+
+
+ROWS, ROWS2 = torch.tensor([2, 0, 2]), torch.tensor([1, 1, 0, 4])  # repeated rows add up
+ADD_ONE_HOT = [
+    case(
+        "index_add",
+        lambda x, i, s: x.index_add(1, i, s),
+        [X, ROWS, randn(2, 3, 4)],
+        [BS, {0: "n"}, {0: "b", 1: "n"}],
+        [randn(5, 7, 4), ROWS2, randn(5, 4, 4)],
+    ),
+    case(
+        "index_add_alpha_last_axis",
+        lambda x, i, s: torch.index_add(x, -1, i, s, alpha=0.5),
+        [X, ROWS, randn(2, 3, 3)],
+    ),
+    case(
+        "index_copy",
+        lambda x, i, s: x.index_copy(0, i, s),
+        [randn(5, 3), torch.tensor([4, 0]), randn(2, 3)],
+        [{1: "s"}, {0: "n"}, {0: "n", 1: "s"}],
+        [randn(5, 6), torch.tensor([1, 3, 2]), randn(3, 6)],
+    ),
+    case("one_hot", lambda a: F.one_hot(a, 6), [randint(0, 6, 2, 3)], [BS], [randint(0, 6, 4, 5)]),
+]
+
+
+@pytest.mark.parametrize("fn,args,dynamic,other", ADD_ONE_HOT)
+def test_index_add_copy_and_one_hot(fn, args, dynamic, other):
+    run(fn, args, dynamic, other)

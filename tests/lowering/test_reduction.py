@@ -125,3 +125,18 @@ SEARCH = [
 @pytest.mark.parametrize("fn,args,dynamic,other", SEARCH)
 def test_search(fn, args, dynamic, other):
     run(fn, args, dynamic, other)
+
+
+NORMS = [
+    one("linalg_norm_last_axis", lambda x: torch.linalg.norm(x, dim=-1)),
+    one("linalg_norm_all", lambda x: torch.linalg.norm(x)),
+    one("linalg_norm_order_1_keepdim", lambda x: torch.linalg.norm(x, 1, dim=1, keepdim=True)),
+    one("linalg_norm_frobenius", lambda x: torch.linalg.norm(x, "fro", dim=(0, 2))),
+    # a matrix norm the lowering declines is decomposed by torch's table, as before
+    case("linalg_norm_matrix_inf", lambda x: torch.linalg.norm(x, float("inf"), dim=(1, 2)), [X]),
+]
+
+
+@pytest.mark.parametrize("fn,args,dynamic,other", NORMS)
+def test_linalg_norm(fn, args, dynamic, other):
+    run(fn, args, dynamic, other)

@@ -27,6 +27,12 @@ CASES = [
     resized("bicubic_to_size", size=(8, 12), mode="bicubic"),
     resized("nearest_by_scale", scale_factor=2.0, mode="nearest"),
     resized("nearest_to_size", size=(7, 10), mode="nearest"),
+    case("nearest_1d_by_scale", lambda x: F.interpolate(x, scale_factor=3.0), [randn(2, 3, 5)]),
+    case("nearest_1d_to_size", lambda x: F.interpolate(x, size=11), [randn(2, 3, 5)]),
+    case(
+        "nearest_3d_by_scale", lambda x: F.interpolate(x, scale_factor=2.0), [randn(1, 2, 3, 4, 5)]
+    ),
+    case("nearest_3d_to_size", lambda x: F.interpolate(x, size=(5, 3, 8)), [randn(1, 2, 3, 4, 5)]),
     case(
         "bilinear_dynamic_batch",
         lambda x: F.interpolate(x, size=(6, 6), mode="bilinear"),

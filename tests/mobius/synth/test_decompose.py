@@ -5,9 +5,11 @@
 the program is functionalised instead, and the written tensor carries the update.
 """
 
+import pytest
 import torch
 
 from mobius.synth.decompose import decompose_unlowered, functional_form
+from mobius.testing.lowering import check_lowering
 
 
 class WriteThrough(torch.nn.Module):
@@ -50,3 +52,56 @@ def test_the_functionalised_program_carries_the_write():
     out = program.module()(state, new)
     torch.testing.assert_close(out, WriteThrough(torch.float32)(state, new))
     assert out[:, 0].abs().sum() > 0
+
+
+class Composites(torch.nn.Module):
+    """Composite ops torch.export keeps, and an autograd-only write to a tensor a view aliases."""
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        x = x.clone()
+        view = x[:, 1:]  # aliases the tensor written below
+        x.detach_()
+        grid = torch.meshgrid(torch.linspace(0, 1, 3), x[0], indexing="ij")[0]
+        norm = torch.linalg.norm(torch.nan_to_num(x.square()), dim=-1)
+        hot = torch.nn.functional.one_hot(labels, 4)
+        return grid, norm, torch.isfinite(view), hot
+
+
+def test_lowered_composites_and_an_aliased_detach_need_no_second_trace():
+    program = torch.export.export(
+        Composites(), (torch.randn(2, 3), torch.tensor([1, 3])), strict=False
+    )
+    targets = {n.target for n in program.graph.nodes}
+    aten = torch.ops.aten
+    assert {aten.detach_.default, aten.linspace.default, aten.square.default} <= targets
+    assert decompose_unlowered(program) is program  # no run_decompositions
+    check_lowering(Composites(), [torch.randn(2, 3), torch.tensor([1, 3])])
+
+
+class WholeWrite(torch.nn.Module):
+    """A write into a whole tensor, with views of it made before and after."""
+
+    def __init__(self, read_old_view_after: bool) -> None:
+        super().__init__()
+        self.read_old_view_after = read_old_view_after
+
+    def forward(self, state: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        state = state.clone()
+        early = state[:, :1]  # a view made before the write
+        first = early * 2  # read before it
+        state.copy_(new)
+        late = state[:, 1:]  # made after it: sees the new values
+        out = first.sum() + late.sum(dim=1)
+        return out + early.sum() if self.read_old_view_after else out
+
+
+@pytest.mark.parametrize("read_old_view_after", [False, True])
+def test_a_write_into_a_whole_tensor_is_a_rebinding_unless_an_older_view_reads_it(
+    read_old_view_after,
+):
+    module, args = WholeWrite(read_old_view_after), (torch.randn(2, 3), torch.randn(2, 3))
+    program = torch.export.export(module, args, strict=False)
+    (copy,) = _copies(program)
+    expected = None if read_old_view_after else torch.ops.aten.copy.default
+    assert functional_form(copy) is expected
+    check_lowering(module, list(args))  # either way the graph carries the write
