@@ -86,6 +86,7 @@ def test_length_branch_is_traced_one_token_at_a_time(tmp_path):
     assert result["cache"] and result["max_diff"] <= ATOL, result
 
 
+@pytest.mark.sweep  # the bound itself is unit-tested in synth/test_trace_bounds.py (CI)
 def test_trace_that_holds_only_for_some_lengths_is_refused(tmp_path, monkeypatch):
     # deepseek_v4's compressors, as HF writes them (without mobius's override), count windows
     # from the length: the trace holds for 4 to 7 tokens only, which would be a graph silently
