@@ -32,7 +32,7 @@ __all__ = [
 
 # the modules whose import registers their lowerings
 OP_MODULES = (
-    "complex_ops", "creation", "elementwise", "fft", "indexing", "linalg", "nn", "pooling",
+    "complex_ops", "creation", "elementwise", "fft", "grids", "indexing", "linalg", "nn", "pooling",
     "qr", "reduction", "resize", "selection", "shape", "special", "symbolic", "triangular",
     "windows",
 )  # fmt: skip

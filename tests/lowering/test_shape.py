@@ -226,32 +226,7 @@ def test_transpose_of_a_weight_is_a_transposed_initializer(shared):
     check_lowering(module, [x], [{0: "batch"}], [x2], atol=1e-6)
 
 
-GRIDS = [
-    case("meshgrid_ij", lambda a, b: torch.meshgrid(a, b, indexing="ij"), [V, X[0, :, 0]]),
-    case(
-        "meshgrid_xy_three",
-        lambda a, b, c: torch.meshgrid(a, b, c, indexing="xy"),
-        [V, X[0, :, 0], randn(5)],
-    ),
-    case(
-        "meshgrid_dynamic",
-        lambda a, b: [g * 2 for g in torch.meshgrid(a, b, indexing="xy")],
-        [V, randn(4)],
-        [{0: "n"}, {0: "m"}],
-        [V2, randn(3)],
-    ),
-    case("meshgrid_scalar", lambda a, b: torch.meshgrid(a[0], b, indexing="ij"), [V, randn(4)]),
-    case(
-        "broadcast_tensors",
-        lambda x, v, w: torch.broadcast_tensors(x, v, w),
-        [Z, randn(4, 1), randn(6)],
-        [{0: "b", 1: "s"}, {}, {}],
-        [Z2, randn(4, 1), randn(6)],
-    ),
-    case("diag_embed", torch.diag_embed, [X], [BS], [X2]),
-    case("diag_embed_above", lambda x: torch.diag_embed(x, offset=2), [X], [BS], [X2]),
-    case("diag_embed_below", lambda x: torch.diag_embed(x, -1, 0, 2), [X], [BS], [X2]),
-    case("diag_embed_first_axes", lambda x: torch.diag_embed(x, 1, 1, 0), [X], [BS], [X2]),
+TRACED_SPLITS = [
     case(
         "tensor_split_at_a_traced_index",
         lambda x: [p * 2 for p in x.tensor_split([x.shape[1] - 1, x.shape[1] + 2], dim=1)],
@@ -259,24 +234,9 @@ GRIDS = [
         [BS],
         [X2],
     ),
-    case("diff", torch.diff, [X], [BS], [X2]),
-    case("diff_twice_last_axis", lambda x: torch.diff(x, 2, 2), [X], [BS], [X2]),
-    case(
-        "diff_prepend_append",
-        lambda x, p: torch.diff(x, dim=1, prepend=p, append=p * 2),
-        [X, randn(2, 2, 4)],
-    ),
-    case("diff_bool", lambda x: torch.diff(x > 0), [X], [BS], [X2]),
-    case(
-        "pixel_unshuffle",
-        lambda x: torch.nn.functional.pixel_unshuffle(x, 2),
-        [randn(2, 3, 4, 6)],
-        [{0: "b", 2: "h", 3: "w"}],
-        [randn(1, 3, 8, 2)],
-    ),
 ]
 
 
-@pytest.mark.parametrize("fn,args,dynamic,other", GRIDS)
-def test_grids_diagonals_and_differences(fn, args, dynamic, other):
+@pytest.mark.parametrize("fn,args,dynamic,other", TRACED_SPLITS)
+def test_tensor_split_at_traced_indices(fn, args, dynamic, other):
     run(fn, args, dynamic, other)
