@@ -288,6 +288,20 @@ def softplus(ctx: LoweringContext, node: torch.fx.Node):
     return ctx.op.Where(ctx.op.Greater(scaled, ctx.constant(threshold, dtype)), x, soft)
 
 
+@lowers(aten.log_sigmoid)
+def log_sigmoid(ctx: LoweringContext, node: torch.fx.Node):
+    """``log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|))``: no overflow at either end."""
+    x = ctx.value(node.args[0], ctx.out_dtype(node))
+    zero = ctx.op.CastLike(ctx.constant(0.0, torch.float32), x)
+    tail = ctx.op.Log(
+        ctx.op.Add(
+            ctx.op.Exp(ctx.op.Neg(ctx.op.Abs(x))),
+            ctx.op.CastLike(ctx.constant(1.0, torch.float32), x),
+        )
+    )
+    return ctx.op.Sub(ctx.op.Min(x, zero), tail)
+
+
 @lowers(aten.leaky_relu)
 def leaky_relu(ctx: LoweringContext, node: torch.fx.Node):
     slope = node.args[1] if len(node.args) > 1 else 0.01

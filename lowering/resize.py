@@ -13,6 +13,7 @@ aten = torch.ops.aten
 # torch's source coordinate without align_corners is (dst + 0.5) * in / out - 0.5, clamped at 0:
 # ONNX's "pytorch_half_pixel" (which also maps a length-1 output to 0, as torch does)
 _MODES = {
+    aten.upsample_linear1d: ("linear", None),
     aten.upsample_bilinear2d: ("linear", None),
     aten.upsample_bicubic2d: ("cubic", -0.75),
     aten.upsample_nearest1d: ("nearest", None),
@@ -40,14 +41,17 @@ def _resize(ctx: LoweringContext, node: torch.fx.Node, sizes, scales, align_corn
     return ctx.op.Resize(x, None, full, **attrs)
 
 
-@lowers(aten.upsample_bilinear2d, aten.upsample_bicubic2d)
+@lowers(aten.upsample_linear1d, aten.upsample_bilinear2d, aten.upsample_bicubic2d)
 def upsample(ctx: LoweringContext, node: torch.fx.Node):
     """``.vec`` (input, output_size, align_corners, scale_factors) or the default overload
-    (input, output_size, align_corners, scales_h, scales_w): torch uses the given scale factors
-    for the coordinates when it has them, the size ratio otherwise; so does ``Resize``."""
+    (input, output_size, align_corners, one scale per spatial axis): torch uses the given scale
+    factors for the coordinates when it has them, the size ratio otherwise; so does ``Resize``."""
     args = list(node.args) + [None] * 5
     x, size, align_corners = args[0], args[1], bool(args[2])
-    scales = args[3] if isinstance(args[3], (list, tuple)) or args[3] is None else args[3:5]
+    spatial = ctx.rank(x) - 2
+    scales = (
+        args[3] if isinstance(args[3], (list, tuple)) or args[3] is None else args[3 : 3 + spatial]
+    )
     if align_corners or not scales or any(s is None for s in scales):
         return _resize(ctx, node, size or _out_size(x, scales), None, align_corners)
     return _resize(ctx, node, None, scales, align_corners)

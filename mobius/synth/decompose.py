@@ -2,34 +2,30 @@
 
 ``run_decompositions`` re-traces the whole program, which costs tens of seconds on a large model,
 so it runs only when needed: for ops with neither a lowering nor a safe in-place form, and to
-functionalise in-place ops that write through a view (``x[:, :2].copy_(y)``).
+functionalise in-place ops that write through a view (``x[:, :2].copy_(y)``) where
+``view_writes`` cannot rewrite them as scatters.
 """
 
 from __future__ import annotations
 
 import contextlib
-import operator
 from collections.abc import Iterator
 
 import torch
 
 from lowering import find_lowering, node_lowering
 from mobius.synth.inline import AUTOCAST_REGION
+from mobius.synth.view_writes import rewrite_view_writes
+from mobius.synth.views import is_view, nodes_before, stale_view
 
 aten = torch.ops.aten
-
-VIEW_OPS = {
-    aten.view, aten.reshape, aten._unsafe_view, aten.slice, aten.select, aten.transpose, aten.permute,
-    aten.t, aten.expand, aten.unsqueeze, aten.squeeze, aten.alias, aten.as_strided, aten.diagonal,
-    aten.narrow, aten.split, aten.chunk, aten.unbind, aten.unflatten, aten.flatten, aten.view_as,
-    aten.detach, aten.expand_as, aten.split_with_sizes, aten.movedim,
-}  # fmt: skip
 
 
 def decompose_unlowered(
     program: torch.export.ExportedProgram, rounds: int = 3
 ) -> torch.export.ExportedProgram:
     """Run torch's decompositions only for the ops the lowering table lacks (a few rounds deep)."""
+    rewrite_view_writes(program.graph_module)  # slice writes of graph-made tensors: scatters
     if any(
         mutates(n) and functional_form(n) is None or n.target is AUTOCAST_REGION
         for n in program.graph.nodes
@@ -105,60 +101,14 @@ def functional_form(node: torch.fx.Node) -> torch._ops.OpOverload | None:
     if not name.endswith("_") or name.startswith("_"):
         return None
     target = node.args[0]
-    aliased = target.op != "call_function" or _is_view(target)
-    if name not in VALUE_KEEPING and (aliased or _view_read_after(target, node)):
+    aliased = target.op != "call_function" or is_view(target)
+    if name not in VALUE_KEEPING and (aliased or stale_view(target, node, nodes_before(node))):
         return None
     packet = getattr(aten, name[:-1], None)
     overload = getattr(packet, node.target._overloadname, None) if packet is not None else None
     return overload if overload is not None and find_lowering(overload) is not None else None
 
 
-def _view_read_after(target: torch.fx.Node, write: torch.fx.Node) -> bool:
-    """Whether a view of ``target`` made before ``write`` is read after it: that view would
-    see the written values, which rebinding ``target`` does not give it (views made after the
-    write read the rebound value, as they should)."""
-    before: set[torch.fx.Node] = set()
-    for node in write.graph.nodes:
-        if node is write:
-            break
-        before.add(node)
-    return any(
-        view in before and any(u is not write and u not in before for u in view.users)
-        for view in _views_of(target)
-    )
-
-
-def _views_of(node: torch.fx.Node) -> Iterator[torch.fx.Node]:
-    """Every view of ``node``, views of views and the parts of a split included."""
-    for user in node.users:
-        if _is_view(user) or (user.target is operator.getitem and _is_view(node)):
-            yield user
-            yield from _views_of(user)
-
-
 # in-place ops that change no value (autograd state only): rebinding the written tensor to
 # their out-of-place result is exact even where views alias it
 VALUE_KEEPING = {"detach_"}
-
-# ops that return their input itself when there is nothing to do (same dtype and device, already
-# contiguous): ``state.to(state.dtype).copy_(new)`` then writes into ``state``
-MAYBE_SELF_OPS = {aten.to, aten.contiguous, aten.type_as}
-
-
-def _is_view(node: torch.fx.Node) -> bool:
-    packet = getattr(node.target, "overloadpacket", None)
-    return packet in VIEW_OPS or (packet in MAYBE_SELF_OPS and _returns_self(node))
-
-
-def _returns_self(node: torch.fx.Node) -> bool:
-    """Whether a ``MAYBE_SELF_OPS`` node hands back its input unchanged (as traced)."""
-    source = node.args[0] if node.args else None
-    before = source.meta.get("val") if isinstance(source, torch.fx.Node) else None
-    after = node.meta.get("val")
-    if not isinstance(before, torch.Tensor) or not isinstance(after, torch.Tensor):
-        return True  # unknown: assume it aliases
-    return (
-        before.dtype == after.dtype
-        and before.device == after.device
-        and before.is_contiguous() == after.is_contiguous()
-    )

@@ -217,13 +217,14 @@ def _drop_dead_code(program: torch.export.ExportedProgram) -> None:
 
 def _writes_into(node: torch.fx.Node, live: set[torch.fx.Node]) -> bool:
     """``node`` writes in place into a live tensor, or into a view of one."""
-    from mobius.synth.decompose import _is_view, mutates
+    from mobius.synth.decompose import mutates
+    from mobius.synth.views import is_view
 
     if not mutates(node) or not node.args or not isinstance(node.args[0], torch.fx.Node):
         return False
     target = node.args[0]
     while target not in live:
-        if not _is_view(target) or not target.args or not isinstance(target.args[0], torch.fx.Node):
+        if not is_view(target) or not target.args or not isinstance(target.args[0], torch.fx.Node):
             return False
         target = target.args[0]
     return True

@@ -123,6 +123,7 @@ SCALAR = [
 # composite ops torch.export keeps: lowered directly, or the whole program is traced again
 COMPOSITE = [
     one("square", torch.square),
+    one("log_sigmoid", lambda x: torch.nn.functional.logsigmoid(x * 40)),
     one("square_int", torch.square, (A, A2)),
     one("square_bool", torch.square, B),
     one("isfinite", lambda x: torch.isfinite(1 / torch.floor(x) + torch.log(x))),

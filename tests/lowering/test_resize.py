@@ -27,6 +27,16 @@ CASES = [
     resized("bicubic_to_size", size=(8, 12), mode="bicubic"),
     resized("nearest_by_scale", scale_factor=2.0, mode="nearest"),
     resized("nearest_to_size", size=(7, 10), mode="nearest"),
+    case(
+        "linear_1d_by_scale",
+        lambda x: F.interpolate(x, scale_factor=2.5, mode="linear"),
+        [randn(2, 3, 5)],
+    ),
+    case(
+        "linear_1d_align_corners",
+        lambda x: F.interpolate(x, size=9, mode="linear", align_corners=True),
+        [randn(2, 3, 5)],
+    ),
     case("nearest_1d_by_scale", lambda x: F.interpolate(x, scale_factor=3.0), [randn(2, 3, 5)]),
     case("nearest_1d_to_size", lambda x: F.interpolate(x, size=11), [randn(2, 3, 5)]),
     case(
