@@ -1,6 +1,7 @@
 """RMSNorm: x * rsqrt(mean(x^2, -1) + eps) * w, or * (1 + w) (Gemma) -> RMSNormalization.
 
-Matches the aten structure of a whole module region: optional cast to f32, pow(2), mean(-1),
+Matches the aten structure of a whole module region: optional cast to f32, pow(2) (or square:
+torch.export keeps it, and it is lowered without a re-trace), mean(-1),
 add(eps), rsqrt, mul, optional cast back, mul by the weight (or by ``1 + weight``).
 """
 
@@ -41,7 +42,7 @@ def match(region: Region) -> Claim | Decline | None:
             "rms_norm", region.path, "the variance is not a keepdim mean over the last axis"
         )
     square = mean.args[0]
-    if not (is_op(square, aten.pow) and square.args[1] == 2):
+    if not (is_op(square, aten.pow) and square.args[1] == 2 or is_op(square, aten.square)):
         return Decline("rms_norm", region.path, "the variance is not mean(x ** 2)")
     x_f = square.args[0]
     normed = next((u for u in rsqrt.users if is_op(u, aten.mul) and x_f in u.args), None)
