@@ -75,9 +75,9 @@ def diag_embed(ctx: LoweringContext, node: torch.fx.Node):
     spread = ctx.op.Unsqueeze(value, ctx.ints([-1 if offset >= 0 else -2]))
     zero = ctx.op.CastLike(ctx.constant(0, torch.int64), value)
     matrices = ctx.op.Where(mask, spread, zero)  # [..., side, side]
-    batch = [a for a in range(rank) if a not in (dim1 % rank, dim2 % rank)]
     if (dim1 % rank, dim2 % rank) == (rank - 2, rank - 1):
         return matrices
+    batch = [a for a in range(rank) if a not in (dim1 % rank, dim2 % rank)]
     perm = [0] * rank
     for source, target in enumerate(batch):
         perm[target] = source

@@ -151,8 +151,11 @@ def one_hot(ctx: LoweringContext, node: torch.fx.Node):
     largest index sets a size)."""
     x = node.args[0]
     classes = node.kwargs.get("num_classes", node.args[1] if len(node.args) > 1 else -1)
-    depth = ctx.value(classes, torch.int64) if isinstance(classes, torch.fx.Node) else None
-    depth = ctx.constant(classes, torch.int64) if depth is None else depth
+    depth = (
+        ctx.value(classes, torch.int64)
+        if isinstance(classes, torch.fx.Node)
+        else (ctx.constant(classes, torch.int64))
+    )
     values = ctx.constant([0, 1], torch.int64)
     return ctx.op.OneHot(ctx.value(x, torch.int64), depth, values, axis=-1)
 

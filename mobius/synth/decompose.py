@@ -16,7 +16,7 @@ import torch
 from lowering import find_lowering, node_lowering
 from mobius.synth.inline import AUTOCAST_REGION
 from mobius.synth.view_writes import rewrite_view_writes
-from mobius.synth.views import is_view, nodes_before, stale_view
+from mobius.synth.views import is_view, stale_view
 
 aten = torch.ops.aten
 
@@ -102,7 +102,7 @@ def functional_form(node: torch.fx.Node) -> torch._ops.OpOverload | None:
         return None
     target = node.args[0]
     aliased = target.op != "call_function" or is_view(target)
-    if name not in VALUE_KEEPING and (aliased or stale_view(target, node, nodes_before(node))):
+    if name not in VALUE_KEEPING and (aliased or stale_view(target, node)):
         return None
     packet = getattr(aten, name[:-1], None)
     overload = getattr(packet, node.target._overloadname, None) if packet is not None else None

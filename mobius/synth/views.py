@@ -62,15 +62,21 @@ def nodes_before(write: torch.fx.Node) -> set[torch.fx.Node]:
 
 
 def stale_view(
-    tensor: torch.fx.Node, write: torch.fx.Node, before: set[torch.fx.Node], kept: Iterable = ()
+    tensor: torch.fx.Node,
+    write: torch.fx.Node,
+    before: set[torch.fx.Node] | None = None,
+    kept: Iterable = (),
 ) -> bool:
     """Whether a view of ``tensor`` (other than ``kept``) made before ``write`` is read after it:
     that view should see the written values, which a rewrite of ``tensor`` does not give it
-    (views made after the write read the rewritten value, as they should)."""
+    (views made after the write read the rewritten value, as they should). ``before``
+    (``nodes_before(write)``) is walked for only when ``tensor`` has a view to check."""
     kept = set(kept)
+    views = [v for v in views_of(tensor) if v not in kept]
+    if not views:
+        return False
+    before = nodes_before(write) if before is None else before
     return any(
-        view not in kept
-        and view in before
-        and any(u is not write and u not in before for u in view.users)
-        for view in views_of(tensor)
+        view in before and any(u is not write and u not in before for u in view.users)
+        for view in views
     )

@@ -25,9 +25,9 @@ def test_rms_norm_over_a_square_fuses(tmp_path):
     norm = SquareRMSNorm(16).eval()
     x = torch.randn(2, 5, 16)
     out = mobius.build_module(norm, (x,)).save(tmp_path / "onnx")
-    session = ort.InferenceSession(str(out / "model.onnx"))
+    graph = ort.InferenceSession(str(out / "model.onnx"))
     ops = {n.op_type for n in onnx.load(out / "model.onnx").graph.node}
     assert "RMSNormalization" in ops and not ops & {"Pow", "ReduceMean", "Sqrt", "Reciprocal"}
-    name = session.get_inputs()[0].name
-    got = session.run(None, {name: x.numpy()})[0]
+    name = graph.get_inputs()[0].name
+    got = graph.run(None, {name: x.numpy()})[0]
     np.testing.assert_allclose(got, norm(x).detach().numpy(), atol=1e-5)
