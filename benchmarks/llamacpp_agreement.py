@@ -244,15 +244,15 @@ def build(gguf: Path, out: Path, flags: list[str], reuse: bool) -> dict:
 
 def run_model(name: str, gguf: Path, args, node: str, prompts: list[str]) -> dict:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
+
+    from mobius.testing.gguf import hf_from_gguf
 
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     inputs = [{"text": p, "ids": tokenizer(p)["input_ids"]} for p in prompts]
     print(f"{name}: HF ...", flush=True)
     torch.set_num_threads(args.threads)
-    hf = AutoModelForCausalLM.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager"
-    ).eval()
+    hf = hf_from_gguf(gguf, attn_implementation="eager").eval()
     hf_runs = [hf_greedy(hf, item["ids"], args.new_tokens) for item in inputs]
     del hf
     print(f"{name}: llama.cpp ...", flush=True)

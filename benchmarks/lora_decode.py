@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 RESULTS = Path(__file__).parent / "results" / "lora_decode.json"
 RATIOS = [
@@ -58,10 +57,9 @@ class Decoder:
 
 
 def main() -> None:
-    from transformers import AutoModelForCausalLM
 
     from mobius.cli import main as mobius
-    from mobius.testing.gguf import smollm2_gguf
+    from mobius.testing.gguf import hf_from_gguf, smollm2_gguf
     from mobius.testing.lora import save_float_checkpoint, write_adapter
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -72,9 +70,7 @@ def main() -> None:
     gguf = smollm2_gguf()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        hf = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-        ).eval()
+        hf = hf_from_gguf(gguf).eval()
         base = save_float_checkpoint(hf, root / "checkpoint")
         adapter = write_adapter(hf, root / "adapter", LINEARS, r=args.rank, std=0.02)
         del hf

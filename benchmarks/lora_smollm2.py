@@ -57,11 +57,11 @@ def text_inputs(tokenizer) -> dict[str, torch.Tensor]:
 
 
 def main() -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from mobius.cli import main as mobius
     from mobius.runtime.causal_lm import OnnxCausalLM
-    from mobius.testing.gguf import smollm2_gguf
+    from mobius.testing.gguf import hf_from_gguf, smollm2_gguf
     from mobius.testing.lora import onnx_adapter_feeds, save_float_checkpoint
     from mobius.testing.parity import causal_lm_parity
     from mobius.testing.peft_adapters import PeftAdapters, peft_adapter
@@ -70,9 +70,7 @@ def main() -> None:
     gguf = smollm2_gguf()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        hf = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager"
-        ).eval()
+        hf = hf_from_gguf(gguf, attn_implementation="eager").eval()
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         base = save_float_checkpoint(hf, root / "base")
         adapters = {

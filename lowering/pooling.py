@@ -168,28 +168,37 @@ def _avg_pool_ceil_dynamic(ctx: LoweringContext, node: torch.fx.Node, divisor):
     return ctx.op.Div(sums, counts)
 
 
-@lowers(aten.adaptive_avg_pool2d, aten._adaptive_avg_pool2d)
+@lowers(aten.adaptive_avg_pool1d, aten.adaptive_avg_pool2d, aten._adaptive_avg_pool2d)
 def adaptive_avg_pool(ctx: LoweringContext, node: torch.fx.Node):
     """To one cell per channel (``AdaptiveAvgPool2d(1)``, the usual classifier pooling), or to a
-    grid over a static image: one AveragePool where the grid divides it, else each cell's
-    rows and then columns averaged (torch's overlapping cells); over a dynamic image, each axis
-    by a matrix of torch's cells (``_cell_weights``)."""
+    grid over a static input: one AveragePool where the grid divides it, else each cell's
+    rows and then columns averaged (torch's overlapping cells); over a dynamic input, each axis
+    by a matrix of torch's cells (``_cell_weights``). 1-D pooling (an audio VAE's) is the same
+    over the last axis only."""
+    spatial = 1 if node.target == aten.adaptive_avg_pool1d.default else 2
     size = node.args[1]
-    sizes = list(size) if isinstance(size, (list, tuple)) else [size, size]
+    sizes = list(size) if isinstance(size, (list, tuple)) else [size] * spatial
+    x, rank = ctx.value(node.args[0]), node.args[0].meta["val"].dim()
+    batched = rank == spatial + 2  # [N, C, ...]: ONNX's pooling layout
+    axes = list(range(rank - spatial, rank))
     if all(s == 1 for s in sizes):
-        return ctx.op.GlobalAveragePool(ctx.value(node.args[0]))
-    shape = list(node.args[0].meta["val"].shape)[-2:]
+        if batched:
+            return ctx.op.GlobalAveragePool(x)
+        return ctx.op.ReduceMean(x, ctx.ints(axes), keepdims=1)
+    shape = list(node.args[0].meta["val"].shape)[-spatial:]
     if not all(isinstance(d, int) for d in shape):
-        x, dtype = ctx.value(node.args[0]), ctx.out_dtype(node)
-        rows = ctx.op.MatMul(_cell_weights(ctx, x, 2, sizes[0], dtype), x)
-        columns = _cell_weights(ctx, x, 3, sizes[1], dtype)
-        return ctx.op.MatMul(rows, ctx.op.Transpose(columns, perm=[1, 0]))
-    if all(d % s == 0 for d, s in zip(shape, sizes, strict=True)):  # whole windows side by side
-        kernel = [d // s for d, s in zip(shape, sizes, strict=True)]
-        return ctx.op.AveragePool(ctx.value(node.args[0]), kernel_shape=kernel, strides=kernel)
+        dtype = ctx.out_dtype(node)
+        out = x
+        if spatial == 2:
+            out = ctx.op.MatMul(_cell_weights(ctx, x, rank - 2, sizes[0], dtype), out)
+        columns = _cell_weights(ctx, x, rank - 1, sizes[-1], dtype)
+        return ctx.op.MatMul(out, ctx.op.Transpose(columns, perm=[1, 0]))
+    if batched and all(d % s == 0 for d, s in zip(shape, sizes, strict=True)):
+        kernel = [d // s for d, s in zip(shape, sizes, strict=True)]  # whole windows side by side
+        return ctx.op.AveragePool(x, kernel_shape=kernel, strides=kernel)
     # torch's cells: rows floor(i * in / out) to ceil((i + 1) * in / out), one axis at a time
-    out = ctx.value(node.args[0])
-    for axis, (length, cells) in enumerate(zip(shape, sizes, strict=True), start=2):
+    out = x
+    for axis, length, cells in zip(axes, shape, sizes, strict=True):
         parts = []
         for i in range(cells):
             start, end = (i * length) // cells, -((-(i + 1) * length) // cells)

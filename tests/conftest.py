@@ -39,6 +39,42 @@ def _graph_cache_off(tmp_path_factory):
             os.environ[key] = value
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_thread_per_worker():
+    """Under pytest-xdist (one worker per core), torch and onnxruntime run on one intra-op thread
+    in each worker, and so do the CLI processes tests start (``OMP_NUM_THREADS``): with two
+    threads each, the workers' threads spin-wait for each other on the shared cores (the task
+    tests took 95 s against 83 s). Run alone (``-p no:xdist``), the defaults stay."""
+    import os
+
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    import onnxruntime as ort
+    import torch
+
+    threads, omp = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+    torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    create = ort.InferenceSession.__init__
+
+    def one_thread_session(self, path_or_bytes, sess_options=None, *args, **kwargs):
+        if sess_options is None:
+            sess_options = ort.SessionOptions()
+        if sess_options.intra_op_num_threads == 0:  # not chosen by the test
+            sess_options.intra_op_num_threads = 1
+        create(self, path_or_bytes, sess_options, *args, **kwargs)
+
+    ort.InferenceSession.__init__ = one_thread_session
+    yield
+    ort.InferenceSession.__init__ = create
+    torch.set_num_threads(threads)
+    if omp is None:
+        os.environ.pop("OMP_NUM_THREADS", None)
+    else:
+        os.environ["OMP_NUM_THREADS"] = omp
+
+
 @pytest.fixture(scope="session")
 def checkpoints(tmp_path_factory) -> CheckpointCache:
     return CheckpointCache(tmp_path_factory.mktemp("checkpoints"))

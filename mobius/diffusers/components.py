@@ -27,7 +27,7 @@ from mobius.sources.config import ArchitectureConfig
 from mobius.sources.resolve import Source
 from mobius.synth.analysis import analyze
 from mobius.synth.chain import Prepared, length_bound_fallback
-from mobius.synth.decompose import decompose_unlowered, mutates
+from mobius.synth.decompose import decompose_unlowered
 from mobius.synth.graphs import _drop_dead_code
 from mobius.synth.trace import SpecialisedShapeError
 from mobius.tasks import Task
@@ -134,11 +134,9 @@ def prepare_graph(
                 )  # fmt: skip
                 retrace = fixed
             traced = trace_component(arch, retrace, dtype)
-        if any(mutates(n) for n in traced.program.graph.nodes):
-            # functional first: an in-place write through a view (diffusers' rotary embeddings
-            # fill ``empty_like`` by slices) has no user, and dead-code removal would drop it
-            traced.program = traced.program.run_decompositions({})
-        _drop_dead_code(traced.program)  # e.g. the latent distribution's unused std
+        # e.g. the latent distribution's unused std; in-place writes into live tensors stay
+        # (diffusers' rotary embeddings fill ``empty_like`` by slices)
+        _drop_dead_code(traced.program)
         traced.program = decompose_unlowered(traced.program)
     prepared = Prepared(source, arch, task, traced, use_cache=False)
     if traced.length_bounds:

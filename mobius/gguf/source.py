@@ -15,12 +15,9 @@ is exact); anything else (new values, a new shape) is applied to the dequantized
 from __future__ import annotations
 
 import atexit
-import copy
 import logging
 import shutil
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +27,7 @@ import torch
 from mobius import failures
 from mobius.errors import SourceError
 from mobius.gguf.blocks import FLOAT_TYPES, LAYOUTS, Layout
+from mobius.gguf.hf_loading import fast_gguf_loading, parsed_once
 from mobius.output.weights import Checkpoint
 from mobius.sources.gguf_header import GGUFInfo, GGUFTensor, inspect_gguf
 from mobius.sources.readers import GGUF, reads
@@ -126,10 +124,11 @@ def resolve_gguf(path: Path, *, need_weights: bool) -> Source:
     _check_metadata(info)
     directory = Path(tempfile.mkdtemp(prefix="mobius-gguf-"))
     atexit.register(shutil.rmtree, directory, True)
-    config, parsed = _write_config_and_tokenizer(info, directory)
+    with fast_gguf_loading():
+        config, parsed = _write_config_and_tokenizer(info, directory)
+        checkpoint = _checkpoint(info, config, parsed)  # header only: names and shapes checked
     source = Source(directory=directory, config=read_config(directory))
     source.gguf = info  # type: ignore[attr-defined]
-    checkpoint = _checkpoint(info, config, parsed)  # header only: names and shapes checked
     if need_weights:
         source.tensors = checkpoint.entries
         source.checkpoint = checkpoint  # type: ignore[attr-defined]
@@ -162,7 +161,7 @@ def _write_config_and_tokenizer(info: GGUFInfo, directory: Path):
     what = f"{name} ({info.architecture or 'unknown architecture'})"
     try:
         parsed = load_gguf_checkpoint(str(info.path), return_tensors=False)
-        with _parsed_once(info.path, parsed):
+        with parsed_once(info.path, parsed):
             config = AutoConfig.from_pretrained(folder, gguf_file=name)
     except Exception as exc:  # ValueError for an architecture transformers does not map, and more
         failures.raise_if_fatal(exc)
@@ -176,34 +175,13 @@ def _write_config_and_tokenizer(info: GGUFInfo, directory: Path):
     config.save_pretrained(directory)
     GenerationConfig.from_model_config(config).save_pretrained(directory)
     try:
-        with _parsed_once(info.path, parsed):
+        with parsed_once(info.path, parsed):
             tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
         tokenizer.save_pretrained(directory)
     except Exception as exc:
         failures.raise_if_fatal(exc)
         log.warning("no tokenizer converted from %s (%s)", name, str(exc).splitlines()[0])
     return config, parsed
-
-
-@contextmanager
-def _parsed_once(path: Path, parsed: dict) -> Iterator[None]:
-    """transformers' config and tokenizer loaders each parse the whole GGUF header again
-    (``load_gguf_checkpoint``, about 20 s for Gemma3's 262k-token vocabulary); inside this block
-    they get the metadata already ``parsed`` from ``path`` instead. Other calls pass through."""
-    import transformers.modeling_gguf_pytorch_utils as gguf_utils
-
-    original = gguf_utils.load_gguf_checkpoint
-
-    def load(file, return_tensors: bool = False, **kwargs):
-        if not return_tensors and not kwargs and Path(file).resolve() == path.resolve():
-            return copy.deepcopy(parsed)
-        return original(file, return_tensors=return_tensors, **kwargs)
-
-    gguf_utils.load_gguf_checkpoint = load
-    try:
-        yield
-    finally:
-        gguf_utils.load_gguf_checkpoint = original
 
 
 def _checkpoint(info: GGUFInfo, config, parsed: dict) -> GGUFCheckpoint:

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 import torch
 
-from lowering import find_lowering, node_lowering
+from lowering import node_lowering
 from mobius.synth.inline import AUTOCAST_REGION
-from mobius.synth.view_writes import rewrite_view_writes
-from mobius.synth.views import is_view, stale_view
+from mobius.synth.view_writes import functional_overload, rewrite_view_writes
+from mobius.synth.views import is_view, mutates, stale_view
 
 aten = torch.ops.aten
 
@@ -85,30 +85,34 @@ def _composite(op: object) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key(name(), "CompositeImplicitAutograd")
 
 
-def mutates(node: torch.fx.Node) -> bool:
-    schema = getattr(node.target, "_schema", None)
-    return node.op == "call_function" and schema is not None and schema.is_mutable
-
-
 def functional_form(node: torch.fx.Node) -> torch._ops.OpOverload | None:
     """For ``x.op_(...)`` writing into a plain (non-view, unviewed) tensor: the overload of ``op``.
 
     Lowering that and rebinding ``x`` to the result is then exact: nothing else aliases ``x``.
     """
-    if not mutates(node) or not isinstance(node.args[0], torch.fx.Node):
-        return None
-    name = node.target._schema.name.split("::")[-1]
-    if not name.endswith("_") or name.startswith("_"):
+    functional = functional_overload(node)
+    if functional is None:
         return None
     target = node.args[0]
     aliased = target.op != "call_function" or is_view(target)
-    if name not in VALUE_KEEPING and (aliased or stale_view(target, node)):
+    if not keeps_value(node) and (aliased or stale_view(target, node)):
         return None
-    packet = getattr(aten, name[:-1], None)
-    overload = getattr(packet, node.target._overloadname, None) if packet is not None else None
-    return overload if overload is not None and find_lowering(overload) is not None else None
+    return functional
 
 
-# in-place ops that change no value (autograd state only): rebinding the written tensor to
-# their out-of-place result is exact even where views alias it
+# in-place ops that change no value: autograd state only, or a dropout outside training
 VALUE_KEEPING = {"detach_"}
+DROPOUTS = {"dropout_", "feature_dropout_"}
+
+
+def keeps_value(node: torch.fx.Node) -> bool:
+    """Whether in-place ``node`` leaves its tensor's values as they were, so rebinding the tensor
+    to its out-of-place result is exact even where views alias it (``nn.Dropout(inplace=True)``
+    in eval mode writes into a transposed view in diffusers' UNet1D)."""
+    name = node.target._schema.name.split("::")[-1]
+    if name in VALUE_KEEPING:
+        return True
+    if name in DROPOUTS:
+        train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", True)
+        return train is False
+    return False

@@ -217,8 +217,7 @@ def _drop_dead_code(program: torch.export.ExportedProgram) -> None:
 
 def _writes_into(node: torch.fx.Node, live: set[torch.fx.Node]) -> bool:
     """``node`` writes in place into a live tensor, or into a view of one."""
-    from mobius.synth.decompose import mutates
-    from mobius.synth.views import is_view
+    from mobius.synth.views import is_view, mutates
 
     if not mutates(node) or not node.args or not isinstance(node.args[0], torch.fx.Node):
         return False

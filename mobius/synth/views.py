@@ -23,6 +23,12 @@ VIEW_OPS = {
 MAYBE_SELF_OPS = {aten.to, aten.contiguous, aten.type_as}
 
 
+def mutates(node: torch.fx.Node) -> bool:
+    """Whether ``node`` calls an op that writes into an argument (``copy_``, ``add_``, ...)."""
+    schema = getattr(node.target, "_schema", None)
+    return node.op == "call_function" and schema is not None and schema.is_mutable
+
+
 def is_view(node: torch.fx.Node) -> bool:
     """Whether ``node`` is a view of its first argument (or may hand that argument back)."""
     packet = getattr(node.target, "overloadpacket", None)

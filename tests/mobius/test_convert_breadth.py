@@ -53,8 +53,9 @@ WITH_CACHE = {
     "glm_moe_dsa": "DSA indexer keys carried as a growing state",
     "granitemoehybrid": "mamba2 layers next to attention",
     "qwen3_next": "gated delta rule (triangular solve) next to attention",
-    "olmo_hybrid": "gated delta rule in a hybrid stack",
 }
+# second representatives, run with ``-m sweep``
+SWEEP = {"olmo_hybrid": "gated delta rule in a hybrid stack (qwen3_next's, above)"}
 # models transformers itself runs without any cache: they convert without one
 WITHOUT_CACHE = {"openai-gpt": "no past_key_values in the HF model at all"}
 
@@ -67,7 +68,9 @@ def _convert(model_type: str, tmp_path) -> dict:
     return causal_lm_parity(model, out, config)
 
 
-@pytest.mark.parametrize("model_type", WITH_CACHE)
+@pytest.mark.parametrize(
+    "model_type", [*WITH_CACHE, *(pytest.param(t, marks=pytest.mark.sweep) for t in SWEEP)]
+)
 def test_prefill_and_decode_with_cache(model_type, tmp_path):
     result = _convert(model_type, tmp_path)
     assert result["cache"], f"{model_type} was built without a cache"

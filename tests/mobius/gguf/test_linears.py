@@ -28,14 +28,11 @@ def tiny(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_tiny_gguf_logits_match_transformers(tiny):
-    from transformers import AutoModelForCausalLM
-
     from mobius.runtime.causal_lm import OnnxCausalLM
+    from mobius.testing.gguf import hf_from_gguf
 
     path, out = tiny
-    hf = AutoModelForCausalLM.from_pretrained(
-        path.parent, gguf_file=path.name, dtype=torch.float32
-    ).eval()
+    hf = hf_from_gguf(path).eval()
     ids = np.random.default_rng(1).integers(0, 64, (2, 7))
     with torch.no_grad():
         expected = hf(input_ids=torch.from_numpy(ids)).logits.numpy()
@@ -93,9 +90,8 @@ def test_ep_cpu_packs_blocks_that_line_up(tmp_path):
     """``--ep cpu``: linears of one activation whose blocks line up (same bits, block and kind
     of zero point) become one MatMulNBits over their blocks, packed before the CPU forms split
     8-bit codes into planes or float zero points into offsets; logits as transformers'."""
-    from transformers import AutoModelForCausalLM
-
     from mobius.runtime.causal_lm import OnnxCausalLM
+    from mobius.testing.gguf import hf_from_gguf
 
     qkv = {part: "Q4_K" for part in ("attn_q", "attn_k", "attn_v")}  # float zero points
     mlp = {"ffn_gate": "Q8_0", "ffn_up": "Q8_0", "ffn_down": "Q4_0"}  # 8-bit: two planes
@@ -110,7 +106,7 @@ def test_ep_cpu_packs_blocks_that_line_up(tmp_path):
         [layer.format(f"mlp.{p}") for p in ("gate", "up")],
     ]
     assert len(info["matmulnbits_cpu_forms"]) == 3  # the packed q/k/v and gate/up, the lm_head
-    hf = AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file="t.gguf", dtype=torch.float32)
+    hf = hf_from_gguf(tmp_path / "t.gguf")
     ids = np.random.default_rng(1).integers(0, 64, (2, 7))
     with torch.no_grad():
         expected = hf.eval()(input_ids=torch.from_numpy(ids)).logits.numpy()

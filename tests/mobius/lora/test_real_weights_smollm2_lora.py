@@ -48,16 +48,13 @@ def one_torch_thread():
 def smollm2(tmp_path_factory, one_torch_thread):
     """(HF model, tokenizer, PeftAdapters with both adapters, served package with both
     .onnx_adapter files, folded package of "first"), built once for the module."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
-    from mobius.testing.gguf import smollm2_gguf
+    from mobius.testing.gguf import hf_from_gguf, smollm2_gguf
 
     root = tmp_path_factory.mktemp("smollm2_lora")
     gguf = smollm2_gguf()
-    hf = AutoModelForCausalLM.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager"
-    ).eval()
+    hf = hf_from_gguf(gguf, attn_implementation="eager").eval()
     base = save_float_checkpoint(hf, root / "base")
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     adapters = {

@@ -55,25 +55,27 @@ def test_the_functionalised_program_carries_the_write():
 
 
 class Composites(torch.nn.Module):
-    """Composite ops torch.export keeps, and an autograd-only write to a tensor a view aliases."""
+    """Composite ops torch.export keeps, and writes that change no value into tensors views alias:
+    an autograd-only one, and an in-place dropout outside training into a transposed view."""
 
     def forward(self, x: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, ...]:
         x = x.clone()
         view = x[:, 1:]  # aliases the tensor written below
         x.detach_()
+        flipped = torch.nn.functional.dropout(x.t(), 0.5, training=False, inplace=True)
         grid = torch.meshgrid(torch.linspace(0, 1, 3), x[0], indexing="ij")[0]
         norm = torch.linalg.norm(torch.nan_to_num(x.square()), dim=-1)
         hot = torch.nn.functional.one_hot(labels, 4)
-        return grid, norm, torch.isfinite(view), hot
+        return grid, norm, torch.isfinite(view), hot, flipped * 2
 
 
-def test_lowered_composites_and_an_aliased_detach_need_no_second_trace():
+def test_lowered_composites_and_value_keeping_writes_need_no_second_trace():
     program = torch.export.export(
         Composites(), (torch.randn(2, 3), torch.tensor([1, 3])), strict=False
     )
     targets = {n.target for n in program.graph.nodes}
     aten = torch.ops.aten
-    assert {aten.detach_.default, aten.linspace.default, aten.square.default} <= targets
+    assert {aten.detach_.default, aten.dropout_.default, aten.linspace.default} <= targets
     assert decompose_unlowered(program) is program  # no run_decompositions
     check_lowering(Composites(), [torch.randn(2, 3), torch.tensor([1, 3])])
 
