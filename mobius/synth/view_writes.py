@@ -9,11 +9,14 @@ broadcast and cast to the view) and one ``slice_scatter``/``select_scatter`` per
 tensor; a ``transpose`` or ``permute`` in the chain covers its whole tensor and is undone.
 Readers after the write, of the tensor and of the views, read the new values. Where nothing but
 the chain reads the tensor and its views, views of any kind are fine (Gemma 3n's
-``predictions.permute(...).view(...) += inputs``): the write only rebinds the view it writes.
+``predictions.permute(...).view(...) += inputs``): the write only rebinds the view it writes. A
+write into a whole graph input, parameter or buffer (Phi-3's LongRoPE ``inv_freq.copy_(...)``)
+rebinds it too: the readers after the write read the new value in the graph itself, so a pattern
+never takes the old one for a constant.
 
-A write stays for functionalisation (``decompose.decompose_unlowered``) when its tensor is a
-graph input, when another view kind meets other readers, or when another view of the tensor,
-made before the write, is read after it.
+A write stays for functionalisation (``decompose.decompose_unlowered``) when it goes through a
+view of a graph input, when another view kind meets other readers, or when another view of the
+tensor, made before the write, is read after it.
 """
 
 from __future__ import annotations
@@ -78,7 +81,10 @@ def rewrite_view_writes(gm: torch.fx.GraphModule) -> int:
 def _chain(target: torch.fx.Node) -> tuple[list[torch.fx.Node], bool] | None:
     """(the tensor ``target`` views, then each view down to ``target``; whether writes reach the
     tensor by scatters); None: not a chain of views of a tensor the graph made, or one with a view
-    that has no scatter while something besides the chain reads the tensor or a view."""
+    that has no scatter while something besides the chain reads the tensor or a view. A graph
+    input written whole is a chain of itself."""
+    if target.op == "placeholder":  # a graph input, parameter or buffer written whole
+        return [target], False
     views = []
     node = target
     while isinstance(node, torch.fx.Node) and is_view(node):

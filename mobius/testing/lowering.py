@@ -101,8 +101,8 @@ def check_lowering(
     """Assert onnxruntime matches torch on ``args`` and, if given, on differently shaped ``other_args``."""
     model = lower_module(module, args, dynamic)
     for feed in [args] + ([other_args] if other_args is not None else []):
-        with torch.no_grad():
-            expected = module(*feed)
+        with torch.no_grad():  # on copies: a module may write into its inputs
+            expected = module(*[a.clone() for a in feed])
         expected = expected if isinstance(expected, (list, tuple)) else (expected,)
         actual = run_onnx(model, feed)
         assert len(actual) == len(expected)

@@ -64,6 +64,20 @@ class StaleView(torch.nn.Module):
         return early * 1.0, buf
 
 
+class IntoABuffer(torch.nn.Module):
+    """A buffer written whole, then read (Phi-3's LongRoPE picks its inverse frequencies so)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("freq", torch.ones(3), persistent=False)
+        self.register_buffer("long", torch.linspace(0.5, 2.0, 3), persistent=False)
+
+    def forward(self, x, row, block):
+        self.freq.copy_(self.long * 2)
+        row.mul_(3)  # an input written whole
+        return x * self.freq, row + 1
+
+
 class IntoAnInput(torch.nn.Module):
     def forward(self, x, row, block):
         x[:, 1] = row
@@ -95,6 +109,13 @@ def test_in_place_ops_into_views_are_rewritten_without_a_re_trace():
         n.target._schema.is_mutable for n in program.graph.nodes if n.op == "call_function"
     )
     check_lowering(InPlaceOps(), ARGS)
+
+
+def test_a_whole_buffer_or_input_written_is_rebound_in_the_graph():
+    program = _export(IntoABuffer())
+    assert decompose_unlowered(program) is program
+    assert not any(mutates(n) for n in program.graph.nodes)
+    check_lowering(IntoABuffer(), [a.clone() for a in ARGS])
 
 
 @pytest.mark.parametrize(
