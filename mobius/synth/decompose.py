@@ -19,6 +19,9 @@ from mobius.synth.view_writes import functional_overload, rewrite_view_writes
 from mobius.synth.views import is_view, mutates, stale_view
 
 aten = torch.ops.aten
+# the module of ``torch.vmap``'s levels as torch.export keeps them (``_add_batch_dim``, ...): only
+# the program's re-trace turns them into batched aten ops
+FUNCTORCH_PREDISPATCH = "torch._functorch.predispatch"
 
 
 def decompose_unlowered(
@@ -27,9 +30,13 @@ def decompose_unlowered(
     """Run torch's decompositions only for the ops the lowering table lacks (a few rounds deep)."""
     rewrite_view_writes(program.graph_module)  # slice writes of graph-made tensors: scatters
     if any(
-        mutates(n) and functional_form(n) is None or n.target is AUTOCAST_REGION
+        mutates(n)
+        and functional_form(n) is None
+        or n.target is AUTOCAST_REGION
+        or getattr(n.target, "__module__", None) == FUNCTORCH_PREDISPATCH
         for n in program.graph.nodes
-    ):  # functionalise in-place ops that write via views; apply autocast regions that cast
+    ):  # functionalise in-place ops that write via views; apply autocast regions that cast;
+        # turn vmap's batching levels (T5Gemma 2's encoder) into the aten ops they batch
         with _no_stack_traces():
             program = program.run_decompositions({})
     # torch's table costs ~0.15 CPU s to build: only when an op may be in it. Its entries are aten

@@ -107,3 +107,15 @@ def test_a_write_into_a_whole_tensor_is_a_rebinding_unless_an_older_view_reads_i
     expected = None if read_old_view_after else torch.ops.aten.copy.default
     assert functional_form(copy) is expected
     check_lowering(module, list(args))  # either way the graph carries the write
+
+
+class Batched(torch.nn.Module):
+    """``torch.vmap`` (T5Gemma 2's encoder): torch.export keeps its batching levels as
+    ``torch._functorch.predispatch`` calls, which only the re-trace turns into aten ops."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.vmap(lambda row: row * 2 + row.sum())(x)
+
+
+def test_vmap_levels_are_re_traced_into_aten_ops():
+    check_lowering(Batched(), [torch.randn(3, 4)])
