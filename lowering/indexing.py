@@ -154,7 +154,7 @@ def one_hot(ctx: LoweringContext, node: torch.fx.Node):
     depth = (
         ctx.value(classes, torch.int64)
         if isinstance(classes, torch.fx.Node)
-        else (ctx.constant(classes, torch.int64))
+        else ctx.constant(classes, torch.int64)
     )
     values = ctx.constant([0, 1], torch.int64)
     return ctx.op.OneHot(ctx.value(x, torch.int64), depth, values, axis=-1)

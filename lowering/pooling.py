@@ -178,7 +178,7 @@ def adaptive_avg_pool(ctx: LoweringContext, node: torch.fx.Node):
     spatial = 1 if node.target == aten.adaptive_avg_pool1d.default else 2
     size = node.args[1]
     sizes = list(size) if isinstance(size, (list, tuple)) else [size] * spatial
-    x, rank = ctx.value(node.args[0]), node.args[0].meta["val"].dim()
+    x, rank = ctx.value(node.args[0]), ctx.rank(node.args[0])
     batched = rank == spatial + 2  # [N, C, ...]: ONNX's pooling layout
     axes = list(range(rank - spatial, rank))
     if all(s == 1 for s in sizes):

@@ -1,9 +1,9 @@
 """Ops without a lowering are decomposed with torch's own decomposition table, when it has one.
 
 ``run_decompositions`` re-traces the whole program, which costs tens of seconds on a large model,
-so it runs only when needed: for ops with neither a lowering nor a safe in-place form, and to
-functionalise in-place ops that write through a view (``x[:, :2].copy_(y)``) where
-``view_writes`` cannot rewrite them as scatters.
+so it runs only when needed: for ops with neither a lowering nor a safe in-place form, to
+functionalise in-place writes through views that ``view_writes`` cannot rewrite, and for what
+torch.export leaves un-lowered until a re-trace (autocast regions that cast, vmap's levels).
 """
 
 from __future__ import annotations
@@ -28,15 +28,8 @@ def decompose_unlowered(
     program: torch.export.ExportedProgram, rounds: int = 3
 ) -> torch.export.ExportedProgram:
     """Run torch's decompositions only for the ops the lowering table lacks (a few rounds deep)."""
-    rewrite_view_writes(program.graph_module)  # slice writes of graph-made tensors: scatters
-    if any(
-        mutates(n)
-        and functional_form(n) is None
-        or n.target is AUTOCAST_REGION
-        or getattr(n.target, "__module__", None) == FUNCTORCH_PREDISPATCH
-        for n in program.graph.nodes
-    ):  # functionalise in-place ops that write via views; apply autocast regions that cast;
-        # turn vmap's batching levels (T5Gemma 2's encoder) into the aten ops they batch
+    rewrite_view_writes(program.graph_module)  # writes into views: scatters or rebindings
+    if any(_needs_re_trace(n) for n in program.graph.nodes):
         with _no_stack_traces():
             program = program.run_decompositions({})
     # torch's table costs ~0.15 CPU s to build: only when an op may be in it. Its entries are aten
@@ -64,6 +57,17 @@ def decompose_unlowered(
                 {op: table.get(op, getattr(op, "decompose", None)) for op in todo}
             )
     return program
+
+
+def _needs_re_trace(node: torch.fx.Node) -> bool:
+    """What only a re-trace of the whole program turns into lowerable aten ops: an in-place write
+    neither ``view_writes`` nor a rebinding handles (functionalised), an autocast region that
+    casts (applied), and ``torch.vmap``'s batching levels (T5Gemma 2's encoder: batched)."""
+    return (
+        (mutates(node) and functional_form(node) is None)
+        or node.target is AUTOCAST_REGION
+        or getattr(node.target, "__module__", None) == FUNCTORCH_PREDISPATCH
+    )
 
 
 @contextlib.contextmanager

@@ -109,7 +109,9 @@ def _writes_through(view: torch.fx.Node) -> bool:
     )
 
 
-def _rewrite(graph: torch.fx.Graph, write: torch.fx.Node, functional) -> bool:
+def _rewrite(
+    graph: torch.fx.Graph, write: torch.fx.Node, functional: torch._ops.OpOverload
+) -> bool:
     target = write.args[0]
     found = _chain(target)
     if found is None:
