@@ -75,8 +75,6 @@ FAIL_CAUSES = {
     "lxmert": "needs `visual_feats` and `visual_pos` (region features), not in CONTRACTS.md",
     "videoprism": "takes video (`pixel_values_videos`), not in CONTRACTS.md",
     "siglip2": "NaFlex inputs (`pixel_attention_mask`, `spatial_shapes`), not in CONTRACTS.md",
-    "reformer": "LSH attention's random rotations are created inside forward (a lifted tensor "
-    "with no value on meta)",
     "mobilevitv2": "not investigated (the traced unfold sees a 4x4 map for 8x8 patches)",
     "t5gemma2": "over the probe's time limit under load (its text-classification also timed out "
     "at 200 s; not a known failure)",

@@ -4,6 +4,7 @@
 so it runs only when needed: for ops with neither a lowering nor a safe in-place form, to
 functionalise in-place writes through views that ``view_writes`` cannot rewrite, and for what
 torch.export leaves un-lowered until a re-trace (autocast regions that cast, vmap's levels).
+What nothing reads and changes no value is dropped first, as the re-trace would drop it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def decompose_unlowered(
 ) -> torch.export.ExportedProgram:
     """Run torch's decompositions only for the ops the lowering table lacks (a few rounds deep)."""
     rewrite_view_writes(program.graph_module)  # writes into views: scatters or rebindings
+    drop_unread(program.graph_module)
     if any(_needs_re_trace(n) for n in program.graph.nodes):
         with _no_stack_traces():
             program = program.run_decompositions({})
@@ -57,6 +59,30 @@ def decompose_unlowered(
                 {op: table.get(op, getattr(op, "decompose", None)) for op in todo}
             )
     return program
+
+
+def drop_unread(gm: torch.fx.GraphModule) -> bool:
+    """Remove the op calls nothing reads that change no value (pure ops and value-keeping writes
+    such as ``detach_``), and what only they read; whether any were.
+
+    A constant forward() makes and drops is read on meta by a ``detach_`` (on CPU by a
+    ``lift_fresh_copy`` that torch.export drops): Reformer's empty bucket cache. Once that write is
+    gone nothing reads the constant, so it needs no value (``emit`` skips it). Only op overloads
+    go, whose schemas say what they write: a Python call such as vmap's level bookkeeping stays.
+    """
+    dropped = False
+    for node in reversed(gm.graph.nodes):  # readers first: what only they read is then unread
+        if (
+            not node.users
+            and node.op == "call_function"
+            and isinstance(node.target, torch._ops.OpOverload)
+            and (not node.is_impure() or (mutates(node) and keeps_value(node)))
+        ):
+            gm.graph.erase_node(node)
+            dropped = True
+    if dropped:
+        gm.recompile()
+    return dropped
 
 
 def _needs_re_trace(node: torch.fx.Node) -> bool:

@@ -9,7 +9,10 @@ import pytest
 import torch
 
 from mobius.synth.decompose import decompose_unlowered, functional_form
-from mobius.testing.lowering import check_lowering
+from mobius.synth.emit import emit
+from mobius.synth.trace import TracedModel
+from mobius.tasks.base import TensorSpec
+from mobius.testing.lowering import check_lowering, run_onnx
 
 
 class WriteThrough(torch.nn.Module):
@@ -119,3 +122,36 @@ class Batched(torch.nn.Module):
 
 def test_vmap_levels_are_re_traced_into_aten_ops():
     check_lowering(Batched(), [torch.randn(3, 4)])
+
+
+class DroppedConstant(torch.nn.Module):
+    """A tensor made in forward and kept by nothing the graph returns (Reformer's empty bucket
+    cache): traced on meta, torch.export lifts it as a constant with no value, read by ``detach_``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.cache = [torch.tensor([], device=x.device)]
+        return x * 2
+
+
+def test_a_constant_made_in_forward_and_dropped_needs_no_value():
+    meta = (torch.zeros(2, 3, device="meta"),)
+    program = torch.export.export(DroppedConstant(), meta, strict=False)
+    (constant,) = program.constants.values()
+    assert constant.device.type == "meta"
+    assert decompose_unlowered(program) is program  # no re-trace: the unread detach_ is dropped
+    (placeholder,) = (n for n in program.graph.nodes if n.op == "placeholder" and n.name != "x")
+    assert not placeholder.users
+    traced = TracedModel(
+        program=program,
+        inputs=[TensorSpec("input_0", torch.float32, (2, 3))],
+        outputs=["output_0"],
+        buffer_values={},
+        tied_names={},
+        constant_values={},
+        key_to_param=None,
+        dtype=torch.float32,
+    )
+    model = emit(traced, traced.binder(None))  # binding the constant would raise WeightsError
+    x = torch.randn(2, 3)
+    (got,) = run_onnx(model, [x])
+    torch.testing.assert_close(torch.from_numpy(got), x * 2)
