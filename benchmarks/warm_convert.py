@@ -19,7 +19,10 @@ Precisions: ``f32``, ``f16`` (``--dtype f16``, the builder's ``-p fp16``), ``f16
 (``--ep cuda``, f16 by default: linear weights written as stored, ``mobius/ep/stored_weights.py``;
 the builder's ``-p fp16``) and ``int4`` (``--precision int4 --ep cpu``, the builder's
 ``-p int4 -e cpu``). ``--exporters`` picks a subset
-(the builder cannot hold Llama-3.1-8B's weights in this machine's memory).
+(the builder cannot hold Llama-3.1-8B's weights in this machine's memory), or adds the variants
+that fix the write mode: ``mobius-{warm,cold}-direct`` (``MOBIUS_DIRECT_IO=1``) and
+``mobius-{warm,cold}-buffered`` (``MOBIUS_DIRECT_IO=0``); otherwise the size of the save decides
+(``mobius.output.direct_io``).
 
     PYTHONPATH=. python benchmarks/warm_convert.py [--models tiny smollm2] [--rounds 5]
 
@@ -70,7 +73,8 @@ def prepare_checkpoint(model: str, workdir: Path) -> Path:
 def commands(checkpoint: Path, out: Path, precision: str) -> dict[str, list[str]]:
     mobius = [sys.executable, "-m", "mobius", "build", "--model", str(checkpoint), "-q"]
     mobius += ["--overwrite"] + PRECISION_FLAGS[precision]
-    direct = ["env", "MOBIUS_DIRECT_IO=1"]  # the variants with O_DIRECT writes
+    # the variants that decide the write mode instead of the size of the save
+    direct, buffered = ["env", "MOBIUS_DIRECT_IO=1"], ["env", "MOBIUS_DIRECT_IO=0"]
 
     def build(name: str, *extra: str) -> list[str]:
         return [*mobius, "--output", str(out / name), *extra]
@@ -81,6 +85,8 @@ def commands(checkpoint: Path, out: Path, precision: str) -> dict[str, list[str]
         # only when --exporters names them
         "mobius-warm-direct": [*direct, *build("warm-direct")],
         "mobius-cold-direct": [*direct, *build("cold-direct", "--no-cache")],
+        "mobius-warm-buffered": [*buffered, *build("warm-buffered")],
+        "mobius-cold-buffered": [*buffered, *build("cold-buffered", "--no-cache")],
     }
     if importlib.util.find_spec("onnxruntime_genai") is not None:
         found["builder"] = [
@@ -130,7 +136,7 @@ def measure(
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MOBIUS_CACHE": str(out / "cache")}
     env.pop("MOBIUS_NO_CACHE", None)
     cmds = commands(checkpoint, out, precision)
-    wanted = exporters or [name for name in cmds if not name.endswith("-direct")]
+    wanted = exporters or [name for name in cmds if not name.endswith(("-direct", "-buffered"))]
     cmds = {name: cmd for name, cmd in cmds.items() if name in wanted}
     for cmd in cmds.values():  # warm-up: fills the cache, the page cache and the builder's
         run_once(cmd, env)
@@ -150,7 +156,7 @@ def measure(
         for name, results in runs.items()
     }
     for base in ("builder", "cp"):
-        for name in ("mobius-warm", "mobius-warm-direct", "mobius-cold", "mobius-cold-direct"):
+        for name in [n for n in table if n.startswith("mobius-")]:
             if base not in table or name not in table:
                 continue
             for k in ("wall_s", "cpu_s", "peak_rss_mib"):
@@ -161,7 +167,9 @@ def measure(
 
 
 def _clear_outputs(out: Path) -> None:
-    for name in ("warm", "warm-direct", "cold", "cold-direct", "builder", "cp"):
+    for name in ("warm", "cold", "builder", "cp") + tuple(
+        f"{kind}-{mode}" for kind in ("warm", "cold") for mode in ("direct", "buffered")
+    ):
         shutil.rmtree(out / name, ignore_errors=True)
 
 
@@ -174,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--exporters",
         nargs="+",
-        help="mobius-warm mobius-cold builder cp (default); mobius-warm-direct and "
-        "mobius-cold-direct (O_DIRECT writes, MOBIUS_DIRECT_IO=1)",
+        help="mobius-warm mobius-cold builder cp (default); mobius-{warm,cold}-direct "
+        "(MOBIUS_DIRECT_IO=1: O_DIRECT writes) and mobius-{warm,cold}-buffered "
+        "(MOBIUS_DIRECT_IO=0); without them, the size of the save decides",
     )
     parser.add_argument("--results", type=Path, default=RESULTS / "warm_convert.json")
     args = parser.parse_args(argv)

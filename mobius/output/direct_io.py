@@ -1,14 +1,22 @@
-"""Write large tensors to the external-data file past the page cache (``O_DIRECT``), on request.
+"""Write large tensors to the external-data file past the page cache (``O_DIRECT``).
 
 A buffered ``write`` copies every byte into a page-cache page the kernel allocates (and, once
 memory is full of cache, first reclaims); a direct write lets the device read the bytes from our
-buffer, but the process then waits for the device. Measured on this project's 2-core VM
-(docs/benchmarks.md, "Warm conversions"), buffered writes finished sooner in every case: a warm
-Llama-3.1-8B bf16 -> f16 hit (21.9 against 25.0 s), a cold Llama-3.2-3B f16 build (13.2 against
-15.6 s, and less CPU), a cold 3B int4 build (42.8 against 43.2 s), a warm Qwen2.5-0.5B f32 hit
-(2.1 against 3.0 s). So writes are buffered, and ``MOBIUS_DIRECT_IO=1`` turns direct writes on.
+buffer, but the process then waits for the device. Which finishes sooner depends on the size of
+the save against the page cache (docs/design/weights-io.md, "Direct I/O"):
 
-When on, a tensor's bytes go through a page-aligned staging buffer and are written with
+- up to the kernel's dirty background threshold (``vm.dirty_background_ratio`` of available
+  memory, about 2.2 GB on a 24 GB machine), buffered writes return as soon as the bytes are
+  copied and the kernel flushes them later: a warm Qwen2.5-0.5B f32 hit (1.9 GB) took 2.1 s
+  buffered against 3.0 s direct;
+- past it, the flusher and page reclaim run beside the writers, and every buffered byte costs the
+  copy and a page to reclaim: a warm Llama-3.1-8B bf16 -> f16 hit took 24.5 s buffered against
+  14.1 s direct (medians of three, alternating with ``cp``, which took 16.3 s).
+
+So a save whose weights exceed that threshold writes directly (``large_save``);
+``MOBIUS_DIRECT_IO=1`` or ``0`` decides for every save.
+
+A direct tensor's bytes go through a page-aligned staging buffer and are written with
 ``O_DIRECT`` in aligned blocks; the unaligned head and tail of each tensor (the bytes that share
 a 4 KiB block with a neighbour) are written through the normal descriptor, so the file's layout
 and bytes are exactly those of a buffered write. Where the file system refuses ``O_DIRECT``
@@ -19,10 +27,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import math
 import mmap
 import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 # Direct writes must start at, and be a multiple of, the device's logical block size: 4 KiB
 # covers every common device (512-byte ones included).
@@ -37,9 +47,53 @@ _LOCAL = threading.local()  # this thread's free staging buffer
 _REFUSED: set[str] = set()  # files whose file system refused O_DIRECT once: buffered from then on
 
 
+# one entry per running save (``large_save``): whether its weights exceed the dirty threshold
+_LARGE: list[bool] = []
+_LARGE_LOCK = threading.Lock()
+
+
 def enabled() -> bool:
-    """Whether direct writes are asked for (``MOBIUS_DIRECT_IO=1``) and ``os.O_DIRECT`` exists."""
-    return hasattr(os, "O_DIRECT") and os.environ.get("MOBIUS_DIRECT_IO", "0") == "1"
+    """Whether the running save writes directly: ``MOBIUS_DIRECT_IO=1`` or ``0`` if set, else
+    whether it is large (``large_save``); never where ``os.O_DIRECT`` does not exist."""
+    if not hasattr(os, "O_DIRECT"):
+        return False
+    asked = os.environ.get("MOBIUS_DIRECT_IO", "")
+    if asked in ("0", "1"):
+        return asked == "1"
+    with _LARGE_LOCK:
+        return bool(_LARGE) and _LARGE[-1]
+
+
+def dirty_background_bytes() -> float:
+    """Dirty page-cache bytes past which the kernel starts flushing alongside the writers:
+    ``vm.dirty_background_bytes``, else ``vm.dirty_background_ratio`` percent of available
+    memory; infinite where ``/proc`` does not say (every write stays buffered)."""
+    try:
+        fixed = int(Path("/proc/sys/vm/dirty_background_bytes").read_text())
+        if fixed > 0:
+            return float(fixed)
+        ratio = int(Path("/proc/sys/vm/dirty_background_ratio").read_text())
+        meminfo = Path("/proc/meminfo").read_text()
+    except (OSError, ValueError):
+        return math.inf
+    for line in meminfo.splitlines():
+        if line.startswith("MemAvailable:"):
+            return ratio / 100 * int(line.split()[1]) * 1024
+    return math.inf
+
+
+@contextlib.contextmanager
+def large_save(nbytes: int) -> Iterator[None]:
+    """While the block runs, a save of ``nbytes`` of weights writes directly if they exceed the
+    kernel's dirty background threshold (unless ``MOBIUS_DIRECT_IO`` decides)."""
+    large = nbytes > dirty_background_bytes()
+    with _LARGE_LOCK:
+        _LARGE.append(large)
+    try:
+        yield
+    finally:
+        with _LARGE_LOCK:
+            _LARGE.remove(large)  # any entry of the same value: each save only reads the last
 
 
 class _Buffered:

@@ -32,6 +32,18 @@ class JoinedTensor(DirectTofile, ir.LazyTensor):
             np.concatenate([t.numpy() for t in self.parts], axis=self.axis), name=self.name
         )
 
+    def tofile(self, file) -> None:
+        """Joined along the first axis, the bytes are each part's in turn: every part writes
+        itself (a checkpoint tensor streams chunk by chunk, cast on the way) and nothing is
+        joined in memory. Along another axis, or in a type of less than a byte (two parts' halves
+        could share one), the parts are joined first."""
+        whole_bytes = self.dtype.bitwidth % 8 == 0
+        if self.axis != 0 or not whole_bytes or any(p.dtype != self.dtype for p in self.parts):
+            super().tofile(file)
+            return
+        for part in self.parts:
+            part.tofile(file)
+
     @property
     def parallel_write_safe(self) -> bool:
         return all(writes_alongside(t) for t in self.parts)

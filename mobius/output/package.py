@@ -18,6 +18,7 @@ import onnx_ir as ir
 
 from mobius import failures
 from mobius.errors import OutputError, UnsupportedError
+from mobius.output import direct_io
 from mobius.output.disk_form import elided_on_disk
 from mobius.output.saving import (
     collecting_nonfinite,
@@ -256,7 +257,8 @@ class ModelPackage:
 
     def _write(self, tmp: Path, *, progress: bool) -> None:
         try:
-            self._write_graphs(tmp, progress=progress)
+            with direct_io.large_save(self.nbytes()):
+                self._write_graphs(tmp, progress=progress)
         finally:
             release_scratch()
 
@@ -312,8 +314,6 @@ def writes_alongside(tensor: ir.TensorProtocol | None) -> bool:
 def writers_for(model: ir.Model) -> int:
     """How many threads may write ``model``'s weights: 1 unless every initializer may be written
     alongside others, else ``DIRECT_WRITERS`` with direct writes and ``WRITERS`` without."""
-    from mobius.output import direct_io
-
     if not all(writes_alongside(v.const_value) for v in model.graph.initializers.values()):
         return 1
     return DIRECT_WRITERS if direct_io.enabled() else WRITERS

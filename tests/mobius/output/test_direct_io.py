@@ -17,7 +17,7 @@ ALIGN = direct_io.ALIGN
 
 @pytest.fixture(autouse=True)
 def _small_thresholds(monkeypatch):
-    # direct writes on (they are opt-in), a 2-block stage and no size floor: tests exercise every
+    # direct writes on (whatever the size of the save), a 2-block stage and no size floor: tests exercise every
     # path with a few KiB
     monkeypatch.setenv("MOBIUS_DIRECT_IO", "1")
     monkeypatch.setattr(direct_io, "MIN_BYTES", 1)
@@ -90,11 +90,35 @@ def test_bytes_are_those_of_a_buffered_write(tmp_path, monkeypatch):
     assert plain_path.read_bytes() == direct_path.read_bytes()
 
 
-def test_writes_are_buffered_unless_direct_io_is_asked_for(monkeypatch):
+def test_a_save_past_the_dirty_threshold_writes_directly_unless_told(monkeypatch):
     monkeypatch.delenv("MOBIUS_DIRECT_IO")
-    assert not direct_io.enabled()
-    monkeypatch.setenv("MOBIUS_DIRECT_IO", "1")
-    assert direct_io.enabled() == hasattr(os, "O_DIRECT")
+    monkeypatch.setattr(direct_io, "dirty_background_bytes", lambda: 1000.0)
+    has_direct = hasattr(os, "O_DIRECT")
+    assert not direct_io.enabled()  # no save running
+    with direct_io.large_save(1000):
+        assert not direct_io.enabled()  # within the threshold: buffered
+    with direct_io.large_save(1001):
+        assert direct_io.enabled() == has_direct
+        monkeypatch.setenv("MOBIUS_DIRECT_IO", "0")
+        assert not direct_io.enabled()
+    assert not direct_io._LARGE
+    with direct_io.large_save(10):
+        monkeypatch.setenv("MOBIUS_DIRECT_IO", "1")
+        assert direct_io.enabled() == has_direct
+
+
+def test_the_dirty_threshold_is_the_kernels():
+    threshold = direct_io.dirty_background_bytes()
+    if not os.path.exists("/proc/sys/vm/dirty_background_ratio"):
+        assert threshold == float("inf")
+        return
+    fixed = int(open("/proc/sys/vm/dirty_background_bytes").read())
+    ratio = int(open("/proc/sys/vm/dirty_background_ratio").read())
+    if fixed:
+        assert threshold == fixed
+    else:  # a share of available memory: below all of it, above nothing
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        assert 0 < threshold <= ratio / 100 * total
 
 
 def test_a_file_system_that_refuses_o_direct_gets_buffered_writes(tmp_path, monkeypatch):
