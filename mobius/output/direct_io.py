@@ -17,15 +17,18 @@ So a save whose weights exceed that threshold writes directly (``large_save``);
 ``MOBIUS_DIRECT_IO=1`` or ``0`` decides for every save.
 
 A direct tensor's bytes go through a page-aligned staging buffer and are written with
-``O_DIRECT`` in aligned blocks; the unaligned head and tail of each tensor (the bytes that share
-a 4 KiB block with a neighbour) are written through the normal descriptor, so the file's layout
-and bytes are exactly those of a buffered write. Where the file system refuses ``O_DIRECT``
+``O_DIRECT`` in aligned blocks; bytes that already lie in page-aligned memory at a block boundary
+of the file (a chunk cast into the writer's scratch buffer) are sent from where they are. The
+unaligned head and tail of each tensor (the bytes that share a 4 KiB block with a neighbour) are
+written through the normal descriptor, so the file's layout and bytes are exactly those of a
+buffered write. Where the file system refuses ``O_DIRECT``
 (tmpfs, some network mounts) the writes stay buffered.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import math
 import mmap
@@ -122,6 +125,10 @@ class DirectWriter:
 
     def write(self, data) -> None:
         view = memoryview(data).cast("B")
+        if self.filled == 0 and self.pos % ALIGN == 0 and _address(view) % ALIGN == 0:
+            whole = len(view) - len(view) % ALIGN  # sent as it is: no copy into the stage
+            self._put(view[:whole])
+            view = view[whole:]
         head = min(len(view), -self.pos % ALIGN) if self.filled == 0 else 0
         if head:
             self._buffered(view[:head], self.pos)
@@ -148,8 +155,16 @@ class DirectWriter:
 
     def _flush(self, nbytes: int) -> None:
         """Write the first ``nbytes`` (a multiple of ALIGN) of the stage at ``pos``, directly."""
-        chunk = self.stage[:nbytes]
-        if self.direct_fd >= 0:
+        self._put(self.stage[:nbytes])
+        rest = self.filled - nbytes
+        if rest:
+            self.stage[:rest] = self.stage[nbytes : self.filled]
+        self.filled = rest
+
+    def _put(self, chunk: memoryview) -> None:
+        """Write ``chunk`` (whole blocks, from page-aligned memory) at ``pos``: directly where the
+        file system takes it."""
+        if self.direct_fd >= 0 and len(chunk):
             try:
                 _write_all(self.direct_fd, chunk, self.pos)
             except OSError as exc:
@@ -160,14 +175,17 @@ class DirectWriter:
                 self.direct_fd = -1
         if self.direct_fd < 0:
             self._buffered(chunk, self.pos)
-        self.pos += nbytes
-        rest = self.filled - nbytes
-        if rest:
-            self.stage[:rest] = self.stage[nbytes : self.filled]
-        self.filled = rest
+        self.pos += len(chunk)
 
     def _buffered(self, chunk: memoryview, offset: int) -> None:
         _write_all(self.fd, chunk, offset)
+
+
+def _address(view: memoryview) -> int:
+    """Where ``view``'s bytes start in memory; -1 if that cannot be known (read-only memory)."""
+    if view.readonly or not len(view):
+        return -1
+    return ctypes.addressof(ctypes.c_char.from_buffer(view))
 
 
 def _write_all(fd: int, chunk: memoryview, offset: int) -> None:

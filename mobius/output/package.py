@@ -22,6 +22,7 @@ from mobius.output import direct_io
 from mobius.output.disk_form import elided_on_disk
 from mobius.output.saving import (
     collecting_nonfinite,
+    frozen_heap,
     one_kernel_thread_while_saving,
     release_scratch,
 )
@@ -257,7 +258,7 @@ class ModelPackage:
 
     def _write(self, tmp: Path, *, progress: bool) -> None:
         try:
-            with direct_io.large_save(self.nbytes()):
+            with direct_io.large_save(self.nbytes()), frozen_heap():
                 self._write_graphs(tmp, progress=progress)
         finally:
             release_scratch()

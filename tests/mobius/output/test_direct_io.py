@@ -192,3 +192,32 @@ def test_a_failure_inside_a_tensor_leaves_the_next_writer_working(tmp_path):
             out.write(data)
     with open(path, "rb") as file:
         assert file.read(len(data)) == data
+
+
+def test_page_aligned_bytes_at_a_block_boundary_are_sent_without_staging(tmp_path, monkeypatch):
+    """A cast chunk in the writer's (page-aligned) scratch memory goes to the device from where
+    it is; its unaligned tail and a chunk that follows it are staged as before."""
+    import mmap
+
+    source = mmap.mmap(-1, 3 * ALIGN)
+    source[:] = os.urandom(3 * ALIGN)
+    tail = os.urandom(100)
+    sent: list[int] = []
+    real = direct_io._write_all
+
+    def recording(fd, chunk, offset):
+        sent.append(direct_io._address(chunk))
+        real(fd, chunk, offset)
+
+    monkeypatch.setattr(direct_io, "_write_all", recording)
+    path = tmp_path / "d.data"
+    with open(path, "wb") as file:
+        file.seek(ALIGN)
+        with direct_io.writer(file, 3 * ALIGN + 100) as out:
+            out.write(memoryview(source)[: 2 * ALIGN + 50])  # 2 blocks sent, 50 bytes staged
+            out.write(tail)
+            out.write(memoryview(source)[2 * ALIGN + 50 :])
+    data = bytes(source)
+    assert path.read_bytes() == bytes(ALIGN) + data[: 2 * ALIGN + 50] + tail + data[2 * ALIGN + 50 :]
+    assert sent[0] == direct_io._address(memoryview(source))  # no copy: the source itself
+    assert direct_io._address(memoryview(b"read-only")) == -1
