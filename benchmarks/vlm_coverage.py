@@ -9,6 +9,10 @@
    in the first row of a batch of two (the other row text only, left-padded), one cached step,
    12 greedy tokens (and each step's logits) against HF ``generate``; atol 1e-4.
 
+The mapping's encoder–decoders (Florence-2, Pix2Struct, ...: the image goes into the encoder
+graph) are checked by ``seq2seq_coverage.py``'s harness instead (two graphs, encoder output and
+decoder parity), whose rows share this file.
+
 Results: ``benchmarks/results/vlm_coverage.json`` (merged by type) and a table on stdout.
 
     nice -n 10 python benchmarks/vlm_coverage.py             # every type
@@ -25,7 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import sweep_versions  # sibling module
+import seq2seq_coverage  # sibling modules
+import sweep_versions
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "vlm_coverage.json"
@@ -84,6 +89,8 @@ def all_types() -> list[str]:
 
 
 def run_one(model_type: str, timeout: int, images: int = IMAGES) -> dict:
+    if model_type in seq2seq_coverage.IMAGE_TEXT_TYPES:  # an image encoder-decoder
+        return seq2seq_coverage.run_one(model_type, max(timeout, 600))
     with tempfile.TemporaryDirectory(prefix=f"vlm-{model_type}-") as work:
         try:
             proc = subprocess.run(
