@@ -70,7 +70,7 @@ from mobius.tasks.vlm_prepend import (
     prepend_image_features,
     prepends_image,
 )
-from mobius.tasks.vlm_type_ids import own_type_ids, takes_token_type_ids
+from mobius.tasks.vlm_type_ids import attends_both_ways, own_type_ids, takes_token_type_ids
 
 IMAGE_TOKENS = "num_image_tokens"
 # example sizes: distinct from the base task's (2, 7, 4, 11) so export never unifies two axes
@@ -331,7 +331,7 @@ class DecoderGraph(CausalLMTask):
         """This graph for ``config``: a model that attends both ways within an image's tokens
         (``token_type_ids``) keeps its own attention and masks, with transformers' cache carried
         through the trace (the captured attention knows causal and padding masks only)."""
-        both_ways = takes_token_type_ids(model_class(config), config.hf_config)
+        both_ways = attends_both_ways(model_class(config), config.hf_config)
         if self.text_only or not (both_ways or prepends_image(config)):
             return self
         graph = DecoderGraph(self.parent)

@@ -23,7 +23,7 @@ from mobius.tasks.vlm_inputs import image_token_id
 from mobius.tasks.vlm_position_mask import NAME as POSITION_MASK
 from mobius.tasks.vlm_position_mask import places_by_position_mask
 from mobius.tasks.vlm_prepend import image_rows, prepends_image
-from mobius.tasks.vlm_type_ids import type_ids_argument
+from mobius.tasks.vlm_type_ids import EXPERT_TYPE_IDS, type_ids_argument
 from mobius.testing import vlm_position_mask, vlm_row_reference
 from mobius.testing.tiny import randomize
 from mobius.testing.vlm_pixels import image_runs, images_fed, pixel_inputs
@@ -307,6 +307,13 @@ def vlm_parity(
     }
 
 
+def image_and_markers(config: Any) -> torch.Tensor:
+    """The image token and the tokens that open and close an image, where the config names them
+    (Ernie 4.5 VL's processor sends all three to the vision experts)."""
+    named = (getattr(config, n, None) for n in ("image_start_token_id", "image_end_token_id"))
+    return torch.tensor([image_token_id(config), *(t for t in named if t is not None)])
+
+
 def vlm_pairs(
     model: Any,
     package: Path,
@@ -357,6 +364,8 @@ def vlm_pairs(
         extra["token_type_ids"] = (ids == image_token_id(model.config)).long()
     if "mm_token_type_ids" in inspect.signature(model.forward).parameters:
         extra["mm_token_type_ids"] = (ids == image_token_id(model.config)).int()
+    if type_ids_argument(model) == EXPERT_TYPE_IDS:  # as the processor marks them (Ernie 4.5 VL)
+        extra[EXPERT_TYPE_IDS] = torch.isin(ids, image_and_markers(model.config)).int()
     # the image belongs to the first row: HF's processor sends pixels for the batch's images
     hf_inputs = {"input_ids": ids, "attention_mask": mask, **for_torch(model, pixels), **extra}
     if position_mask is not None:
@@ -390,6 +399,7 @@ def vlm_pairs(
             )
         first_logits, second_logits = first.logits, second.logits
     types = {k: v.numpy() for k, v in extra.items()}
+    graph_types = types.get(type_ids_argument(model) or "")  # the decoder's token_type_ids
     placed = None if position_mask is None else position_mask.numpy()
     embedded = runner.embedding(ids.numpy(), features, deepstack, placed)
     logits, cache = runner.decode(
@@ -397,7 +407,7 @@ def vlm_pairs(
         mask.numpy(),
         positions.numpy(),
         runner.empty_cache(2),
-        types.get("token_type_ids", types.get("mm_token_type_ids")),
+        graph_types,
         embedded.get(DEEPSTACK),
         placed,
     )
@@ -430,7 +440,7 @@ def vlm_pairs(
         features,
         new_tokens,
         positions=positions.numpy(),
-        token_type_ids=types.get("token_type_ids", types.get("mm_token_type_ids")),
+        token_type_ids=graph_types,
         deepstack=deepstack,
         position_mask=placed,
     )

@@ -33,6 +33,18 @@ MORE_VLM_OVERRIDES: dict[str, dict[str, Any]] = {
             },
         },
     },
+    # Ernie 4.5 VL interleaves the height and width sections of its rotary (stacked pairwise):
+    # they must be equal ([22, 22, 20] in the real config); the split mobius.testing.vlm makes
+    # for a 16-wide head is [4, 2, 2]
+    "ernie4_5_vl_moe": {
+        "text_config": {
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 5e5,
+                "mrope_section": [3, 3, 2],
+            },
+        }
+    },
     # Aria's projector picks its number of queries by the tower's patch count from this table
     # (1225 and 4900 patches for the real 490- and 980-pixel images); the tiny tower makes 16
     "aria": {"projector_patch_to_query_dict": {16: 4}},

@@ -17,6 +17,7 @@ from mobius.synth.overrides import (
     cosmos3_edge,
     cpmant,
     deepseek_v4,
+    ernie4_5_vl,
     funnel,
     gemma4,
     git,
@@ -80,6 +81,11 @@ OVERRIDES: dict[str, Callable[[torch.nn.Module], None]] = {
     "transformers.models.deepseek_v4.modeling_deepseek_v4.DeepseekV4Indexer": (
         deepseek_v4.indexer_padded_windows
     ),
+    "transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe.Ernie4_5_VLMoeMoeBlock": (
+        ernie4_5_vl.experts_by_type
+    ),
+    "transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe."
+    "Ernie4_5_VLMoeVariableResolutionResamplerModel": ernie4_5_vl.image_frames_paired,
     "transformers.models.funnel.modeling_funnel.FunnelAttentionStructure": (
         funnel.symbolic_positions
     ),
