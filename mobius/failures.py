@@ -219,14 +219,21 @@ def own_bug(exc: BaseException) -> BaseException | None:
     An exception counts when the innermost frame of its traceback is in ``mobius/``,
     ``patterns/`` or ``lowering/`` and it is not a MobiusError (those are deliberate) nor a
     RuntimeError or NotImplementedError (a torch op failing on the model's shapes, called from
-    one of our shims)."""
+    one of our shims), nor raised by the call a torch-function mode of ours hands on unchanged
+    (``_hands_on``)."""
     for link in _chain(exc):
         if isinstance(link, (MobiusError, *_TORCH_OP_FAILURES)):
             continue
         frame = _raising_frame(link)
-        if frame is not None and _is_own_file(frame.filename):
+        if frame is not None and _is_own_file(frame.filename) and not _hands_on(frame):
             return link
     return None
+
+
+def _hands_on(frame: traceback.FrameSummary) -> bool:
+    """The frame is a torch-function mode's ``return func(*args, **kwargs)``: what fails there is
+    the model's own torch call (``range()`` over a tensor with no single value on meta, say)."""
+    return frame.name == "__torch_function__" and (frame.line or "").startswith("return func(")
 
 
 def where(exc: BaseException) -> str:

@@ -112,6 +112,19 @@ def test_errors_from_other_code_or_deliberate_ones_are_not_our_bugs():
     assert failures.own_bug(_raised(lambda: torch.zeros(2, 3) @ torch.zeros(2, 3))) is None
 
 
+def test_a_torch_call_failing_where_our_mode_hands_it_on_is_not_our_bug():
+    from mobius.synth.shims import ScalarFillsOnMeta
+
+    def range_over_a_pair():  # the model's own code: no index from two elements
+        with ScalarFillsOnMeta():
+            range(torch.tensor([1, 2]))
+
+    exc = _raised(range_over_a_pair)
+    assert isinstance(exc, TypeError)
+    assert failures.where(exc) == "mobius.synth.shims:__torch_function__"
+    assert failures.own_bug(exc) is None
+
+
 def test_check_turns_our_bug_into_one_line_internal_error():
     from patterns import rms_norm
 
