@@ -218,6 +218,8 @@ def test_page_aligned_bytes_at_a_block_boundary_are_sent_without_staging(tmp_pat
             out.write(tail)
             out.write(memoryview(source)[2 * ALIGN + 50 :])
     data = bytes(source)
-    assert path.read_bytes() == bytes(ALIGN) + data[: 2 * ALIGN + 50] + tail + data[2 * ALIGN + 50 :]
+    assert (
+        path.read_bytes() == bytes(ALIGN) + data[: 2 * ALIGN + 50] + tail + data[2 * ALIGN + 50 :]
+    )
     assert sent[0] == direct_io._address(memoryview(source))  # no copy: the source itself
     assert direct_io._address(memoryview(b"read-only")) == -1
