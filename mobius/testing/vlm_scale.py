@@ -20,7 +20,12 @@ HF's float64 forward (measured): the graph's features 1.4e-5 off, its prefill lo
 own float32 logits 4.8e-5); the graph's decoder given the float64 features 6.2e-5. So the excess
 is the features' rounding, not the conversion. Qwen4-Exp likewise (features up to 32; one input's
 prefill logits 1.07e-4 off HF's float64 at one position where HF's float32 is 7.4e-6 off; the
-graph's decoder given HF's float32 or float64 features 1.3e-5 and 1.9e-5 there).
+graph's decoder given HF's float32 or float64 features 1.3e-5 and 1.9e-5 there). MiniCPM-OCR
+likewise (features up to 26, the same text model): against HF's float64 forward the graph's
+features 2.1e-5 off (HF's float32 1.5e-5), its prefill logits 1.09e-4 (HF's float32 2.6e-5); the
+graph's decoder given the float64 features 3.5e-5. Scaled, its last position is 1.35e-5 off; its
+worst prompt position (9.6e-5) is one where HF's own float32 is 3.1e-4 off its float64 (the graph
+4.0e-4): rounding there too.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ FAN_IN_SCALED = frozenset(
         "deepseek_vl_hybrid",  # both towers: the SigLIP one and the SAM high-resolution one
         "unlimited_ocr",  # SAM then CLIP: features up to 320, HF's float32 1.7e-4 off its float64
         "qwen4_exp",  # features up to 32, their rounding amplified by the text model (as minicpmv4_6)
+        "minicpm_ocr",  # features up to 26, the same (measured above)
     }
 )
 
