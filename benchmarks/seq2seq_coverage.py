@@ -34,7 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "seq2seq_coverage.json"
 IMAGE_TEXT_RESULTS = ROOT / "benchmarks" / "results" / "vlm_coverage.json"
 # image-text-to-text types whose tiny model is an encoder-decoder (the others: vlm_coverage.py)
-IMAGE_TEXT_TYPES = ("florence2", "pix2struct", "pp_formulanet", "udop", "vision-encoder-decoder")
+IMAGE_TEXT_TYPES = (
+    "florence2", "pix2struct", "pp_formulanet", "t5gemma2", "udop", "vision-encoder-decoder",
+)  # fmt: skip
 ATOL = 1e-4
 
 ONE = """

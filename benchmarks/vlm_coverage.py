@@ -9,8 +9,8 @@
    in the first row of a batch of two (the other row text only, left-padded), one cached step,
    12 greedy tokens (and each step's logits) against HF ``generate``; atol 1e-4.
 
-The mapping's encoder–decoders (Florence-2, Pix2Struct, ...: the image goes into the encoder
-graph) are checked by ``seq2seq_coverage.py``'s harness instead (two graphs, encoder output and
+The mapping's encoder–decoders (Florence-2, Pix2Struct, T5Gemma 2, ...: the image goes into the
+encoder graph) are checked by ``seq2seq_coverage.py``'s harness instead (two graphs, encoder output and
 decoder parity), whose rows share this file.
 
 Results: ``benchmarks/results/vlm_coverage.json`` (merged by type) and a table on stdout.
