@@ -24,6 +24,7 @@ import torch
 from mobius.sources.config import ArchitectureConfig
 from mobius.tasks.base import BATCH, TensorSpec
 from mobius.tasks.seq2seq_phase import GraphPhase, enter_phase, phase
+from mobius.tasks.vlm_inputs import check_pooled_grid
 
 ENCODER_SEQUENCE = "encoder_sequence_length"
 HEIGHT, WIDTH = "image_height", "image_width"
@@ -112,6 +113,8 @@ def image_inputs(config: ArchitectureConfig, model: torch.nn.Module) -> list[Ten
         ]
         if "bbox" in encoder and "bbox" in forward:  # each word's box (UDOP), in [0, 1]
             specs.append(TensorSpec("bbox", None, (BATCH, ENCODER_SEQUENCE, 4)))
+    # T5Gemma 2 pools its tower's patches to the encoder config's mm_tokens_per_image, as Gemma 3
+    check_pooled_grid(getattr(config.hf_config, "encoder", config.hf_config))
     specs.append(_pixels(config))
     return specs
 

@@ -68,3 +68,21 @@ def test_image_sides_follow_the_encoders_own_vision_config():
     side = vision.image_size
     assert specs["pixel_values"] == ("batch", vision.num_channels, side, side)
     assert specs["input_ids"] == specs["attention_mask"] == ("batch", "encoder_sequence_length")
+
+
+def test_more_image_tokens_than_patches_is_the_configs_fault():
+    """T5Gemma 2 pools its tower's patch grid to mm_tokens_per_image, as Gemma 3 does: more
+    tokens per side than patches is a pooling kernel of 0 on which HF's own forward fails, a
+    ConfigError naming the largest value that works (not a trace failure)."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    from mobius.errors import ConfigError
+    from mobius.tasks.seq2seq_images import image_inputs
+
+    config = tiny_config_for("t5gemma2", encoder={"mm_tokens_per_image": 4})
+    model = AutoModelForSeq2SeqLM.from_config(config)
+    vision = config.encoder.vision_config
+    patches = vision.image_size // vision.patch_size
+    config.encoder.mm_tokens_per_image = (patches + 1) ** 2
+    with pytest.raises(ConfigError, match=f"at most {patches * patches}"):
+        image_inputs(from_hf(config), model)
