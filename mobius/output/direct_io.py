@@ -6,7 +6,7 @@ buffer, but the process then waits for the device. Which finishes sooner depends
 the save against the page cache (docs/design/weights-io.md, "Direct I/O"):
 
 - up to the kernel's dirty background threshold (``vm.dirty_background_ratio`` of available
-  memory, about 2.2 GB on a 24 GB machine), buffered writes return as soon as the bytes are
+  memory, 2.36 GB on this project's 24 GB machine), buffered writes return as soon as the bytes are
   copied and the kernel flushes them later: a warm Qwen2.5-0.5B f32 hit (1.9 GB) took 2.1 s
   buffered against 3.0 s direct;
 - past it, the flusher and page reclaim run beside the writers, and every buffered byte costs the

@@ -344,9 +344,10 @@ def processor_rank(model_type: str, temporal: int | None) -> int:
 
 def check_pooled_grid(hf: Any) -> None:
     """A config whose ``mm_tokens_per_image`` pools the tower's patch grid (Gemma 3, ShieldGemma
-    2, T5Gemma 2's encoder config: ``tokens_per_side = sqrt(mm_tokens_per_image)``, an average pool of ``patches_per_side //
-    tokens_per_side``) must have at least one patch per token: else HF's own vision path fails
-    (a pooling kernel of 0), which is the config's fault, not the trace's (ConfigError)."""
+    2, T5Gemma 2's encoder config: ``tokens_per_side = sqrt(mm_tokens_per_image)``, an average
+    pool of ``patches_per_side // tokens_per_side``) must have at least one patch per token: else
+    HF's own vision path fails (a pooling kernel of 0), which is the config's fault, not the
+    trace's (ConfigError)."""
     from mobius.errors import ConfigError
 
     tokens = getattr(hf, "mm_tokens_per_image", None)

@@ -12,6 +12,7 @@ from transformers.models.ernie4_5_vl_moe import modeling_ernie4_5_vl_moe as erni
 from mobius.synth.overrides import ernie4_5_vl
 from mobius.tasks.vlm_type_ids import attends_both_ways, takes_token_type_ids
 from mobius.testing.configs import tiny_config_for
+from mobius.testing.tiny import randomize
 from mobius.testing.vlm import VLM_OVERRIDES
 
 # images (one frame each, as the image processor makes them): rows x columns of patches
@@ -22,17 +23,9 @@ def _config():
     return tiny_config_for("ernie4_5_vl_moe", **VLM_OVERRIDES.get("ernie4_5_vl_moe", {}))
 
 
-def _randomized(module: torch.nn.Module) -> torch.nn.Module:
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for parameter in module.parameters():  # every one random (HF leaves some empty)
-            parameter.normal_(0.0, 0.3)
-    return module.eval()
-
-
 def test_resampler_pairs_image_frames_as_hf():
     config = _config()
-    resampler = _randomized(ernie.Ernie4_5_VLMoeVariableResolutionResamplerModel(config))
+    resampler = randomize(ernie.Ernie4_5_VLMoeVariableResolutionResamplerModel(config)).eval()
     merge = config.vision_config.spatial_merge_size
     patches = torch.randn(int(GRID.prod(-1).sum()), config.vision_config.hidden_size)
     with torch.no_grad():
@@ -46,7 +39,7 @@ def test_resampler_pairs_image_frames_as_hf():
 @pytest.mark.parametrize("types", ["mixed", "text", "none"])
 def test_moe_block_experts_by_type_as_hf(types):
     text = _config().text_config
-    block = _randomized(ernie.Ernie4_5_VLMoeMoeBlock(text))
+    block = randomize(ernie.Ernie4_5_VLMoeMoeBlock(text)).eval()
     states = torch.randn(2, 7, text.hidden_size)
     type_ids = {
         "mixed": torch.tensor([[0, 1, 1, 1, 0, 2, 0], [0, 0, 0, 0, 1, 1, 0]]),
